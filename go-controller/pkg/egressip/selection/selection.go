@@ -1,0 +1,166 @@
+// Package selection decides which pods each EgressIP serves. It is the one
+// place this rule lives; the master (NB rows) and the node (host SNAT rules)
+// both call it, so they always agree. Everything here is pure: no clients, no clock.
+package selection
+
+import (
+	"fmt"
+	"net/netip"
+	"sort"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+
+	egressipv1 "github.com/ovn-egressip/ovn-egressip/go-controller/pkg/crd/egressip/v1"
+)
+
+// PodIPs returns the pod's IPs from status.podIPs (falling back to status.podIP),
+// skipping unparsable entries. IPv4-mapped IPv6 addresses are unmapped.
+func PodIPs(pod *corev1.Pod) []netip.Addr {
+	var raw []string
+	for _, p := range pod.Status.PodIPs {
+		raw = append(raw, p.IP)
+	}
+	if len(raw) == 0 && pod.Status.PodIP != "" {
+		raw = []string{pod.Status.PodIP}
+	}
+	out := make([]netip.Addr, 0, len(raw))
+	for _, s := range raw {
+		if ip, err := netip.ParseAddr(s); err == nil {
+			out = append(out, ip.Unmap())
+		}
+	}
+	return out
+}
+
+// PodServable reports whether a pod can be served by any EgressIP: it is not on the
+// host network, has at least one IP, and has not completed (Succeeded/Failed).
+func PodServable(pod *corev1.Pod) bool {
+	if pod.Spec.HostNetwork {
+		return false
+	}
+	if pod.Status.Phase == corev1.PodSucceeded || pod.Status.Phase == corev1.PodFailed {
+		return false
+	}
+	return len(PodIPs(pod)) > 0
+}
+
+// Selector is an EgressIP's compiled namespaceSelector AND podSelector.
+type Selector struct {
+	namespace labels.Selector
+	pod       labels.Selector
+}
+
+// Compile turns the EgressIP's selectors into a Selector. The error names the
+// field (spec.namespaceSelector or spec.podSelector) and the problem.
+func Compile(eip *egressipv1.EgressIP) (Selector, error) {
+	ns, err := metav1.LabelSelectorAsSelector(&eip.Spec.NamespaceSelector)
+	if err != nil {
+		return Selector{}, fmt.Errorf("EgressIP %s: spec.namespaceSelector: %w", eip.Name, err)
+	}
+	pod, err := metav1.LabelSelectorAsSelector(&eip.Spec.PodSelector)
+	if err != nil {
+		return Selector{}, fmt.Errorf("EgressIP %s: spec.podSelector: %w", eip.Name, err)
+	}
+	return Selector{namespace: ns, pod: pod}, nil
+}
+
+// MatchesNamespace reports whether the namespace is selected.
+func (s Selector) MatchesNamespace(ns *corev1.Namespace) bool {
+	return s.namespace.Matches(labels.Set(ns.Labels))
+}
+
+// Matches reports whether pod (in namespace ns) is selected by both selectors.
+// It does not check PodServable.
+func (s Selector) Matches(ns *corev1.Namespace, pod *corev1.Pod) bool {
+	return s.MatchesNamespace(ns) && s.pod.Matches(labels.Set(pod.Labels))
+}
+
+// Ordered returns the EgressIPs in serving priority, the order in which they claim
+// pods matched by several of them: those with at least one assigned IP
+// (status.items not empty) first, then the oldest creationTimestamp, then name.
+// The input slice is not modified.
+func Ordered(eips []*egressipv1.EgressIP) []*egressipv1.EgressIP {
+	out := append([]*egressipv1.EgressIP(nil), eips...)
+	sort.SliceStable(out, func(i, j int) bool {
+		ai, aj := len(out[i].Status.Items) > 0, len(out[j].Status.Items) > 0
+		if ai != aj {
+			return ai
+		}
+		ti, tj := out[i].CreationTimestamp.Time, out[j].CreationTimestamp.Time
+		if !ti.Equal(tj) {
+			return ti.Before(tj)
+		}
+		return out[i].Name < out[j].Name
+	})
+	return out
+}
+
+// Result is the outcome of ServedPods.
+type Result struct {
+	// Served maps an EgressIP name to the pods it serves, sorted by namespace/name.
+	// Every EgressIP of the input has an entry (possibly empty) unless it is in Errors.
+	Served map[string][]*corev1.Pod
+	// Errors maps an EgressIP name to the reason it serves nothing (bad selector).
+	Errors map[string]error
+}
+
+// ServedPods assigns every servable pod to at most one EgressIP: the first, in
+// Ordered order, whose selectors match it. namespaces is keyed by name; pods whose
+// namespace is unknown are skipped. EgressIPs with invalid selectors serve nothing
+// and are reported in Result.Errors; they never take pods from valid ones.
+func ServedPods(eips []*egressipv1.EgressIP, namespaces map[string]*corev1.Namespace, pods []*corev1.Pod) Result {
+	res := Result{Served: map[string][]*corev1.Pod{}, Errors: map[string]error{}}
+	type compiled struct {
+		name string
+		sel  Selector
+	}
+	var order []compiled
+	for _, eip := range Ordered(eips) {
+		sel, err := Compile(eip)
+		if err != nil {
+			res.Errors[eip.Name] = err
+			continue
+		}
+		order = append(order, compiled{name: eip.Name, sel: sel})
+		res.Served[eip.Name] = nil
+	}
+	if len(order) == 0 {
+		return res
+	}
+	// Namespace matches are computed once per (EgressIP, namespace).
+	nsMatch := make([]map[string]bool, len(order))
+	for i := range order {
+		nsMatch[i] = map[string]bool{}
+	}
+	for _, pod := range pods {
+		if !PodServable(pod) {
+			continue
+		}
+		ns, ok := namespaces[pod.Namespace]
+		if !ok {
+			continue
+		}
+		for i, c := range order {
+			m, seen := nsMatch[i][ns.Name]
+			if !seen {
+				m = c.sel.MatchesNamespace(ns)
+				nsMatch[i][ns.Name] = m
+			}
+			if m && c.sel.pod.Matches(labels.Set(pod.Labels)) {
+				res.Served[c.name] = append(res.Served[c.name], pod)
+				break
+			}
+		}
+	}
+	for _, list := range res.Served {
+		sort.Slice(list, func(i, j int) bool {
+			if list[i].Namespace != list[j].Namespace {
+				return list[i].Namespace < list[j].Namespace
+			}
+			return list[i].Name < list[j].Name
+		})
+	}
+	return res
+}
