@@ -26,9 +26,9 @@ func (a allocation) total() int { return a.v4 + a.v6 }
 
 // state is the working memory of one Assign call.
 type state struct {
-	order    []*EgressIP        // oldest first, then by name
-	nodes    map[string]*Node   // by name
-	eligible []*Node            // eligible nodes, sorted by name
+	order    []*EgressIP      // oldest first, then by name
+	nodes    map[string]*Node // by name
+	eligible []*Node          // eligible nodes, sorted by name
 	alloc    map[string]*allocation
 	wants    [][]wanted         // per order index
 	winner   map[netip.Addr]int // contested IP -> order index of the EgressIP that keeps it
