@@ -1,0 +1,314 @@
+// Package config holds ovnkube's settings: command-line flags (urfave/cli/v2) and
+// the same settings from an INI config file (--config-file, sections as
+// OVN-Kubernetes uses them). Flags win over the file; the file wins over defaults.
+// Load returns an immutable Config; nothing here is package-level mutable state.
+package config
+
+import (
+	"fmt"
+	"net/netip"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/urfave/cli/v2"
+	"gopkg.in/gcfg.v1"
+)
+
+// Gateway modes.
+const (
+	GatewayModeShared = "shared"
+	GatewayModeLocal  = "local"
+)
+
+// Config is the validated set of settings for one ovnkube process.
+type Config struct {
+	// InitMaster runs the master (assignment, status, NB rows).
+	InitMaster bool
+	// InitNode is the Node name the node daemon runs for ("" = no node daemon).
+	InitNode string
+	// EgressIPEnable turns the egress IP feature on; when false no EgressIP
+	// informer, handler or health server starts.
+	EgressIPEnable bool
+	// GatewayMode is GatewayModeShared or GatewayModeLocal.
+	GatewayMode string
+	// GatewayInterface is the node's gateway interface ("" = the default route's).
+	GatewayInterface string
+	// NBAddresses are the OVN Northbound endpoints (tcp:HOST:PORT, ssl:HOST:PORT, unix:PATH).
+	NBAddresses []string
+	// Kubeconfig is the path of the kubeconfig file ("" = in-cluster config).
+	Kubeconfig string
+	// ClusterSubnets are the pod networks (the host-subnet length suffix "/24" of
+	// OVN-Kubernetes' "10.244.0.0/16/24" form is accepted and dropped).
+	ClusterSubnets []netip.Prefix
+	// JoinSubnets are the join switch networks (default 100.64.0.0/16).
+	JoinSubnets []netip.Prefix
+	// HealthCheckPort is the node's gRPC egress health port; 0 = legacy TCP check on port 9.
+	HealthCheckPort int
+	// ReachabilityTotalTimeout bounds one health probe of a node.
+	ReachabilityTotalTimeout time.Duration
+	// ReachabilityInterval is the time between two health probes of a node.
+	ReachabilityInterval time.Duration
+	// NodeResyncInterval is how often the node daemon re-applies host state to repair drift.
+	NodeResyncInterval time.Duration
+	// MetricsBindAddress is host:port for /metrics ("" = no metrics server).
+	MetricsBindAddress string
+	// LogLevel is the klog verbosity.
+	LogLevel int
+	// LeaderElection, when true, makes the master take a coordination.k8s.io Lease before acting.
+	LeaderElection bool
+	// LeaderElectionNamespace and LeaderElectionName name the Lease.
+	LeaderElectionNamespace, LeaderElectionName string
+	// LeaderElectionLeaseDuration, RenewDeadline and RetryPeriod tune client-go leader election.
+	LeaderElectionLeaseDuration, LeaderElectionRenewDeadline, LeaderElectionRetryPeriod time.Duration
+	// NBConnectTimeout bounds the start-up wait for the NB database.
+	NBConnectTimeout time.Duration
+}
+
+// Flag names.
+const (
+	FlagConfigFile          = "config-file"
+	FlagInitMaster          = "init-master"
+	FlagInitNode            = "init-node"
+	FlagEgressIPEnable      = "egress-ip-enable"
+	FlagGatewayMode         = "gateway-mode"
+	FlagGatewayInterface    = "gateway-interface"
+	FlagNBAddress           = "nb-address"
+	FlagKubeconfig          = "kubeconfig"
+	FlagClusterSubnets      = "cluster-subnets"
+	FlagJoinSubnet          = "join-subnet"
+	FlagHealthCheckPort     = "egressip-node-healthcheck-port"
+	FlagReachabilityTimeout = "egressip-reachability-total-timeout"
+	FlagReachabilityPeriod  = "egressip-reachability-interval"
+	FlagNodeResync          = "egressip-node-resync-interval"
+	FlagMetricsBindAddress  = "metrics-bind-address"
+	FlagLogLevel            = "loglevel"
+	FlagLeaderElection      = "leader-elect"
+	FlagLeaderNamespace     = "leader-elect-namespace"
+	FlagLeaderName          = "leader-elect-name"
+	FlagLeaseDuration       = "leader-elect-lease-duration"
+	FlagRenewDeadline       = "leader-elect-renew-deadline"
+	FlagRetryPeriod         = "leader-elect-retry-period"
+	FlagNBConnectTimeout    = "nb-connect-timeout"
+)
+
+// Flags returns the command-line flags of ovnkube.
+func Flags() []cli.Flag {
+	return []cli.Flag{
+		&cli.StringFlag{Name: FlagConfigFile, Usage: "INI config file (sections default, kubernetes, ovnnorth, gateway, logging, metrics, ovnkubernetesfeature); flags win"},
+		&cli.BoolFlag{Name: FlagInitMaster, Usage: "run the master: egress IP assignment, status and OVN Northbound rows"},
+		&cli.StringFlag{Name: FlagInitNode, Usage: "run the node daemon for Node `NAME`"},
+		&cli.BoolFlag{Name: FlagEgressIPEnable, Aliases: []string{"enable-egress-ip"}, Usage: "enable the egress IP feature"},
+		&cli.StringFlag{Name: FlagGatewayMode, Value: GatewayModeShared, Usage: "gateway mode: shared or local"},
+		&cli.StringFlag{Name: FlagGatewayInterface, Usage: "node gateway interface (default: the interface of the default route)"},
+		&cli.StringFlag{Name: FlagNBAddress, Usage: "OVN Northbound database: tcp:HOST:PORT, ssl:HOST:PORT or unix:PATH; a comma list for a clustered NB"},
+		&cli.StringFlag{Name: FlagKubeconfig, Usage: "path of the kubeconfig file (default: in-cluster config)"},
+		&cli.StringFlag{Name: FlagClusterSubnets, Value: "10.244.0.0/16", Usage: "comma list of cluster pod subnets (CIDR, optionally CIDR/hostPrefix)"},
+		&cli.StringFlag{Name: FlagJoinSubnet, Value: "100.64.0.0/16", Usage: "comma list of join switch subnets"},
+		&cli.IntFlag{Name: FlagHealthCheckPort, Value: 9107, Usage: "egress node gRPC health check port; 0 = legacy TCP check on port 9"},
+		&cli.DurationFlag{Name: FlagReachabilityTimeout, Value: 300 * time.Millisecond, Usage: "total timeout of one egress node health probe (0 disables the check: every node is reachable)"},
+		&cli.DurationFlag{Name: FlagReachabilityPeriod, Value: 100 * time.Millisecond, Usage: "interval between egress node health probes"},
+		&cli.DurationFlag{Name: FlagNodeResync, Value: 30 * time.Second, Usage: "how often the node re-applies its egress host state (repairs drift)"},
+		&cli.StringFlag{Name: FlagMetricsBindAddress, Usage: "HOST:PORT to serve Prometheus /metrics on (default: off)"},
+		&cli.IntFlag{Name: FlagLogLevel, Value: 4, Usage: "klog verbosity"},
+		&cli.BoolFlag{Name: FlagLeaderElection, Value: true, Usage: "master: hold a coordination.k8s.io Lease before acting"},
+		&cli.StringFlag{Name: FlagLeaderNamespace, Value: "ovn-kubernetes", Usage: "namespace of the master's Lease"},
+		&cli.StringFlag{Name: FlagLeaderName, Value: "ovn-egressip-master", Usage: "name of the master's Lease"},
+		&cli.DurationFlag{Name: FlagLeaseDuration, Value: 4 * time.Second, Usage: "leader election lease duration"},
+		&cli.DurationFlag{Name: FlagRenewDeadline, Value: 3 * time.Second, Usage: "leader election renew deadline"},
+		&cli.DurationFlag{Name: FlagRetryPeriod, Value: 500 * time.Millisecond, Usage: "leader election retry period"},
+		&cli.DurationFlag{Name: FlagNBConnectTimeout, Value: 20 * time.Second, Usage: "how long to wait for the NB database at start-up"},
+	}
+}
+
+// file is the INI config file layout (section and key names as OVN-Kubernetes uses).
+type file struct {
+	Default struct {
+		ClusterSubnets string `gcfg:"cluster-subnets"`
+	}
+	Kubernetes struct {
+		Kubeconfig string
+	}
+	OvnNorth struct {
+		Address string
+	}
+	Gateway struct {
+		Mode         string
+		Interface    string
+		V4JoinSubnet string `gcfg:"v4-join-subnet"`
+	}
+	Logging struct {
+		Loglevel *int
+	}
+	Metrics struct {
+		BindAddress string `gcfg:"bind-address"`
+	}
+	OvnKubernetesFeature struct {
+		EnableEgressIP                   *bool  `gcfg:"enable-egress-ip"`
+		EgressIPReachabilityTotalTimeout string `gcfg:"egressip-reachability-total-timeout"`
+		EgressIPNodeHealthcheckPort      *int   `gcfg:"egressip-node-healthcheck-port"`
+	}
+}
+
+// Load builds the Config from the flags of c and, when --config-file is set, the
+// INI file. Errors are one line naming the flag (or file key) and the value.
+func Load(c *cli.Context) (*Config, error) {
+	var f file
+	if path := c.String(FlagConfigFile); path != "" {
+		if _, err := os.Stat(path); err != nil {
+			return nil, fmt.Errorf("invalid --%s %q: %v", FlagConfigFile, path, err)
+		}
+		if err := gcfg.FatalOnly(gcfg.ReadFileInto(&f, path)); err != nil {
+			return nil, fmt.Errorf("invalid --%s %q: %v", FlagConfigFile, path, err)
+		}
+	}
+	// str returns the flag when set on the command line, else the file value when
+	// non-empty, else the flag's default.
+	str := func(flag, fromFile string) string {
+		if c.IsSet(flag) || fromFile == "" {
+			return c.String(flag)
+		}
+		return fromFile
+	}
+	cfg := &Config{
+		InitMaster:                  c.Bool(FlagInitMaster),
+		InitNode:                    c.String(FlagInitNode),
+		EgressIPEnable:              c.Bool(FlagEgressIPEnable),
+		GatewayMode:                 str(FlagGatewayMode, f.Gateway.Mode),
+		GatewayInterface:            str(FlagGatewayInterface, f.Gateway.Interface),
+		Kubeconfig:                  str(FlagKubeconfig, f.Kubernetes.Kubeconfig),
+		HealthCheckPort:             c.Int(FlagHealthCheckPort),
+		ReachabilityTotalTimeout:    c.Duration(FlagReachabilityTimeout),
+		ReachabilityInterval:        c.Duration(FlagReachabilityPeriod),
+		NodeResyncInterval:          c.Duration(FlagNodeResync),
+		MetricsBindAddress:          str(FlagMetricsBindAddress, f.Metrics.BindAddress),
+		LogLevel:                    c.Int(FlagLogLevel),
+		LeaderElection:              c.Bool(FlagLeaderElection),
+		LeaderElectionNamespace:     c.String(FlagLeaderNamespace),
+		LeaderElectionName:          c.String(FlagLeaderName),
+		LeaderElectionLeaseDuration: c.Duration(FlagLeaseDuration),
+		LeaderElectionRenewDeadline: c.Duration(FlagRenewDeadline),
+		LeaderElectionRetryPeriod:   c.Duration(FlagRetryPeriod),
+		NBConnectTimeout:            c.Duration(FlagNBConnectTimeout),
+	}
+	if !c.IsSet(FlagEgressIPEnable) && f.OvnKubernetesFeature.EnableEgressIP != nil {
+		cfg.EgressIPEnable = *f.OvnKubernetesFeature.EnableEgressIP
+	}
+	if !c.IsSet(FlagHealthCheckPort) && f.OvnKubernetesFeature.EgressIPNodeHealthcheckPort != nil {
+		cfg.HealthCheckPort = *f.OvnKubernetesFeature.EgressIPNodeHealthcheckPort
+	}
+	if !c.IsSet(FlagLogLevel) && f.Logging.Loglevel != nil {
+		cfg.LogLevel = *f.Logging.Loglevel
+	}
+	if !c.IsSet(FlagReachabilityTimeout) && f.OvnKubernetesFeature.EgressIPReachabilityTotalTimeout != "" {
+		d, err := parseSecondsOrDuration(f.OvnKubernetesFeature.EgressIPReachabilityTotalTimeout)
+		if err != nil {
+			return nil, fmt.Errorf("invalid [ovnkubernetesfeature] egressip-reachability-total-timeout %q in %s: %v",
+				f.OvnKubernetesFeature.EgressIPReachabilityTotalTimeout, c.String(FlagConfigFile), err)
+		}
+		cfg.ReachabilityTotalTimeout = d
+	}
+
+	switch cfg.GatewayMode {
+	case GatewayModeShared, GatewayModeLocal:
+	default:
+		return nil, fmt.Errorf("invalid --%s %q: must be %q or %q", FlagGatewayMode, cfg.GatewayMode, GatewayModeShared, GatewayModeLocal)
+	}
+	var err error
+	if cfg.ClusterSubnets, err = parseCIDRList(FlagClusterSubnets, str(FlagClusterSubnets, f.Default.ClusterSubnets), true); err != nil {
+		return nil, err
+	}
+	if cfg.JoinSubnets, err = parseCIDRList(FlagJoinSubnet, str(FlagJoinSubnet, f.Gateway.V4JoinSubnet), false); err != nil {
+		return nil, err
+	}
+	if nb := str(FlagNBAddress, f.OvnNorth.Address); nb != "" {
+		if cfg.NBAddresses, err = parseNBAddresses(nb); err != nil {
+			return nil, err
+		}
+	}
+	if cfg.HealthCheckPort < 0 || cfg.HealthCheckPort > 65535 {
+		return nil, fmt.Errorf("invalid --%s %d: must be 0..65535", FlagHealthCheckPort, cfg.HealthCheckPort)
+	}
+	if cfg.ReachabilityTotalTimeout < 0 {
+		return nil, fmt.Errorf("invalid --%s %s: must not be negative", FlagReachabilityTimeout, cfg.ReachabilityTotalTimeout)
+	}
+	if cfg.ReachabilityInterval <= 0 {
+		return nil, fmt.Errorf("invalid --%s %s: must be positive", FlagReachabilityPeriod, cfg.ReachabilityInterval)
+	}
+	if cfg.NodeResyncInterval <= 0 {
+		return nil, fmt.Errorf("invalid --%s %s: must be positive", FlagNodeResync, cfg.NodeResyncInterval)
+	}
+	if !cfg.InitMaster && cfg.InitNode == "" {
+		return nil, fmt.Errorf("nothing to do: set --%s and/or --%s NODE", FlagInitMaster, FlagInitNode)
+	}
+	if cfg.InitMaster && len(cfg.NBAddresses) == 0 && cfg.EgressIPEnable {
+		return nil, fmt.Errorf("missing --%s: the master needs the OVN Northbound database", FlagNBAddress)
+	}
+	if cfg.Kubeconfig != "" {
+		if _, err := os.Stat(cfg.Kubeconfig); err != nil {
+			return nil, fmt.Errorf("invalid --%s %q: %v", FlagKubeconfig, cfg.Kubeconfig, err)
+		}
+	} else if os.Getenv("KUBERNETES_SERVICE_HOST") == "" {
+		return nil, fmt.Errorf("missing --%s: not running in a cluster (KUBERNETES_SERVICE_HOST unset)", FlagKubeconfig)
+	}
+	return cfg, nil
+}
+
+func parseSecondsOrDuration(s string) (time.Duration, error) {
+	if d, err := time.ParseDuration(s); err == nil {
+		return d, nil
+	}
+	var secs int
+	if _, err := fmt.Sscanf(s, "%d", &secs); err != nil || fmt.Sprint(secs) != s {
+		return 0, fmt.Errorf("want seconds (e.g. 1) or a duration (e.g. 300ms)")
+	}
+	return time.Duration(secs) * time.Second, nil
+}
+
+func parseCIDRList(flag, value string, allowHostPrefix bool) ([]netip.Prefix, error) {
+	var out []netip.Prefix
+	for _, item := range strings.Split(value, ",") {
+		item = strings.TrimSpace(item)
+		if item == "" {
+			continue
+		}
+		cidr := item
+		if allowHostPrefix && strings.Count(item, "/") == 2 {
+			cidr = item[:strings.LastIndex(item, "/")]
+		}
+		p, err := netip.ParsePrefix(cidr)
+		if err != nil {
+			return nil, fmt.Errorf("invalid --%s %q: %q is not a CIDR", flag, value, item)
+		}
+		if p != p.Masked() {
+			return nil, fmt.Errorf("invalid --%s %q: %q has host bits set (did you mean %s?)", flag, value, item, p.Masked())
+		}
+		out = append(out, p)
+	}
+	if len(out) == 0 {
+		return nil, fmt.Errorf("invalid --%s %q: no CIDR given", flag, value)
+	}
+	return out, nil
+}
+
+func parseNBAddresses(value string) ([]string, error) {
+	var out []string
+	for _, a := range strings.Split(value, ",") {
+		a = strings.TrimSpace(a)
+		scheme, rest, ok := strings.Cut(a, ":")
+		if !ok || rest == "" {
+			return nil, fmt.Errorf("invalid --%s %q: %q is not tcp:HOST:PORT, ssl:HOST:PORT or unix:PATH", FlagNBAddress, value, a)
+		}
+		switch scheme {
+		case "unix":
+		case "tcp", "ssl":
+			if _, _, err := splitHostPort(rest); err != nil {
+				return nil, fmt.Errorf("invalid --%s %q: %q: %v", FlagNBAddress, value, a, err)
+			}
+		default:
+			return nil, fmt.Errorf("invalid --%s %q: unknown scheme %q (want tcp, ssl or unix)", FlagNBAddress, value, scheme)
+		}
+		out = append(out, a)
+	}
+	return out, nil
+}
