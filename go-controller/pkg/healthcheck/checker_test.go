@@ -9,7 +9,6 @@ import (
 	"time"
 )
 
-
 func waitFor(t *testing.T, ch <-chan bool, want bool, within time.Duration) time.Duration {
 	t.Helper()
 	start := time.Now()

@@ -171,6 +171,3 @@ func TestPodIPsUnmapsAndSkipsGarbage(t *testing.T) {
 		t.Fatalf("PodIPs = %v", got)
 	}
 }
-
-
-
