@@ -1,0 +1,372 @@
+package node
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/netip"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/informers"
+	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
+	corelisters "k8s.io/client-go/listers/core/v1"
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/client-go/tools/record"
+	"k8s.io/client-go/util/workqueue"
+	"k8s.io/klog/v2"
+
+	egressipv1 "github.com/ovn-egressip/ovn-egressip/go-controller/pkg/crd/egressip/v1"
+	eipscheme "github.com/ovn-egressip/ovn-egressip/go-controller/pkg/crd/egressip/v1/apis/clientset/versioned/scheme"
+	eipinformers "github.com/ovn-egressip/ovn-egressip/go-controller/pkg/crd/egressip/v1/apis/informers/externalversions"
+	eiplisters "github.com/ovn-egressip/ovn-egressip/go-controller/pkg/crd/egressip/v1/apis/listers/egressip/v1"
+	"github.com/ovn-egressip/ovn-egressip/go-controller/pkg/node/egressfacts"
+	"github.com/ovn-egressip/ovn-egressip/go-controller/pkg/node/hostegress"
+	"github.com/ovn-egressip/ovn-egressip/go-controller/pkg/node/hostinfo"
+)
+
+// syncKey is the only queue key: every sync recomputes the whole node state.
+const syncKey = "node"
+
+type controller struct {
+	p     Params
+	queue workqueue.TypedRateLimitingInterface[string]
+
+	kubeFactory informers.SharedInformerFactory // namespaces, pods (local mode only)
+	nodeFactory informers.SharedInformerFactory // own Node only
+	eipFactory  eipinformers.SharedInformerFactory
+	nodes       corelisters.NodeLister
+	namespaces  corelisters.NamespaceLister // nil in shared mode
+	pods        corelisters.PodLister       // nil in shared mode
+	eips        eiplisters.EgressIPLister
+	synced      []cache.InformerSynced
+
+	recorder    record.EventRecorder
+	broadcaster record.EventBroadcaster
+
+	// State of the single worker (never touched elsewhere).
+	reported     map[string]string // problem key -> message already sent as an Event
+	cleanedUp    bool              // shared mode: leftovers of ours removed once
+	lastFactsErr string
+}
+
+func newController(p Params) *controller {
+	c := &controller{
+		p: p,
+		queue: workqueue.NewTypedRateLimitingQueueWithConfig(
+			workqueue.NewTypedItemExponentialFailureRateLimiter[string](100*time.Millisecond, p.ResyncInterval),
+			workqueue.TypedRateLimitingQueueConfig[string]{Name: "egressip-node"}),
+		reported: map[string]string{},
+	}
+	enqueue := func() { c.queue.Add(syncKey) }
+
+	c.eipFactory = eipinformers.NewSharedInformerFactory(p.EgressIP, 0)
+	eipInf := c.eipFactory.K8s().V1().EgressIPs()
+	c.eips = eipInf.Lister()
+	_, _ = eipInf.Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
+		AddFunc:    func(any) { enqueue() },
+		UpdateFunc: func(any, any) { enqueue() },
+		DeleteFunc: func(any) { enqueue() },
+	})
+
+	c.nodeFactory = informers.NewSharedInformerFactoryWithOptions(p.Kube, 0,
+		informers.WithTweakListOptions(func(o *metav1.ListOptions) {
+			o.FieldSelector = fields.OneTermEqualSelector("metadata.name", p.NodeName).String()
+		}))
+	nodeInf := c.nodeFactory.Core().V1().Nodes()
+	c.nodes = nodeInf.Lister()
+	_, _ = nodeInf.Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
+		AddFunc: func(any) { enqueue() },
+		UpdateFunc: func(o, n any) {
+			if nodeFactsChanged(o, n) {
+				enqueue()
+			}
+		},
+		DeleteFunc: func(any) { enqueue() },
+	})
+	c.synced = []cache.InformerSynced{eipInf.Informer().HasSynced, nodeInf.Informer().HasSynced}
+
+	if p.GatewayMode == GatewayModeLocal {
+		c.kubeFactory = informers.NewSharedInformerFactoryWithOptions(p.Kube, 0,
+			informers.WithTransform(trimPod))
+		nsInf := c.kubeFactory.Core().V1().Namespaces()
+		podInf := c.kubeFactory.Core().V1().Pods()
+		c.namespaces, c.pods = nsInf.Lister(), podInf.Lister()
+		_, _ = nsInf.Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
+			AddFunc: func(any) { enqueue() },
+			UpdateFunc: func(o, n any) {
+				if labelsChanged(o, n) {
+					enqueue()
+				}
+			},
+			DeleteFunc: func(any) { enqueue() },
+		})
+		_, _ = podInf.Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
+			AddFunc: func(any) { enqueue() },
+			UpdateFunc: func(o, n any) {
+				if podServingChanged(o, n) {
+					enqueue()
+				}
+			},
+			DeleteFunc: func(any) { enqueue() },
+		})
+		c.synced = append(c.synced, nsInf.Informer().HasSynced, podInf.Informer().HasSynced)
+	}
+
+	c.broadcaster = record.NewBroadcaster()
+	// Events are about EgressIPs (known to eipscheme) and the Node (passed as an ObjectReference).
+	c.recorder = c.broadcaster.NewRecorder(eipscheme.Scheme, corev1.EventSource{Component: "ovnkube-node", Host: p.NodeName})
+	return c
+}
+
+func (c *controller) run(ctx context.Context) error {
+	defer c.queue.ShutDown()
+	c.broadcaster.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: c.p.Kube.CoreV1().Events("")})
+	defer c.broadcaster.Shutdown()
+
+	c.eipFactory.Start(ctx.Done())
+	c.nodeFactory.Start(ctx.Done())
+	if c.kubeFactory != nil {
+		c.kubeFactory.Start(ctx.Done())
+	}
+	defer c.eipFactory.Shutdown()
+	defer c.nodeFactory.Shutdown()
+	if c.kubeFactory != nil {
+		defer c.kubeFactory.Shutdown()
+	}
+	if !cache.WaitForCacheSync(ctx.Done(), c.synced...) {
+		if ctx.Err() != nil {
+			return nil
+		}
+		return fmt.Errorf("node %s: informer caches did not sync", c.p.NodeName)
+	}
+	klog.InfoS("Egress IP node controller started", "node", c.p.NodeName, "gatewayMode", c.p.GatewayMode,
+		"resync", c.p.ResyncInterval)
+
+	watchDone := make(chan struct{})
+	go func() {
+		defer close(watchDone)
+		c.p.host.Watch(ctx, func() { c.queue.Add(syncKey) })
+	}()
+	c.queue.Add(syncKey)
+	go func() {
+		<-ctx.Done()
+		c.queue.ShutDown()
+	}()
+	for c.processNext(ctx) {
+	}
+	<-watchDone
+	return nil
+}
+
+func (c *controller) processNext(ctx context.Context) bool {
+	key, quit := c.queue.Get()
+	if quit {
+		return false
+	}
+	defer c.queue.Done(key)
+	start := time.Now()
+	err := c.sync(ctx)
+	if err != nil {
+		klog.ErrorS(err, "Egress IP node sync failed; retrying", "node", c.p.NodeName)
+		c.queue.AddRateLimited(key)
+	} else {
+		c.queue.Forget(key)
+		klog.V(4).InfoS("Egress IP node sync done", "duration", time.Since(start))
+	}
+	// The periodic resync: at most one pending, ResyncInterval after the last sync.
+	c.queue.AddAfter(key, c.p.ResyncInterval)
+	return true
+}
+
+// sync publishes the egress facts and, in local gateway mode, converges the host.
+func (c *controller) sync(ctx context.Context) error {
+	eips, err := c.eips.List(labels.Everything())
+	if err != nil {
+		return err
+	}
+	snap, err := c.p.host.Snapshot()
+	if err != nil {
+		return fmt.Errorf("read host network state: %w", err)
+	}
+	var errs []error
+	if err := c.syncFacts(ctx, snap, eips); err != nil {
+		errs = append(errs, err)
+	}
+	if c.p.GatewayMode == GatewayModeLocal {
+		errs = append(errs, c.syncHost(snap, eips))
+	} else if !c.cleanedUp {
+		// Shared gateway mode programs nothing; leftovers of ours (from an earlier
+		// run in local mode) are removed once, best effort.
+		if err := c.p.host.Apply(hostegress.State{}); err != nil {
+			klog.ErrorS(err, "Removing leftover egress IP host state failed", "node", c.p.NodeName)
+		}
+		c.cleanedUp = true
+	}
+	return errors.Join(errs...)
+}
+
+func (c *controller) syncFacts(ctx context.Context, snap hostinfo.Snapshot, eips []*egressipv1.EgressIP) error {
+	node, err := c.nodes.Get(c.p.NodeName)
+	if apierrors.IsNotFound(err) {
+		return fmt.Errorf("node %s not found", c.p.NodeName)
+	}
+	if err != nil {
+		return err
+	}
+	gw, err := egressfacts.GatewayLink(snap, c.p.GatewayInterface)
+	if err != nil {
+		if msg := err.Error(); msg != c.lastFactsErr {
+			c.lastFactsErr = msg
+			c.recorder.Eventf(nodeRef(node), corev1.EventTypeWarning, "EgressFactsUnknown", "node %s: %v", node.Name, err)
+		}
+		return fmt.Errorf("node %s: egress facts: %w", node.Name, err)
+	}
+	c.lastFactsErr = ""
+	facts := egressfacts.Compute(snap, gw, statusIPs(eips))
+	patch, changed := egressfacts.Patch(node.Annotations, facts)
+	if !changed {
+		return nil
+	}
+	if _, err := c.p.Kube.CoreV1().Nodes().Patch(ctx, node.Name, types.MergePatchType, patch, metav1.PatchOptions{}); err != nil {
+		return fmt.Errorf("node %s: patch egress facts: %w", node.Name, err)
+	}
+	klog.InfoS("Published egress facts", "node", node.Name, "gatewayInterface", gw.Name, "patch", string(patch))
+	return nil
+}
+
+func (c *controller) syncHost(snap hostinfo.Snapshot, eips []*egressipv1.EgressIP) error {
+	nsList, err := c.namespaces.List(labels.Everything())
+	if err != nil {
+		return err
+	}
+	namespaces := make(map[string]*corev1.Namespace, len(nsList))
+	for _, ns := range nsList {
+		namespaces[ns.Name] = ns
+	}
+	pods, err := c.pods.List(labels.Everything())
+	if err != nil {
+		return err
+	}
+	st, problems := hostegress.Compute(hostegress.Input{
+		NodeName: c.p.NodeName, EgressIPs: eips, Namespaces: namespaces, Pods: pods, Host: snap,
+	})
+	c.report(eips, problems)
+	if err := c.p.host.Apply(st); err != nil {
+		return fmt.Errorf("node %s: program egress IPs: %w", c.p.NodeName, err)
+	}
+	return nil
+}
+
+// report logs every problem and sends an Event on the EgressIP the first time a
+// given problem is seen (and again if it changes after having been resolved).
+func (c *controller) report(eips []*egressipv1.EgressIP, problems []hostegress.Problem) {
+	byName := map[string]*egressipv1.EgressIP{}
+	for _, e := range eips {
+		byName[e.Name] = e
+	}
+	now := map[string]string{}
+	for _, p := range problems {
+		key := p.EgressIP + "/" + p.IP + "/" + p.Reason
+		now[key] = p.Message
+		klog.ErrorS(nil, p.Message, "egressIP", p.EgressIP, "field", "status.items", "reason", p.Reason)
+		if c.reported[key] == p.Message {
+			continue
+		}
+		if eip := byName[p.EgressIP]; eip != nil {
+			c.recorder.Event(eip, corev1.EventTypeWarning, p.Reason, p.Message)
+		}
+	}
+	c.reported = now
+}
+
+func statusIPs(eips []*egressipv1.EgressIP) map[netip.Addr]bool {
+	out := map[netip.Addr]bool{}
+	for _, e := range eips {
+		for _, it := range e.Status.Items {
+			if ip, err := netip.ParseAddr(it.EgressIP); err == nil {
+				out[ip.Unmap()] = true
+			}
+		}
+	}
+	return out
+}
+
+func nodeRef(n *corev1.Node) *corev1.ObjectReference {
+	return &corev1.ObjectReference{Kind: "Node", Name: n.Name, UID: n.UID, APIVersion: "v1"}
+}
+
+// handler filters: they only decide whether to queue.
+
+func nodeFactsChanged(o, n any) bool {
+	on, ok1 := o.(*corev1.Node)
+	nn, ok2 := n.(*corev1.Node)
+	if !ok1 || !ok2 {
+		return true
+	}
+	return !equalMaps(on.Annotations, nn.Annotations)
+}
+
+func labelsChanged(o, n any) bool {
+	om, ok1 := o.(metav1.Object)
+	nm, ok2 := n.(metav1.Object)
+	if !ok1 || !ok2 {
+		return true
+	}
+	return !equalMaps(om.GetLabels(), nm.GetLabels())
+}
+
+func podServingChanged(o, n any) bool {
+	op, ok1 := o.(*corev1.Pod)
+	np, ok2 := n.(*corev1.Pod)
+	if !ok1 || !ok2 {
+		return true
+	}
+	if !equalMaps(op.Labels, np.Labels) || op.Spec.HostNetwork != np.Spec.HostNetwork ||
+		op.Status.Phase != np.Status.Phase || op.Status.PodIP != np.Status.PodIP ||
+		len(op.Status.PodIPs) != len(np.Status.PodIPs) {
+		return true
+	}
+	for i := range op.Status.PodIPs {
+		if op.Status.PodIPs[i].IP != np.Status.PodIPs[i].IP {
+			return true
+		}
+	}
+	return false
+}
+
+func equalMaps(a, b map[string]string) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for k, v := range a {
+		if w, ok := b[k]; !ok || w != v {
+			return false
+		}
+	}
+	return true
+}
+
+// trimPod keeps only what pod selection reads (name, namespace, labels,
+// hostNetwork, phase, IPs), so the cache of every pod in the cluster stays small.
+func trimPod(obj any) (any, error) {
+	pod, ok := obj.(*corev1.Pod)
+	if !ok {
+		return obj, nil
+	}
+	return &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{
+			Name: pod.Name, Namespace: pod.Namespace, UID: pod.UID, Labels: pod.Labels,
+			ResourceVersion: pod.ResourceVersion, CreationTimestamp: pod.CreationTimestamp,
+		},
+		Spec: corev1.PodSpec{HostNetwork: pod.Spec.HostNetwork, NodeName: pod.Spec.NodeName},
+		Status: corev1.PodStatus{
+			Phase: pod.Status.Phase, PodIP: pod.Status.PodIP, PodIPs: pod.Status.PodIPs,
+		},
+	}, nil
+}

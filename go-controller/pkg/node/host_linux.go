@@ -1,0 +1,124 @@
+package node
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/netip"
+
+	"golang.org/x/sys/unix"
+	"k8s.io/klog/v2"
+
+	"github.com/ovn-egressip/ovn-egressip/go-controller/pkg/node/addr"
+	"github.com/ovn-egressip/ovn-egressip/go-controller/pkg/node/garp"
+	"github.com/ovn-egressip/ovn-egressip/go-controller/pkg/node/hostegress"
+	"github.com/ovn-egressip/ovn-egressip/go-controller/pkg/node/hostinfo"
+	"github.com/ovn-egressip/ovn-egressip/go-controller/pkg/node/iproute"
+	"github.com/ovn-egressip/ovn-egressip/go-controller/pkg/node/iptables"
+)
+
+// host is the controller's window on the kernel: it reads a Snapshot and makes the
+// host match a desired State. The Linux implementation is linuxHost; tests use a fake.
+type host interface {
+	Snapshot() (hostinfo.Snapshot, error)
+	Apply(st hostegress.State) error
+	// Watch calls notify on every host network change until ctx is done.
+	Watch(ctx context.Context, notify func())
+}
+
+// linuxHost programs the kernel. Every operation runs through inNetns (nil: the
+// calling thread's namespace), so netlink sockets, raw sockets and the iptables
+// processes all act on the same network namespace.
+type linuxHost struct {
+	inNetns  func(func() error) error
+	ipt      *iptables.Syncer
+	announce func(ifName string, ip netip.Addr) error
+}
+
+func newLinuxHost(inNetns func(func() error) error, cfg iptables.Config) *linuxHost {
+	if inNetns == nil {
+		inNetns = func(fn func() error) error { return fn() }
+	}
+	return &linuxHost{inNetns: inNetns, ipt: iptables.New(cfg), announce: garp.Announce}
+}
+
+func (h *linuxHost) Snapshot() (hostinfo.Snapshot, error) {
+	var snap hostinfo.Snapshot
+	err := h.inNetns(func() error {
+		var err error
+		snap, err = hostinfo.Read()
+		return err
+	})
+	return snap, err
+}
+
+type addrKey struct {
+	link   int
+	prefix netip.Prefix
+}
+
+// Apply converges the host in make-before-break order: add missing egress IP
+// addresses, sync ip rules and routes, sync the SNAT chain, announce the new
+// addresses (GARP / unsolicited NA), and only then delete addresses of ours that
+// are no longer wanted. It keeps going after an error and returns them all.
+func (h *linuxHost) Apply(st hostegress.State) error {
+	return h.inNetns(func() error {
+		have, err := addr.List()
+		if err != nil {
+			return err
+		}
+		ours := map[addrKey]addr.Entry{}
+		for _, e := range have {
+			if e.Proto == hostinfo.Proto {
+				ours[addrKey{e.LinkIndex, e.Prefix}] = e
+			}
+		}
+		var errs []error
+		var added []hostegress.Address
+		wanted := map[addrKey]bool{}
+		for _, a := range st.Addresses {
+			k := addrKey{a.LinkIndex, netip.PrefixFrom(a.IP, a.IP.BitLen())}
+			wanted[k] = true
+			if _, ok := ours[k]; ok {
+				continue
+			}
+			err := addr.AddHost(a.LinkIndex, a.IP, hostinfo.Proto)
+			switch {
+			case errors.Is(err, unix.EEXIST):
+				klog.InfoS("Egress IP address already present, not ours; left alone", "ip", a.IP, "link", a.Link)
+			case err != nil:
+				errs = append(errs, fmt.Errorf("EgressIP %s: %w", a.EgressIP, err))
+			default:
+				klog.InfoS("Added egress IP address", "ip", a.IP, "link", a.Link, "egressIP", a.EgressIP)
+				added = append(added, a)
+			}
+		}
+		rst, err := iproute.Sync(st.Rules, st.Routes)
+		if err != nil {
+			errs = append(errs, err)
+		}
+		if rst != (iproute.Stats{}) {
+			klog.V(2).InfoS("Synced egress ip rules and routes", "stats", rst)
+		}
+		if err := h.ipt.Sync(st.SNAT); err != nil {
+			errs = append(errs, err)
+		}
+		for _, a := range added {
+			if err := h.announce(a.Link, a.IP); err != nil {
+				// The address works without it; neighbours learn it when their entry expires.
+				klog.ErrorS(err, "Announcing egress IP failed", "ip", a.IP, "link", a.Link)
+			}
+		}
+		for k, e := range ours {
+			if wanted[k] {
+				continue
+			}
+			if err := addr.Delete(e.LinkIndex, e.Prefix); err != nil && !errors.Is(err, unix.EADDRNOTAVAIL) {
+				errs = append(errs, err)
+				continue
+			}
+			klog.InfoS("Removed egress IP address", "address", e.Prefix, "linkIndex", e.LinkIndex)
+		}
+		return errors.Join(errs...)
+	})
+}

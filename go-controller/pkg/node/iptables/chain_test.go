@@ -1,0 +1,139 @@
+package iptables
+
+import (
+	"net/netip"
+	"reflect"
+	"strings"
+	"testing"
+
+	"github.com/ovn-egressip/ovn-egressip/go-controller/pkg/node/hostegress"
+	"github.com/ovn-egressip/ovn-egressip/test/hostnet"
+)
+
+var ma = netip.MustParseAddr
+
+var rules = []hostegress.SNAT{
+	{PodIP: ma("10.244.1.3"), EgressIPAddr: ma("172.18.0.50"), Link: "eth0", EgressIP: "prod"},
+	{PodIP: ma("10.244.2.4"), EgressIPAddr: ma("172.18.0.50"), Link: "eth0", EgressIP: "prod"},
+	{PodIP: ma("fd00:10:244:1::3"), EgressIPAddr: ma("fd00:18::50"), Link: "eth0", EgressIP: "prod"},
+}
+
+func TestRender(t *testing.T) {
+	got4 := Render(rules, true)
+	want4 := []string{
+		`-A OVN-KUBE-EGRESSIP -s 10.244.1.3/32 -o eth0 -m comment --comment "ovn-egressip eip=prod" -j SNAT --to-source 172.18.0.50`,
+		`-A OVN-KUBE-EGRESSIP -s 10.244.2.4/32 -o eth0 -m comment --comment "ovn-egressip eip=prod" -j SNAT --to-source 172.18.0.50`,
+	}
+	if !reflect.DeepEqual(got4, want4) {
+		t.Fatalf("v4:\n%q", got4)
+	}
+	got6 := Render(rules, false)
+	if len(got6) != 1 || got6[0] != `-A OVN-KUBE-EGRESSIP -s fd00:10:244:1::3/128 -o eth0 -m comment --comment "ovn-egressip eip=prod" -j SNAT --to-source fd00:18::50` {
+		t.Fatalf("v6: %q", got6)
+	}
+}
+
+func TestSplitRule(t *testing.T) {
+	got, err := SplitRule(`-s 10.0.0.1/32 -m comment --comment "a \"b\" c" -j X`)
+	want := []string{"-s", "10.0.0.1/32", "-m", "comment", "--comment", `a "b" c`, "-j", "X"}
+	if err != nil || !reflect.DeepEqual(got, want) {
+		t.Fatalf("got %q, %v", got, err)
+	}
+	if _, err := SplitRule(`--comment "open`); err == nil {
+		t.Fatal("unterminated quote accepted")
+	}
+}
+
+// TestSyncInNetns runs Sync against the real kernel in a throwaway namespace,
+// under both iptables backends.
+func TestSyncInNetns(t *testing.T) {
+	hostnet.RequireRoot(t)
+	for _, backend := range []string{"legacy", "nft"} {
+		t.Run(backend, func(t *testing.T) {
+			ns := hostnet.NewNS(t, "ipt-"+backend)
+			ipt := "/usr/sbin/iptables-" + backend
+			ip6t := "/usr/sbin/ip6tables-" + backend
+			ns.Exec(t, ipt, "-t", "nat", "-A", "POSTROUTING", "-s", "10.244.0.0/16", "-o", "eth0", "-j", "MASQUERADE")
+			ns.Exec(t, ipt, "-t", "nat", "-A", "POSTROUTING", "-s", "10.99.0.0/16", "-j", "SNAT", "--to-source", "172.18.0.10")
+			ns.Exec(t, ip6t, "-t", "nat", "-A", "POSTROUTING", "-s", "fd00:99::/64", "-j", "MASQUERADE")
+			foreign4 := ns.Exec(t, ipt+"-save", "-t", "filter")
+			s := New(Config{IPTablesPath: ipt, IP6TablesPath: ip6t})
+			sync := func(r []hostegress.SNAT) {
+				t.Helper()
+				if err := ns.Do(func() error { return s.Sync(r) }); err != nil {
+					t.Fatal(err)
+				}
+			}
+			postrouting := func(cmd string) []string {
+				return strings.Split(strings.TrimSpace(ns.Exec(t, cmd, "-t", "nat", "-S", "POSTROUTING")), "\n")
+			}
+
+			sync(rules)
+			pr := postrouting(ipt)
+			if pr[1] != `-A POSTROUTING -m comment --comment ovn-egressip -j OVN-KUBE-EGRESSIP` || len(pr) != 4 {
+				t.Fatalf("jump not first or foreign rules changed:\n%s", strings.Join(pr, "\n"))
+			}
+			if got := strings.TrimSpace(ns.Exec(t, ipt, "-t", "nat", "-S", Chain)); !strings.Contains(got, Render(rules, true)[1]) {
+				t.Fatalf("chain:\n%s", got)
+			}
+			if pr6 := postrouting(ip6t); len(pr6) != 3 || !strings.HasSuffix(pr6[1], "-j "+Chain) {
+				t.Fatalf("ip6tables POSTROUTING:\n%s", strings.Join(pr6, "\n"))
+			}
+			if s.Stats.Restores != 2 || s.Stats.JumpFixes != 2 {
+				t.Fatalf("stats after first sync: %+v", s.Stats)
+			}
+
+			sync(rules) // unchanged: no write at all
+			if s.Stats.Restores != 2 || s.Stats.JumpFixes != 2 {
+				t.Fatalf("an unchanged sync wrote something: %+v", s.Stats)
+			}
+
+			// Drift: a rule deleted by hand, a stranger rule added to our chain, our
+			// jump moved to the end.
+			ns.Exec(t, ipt, "-t", "nat", "-D", Chain, "-s", "10.244.1.3/32", "-o", "eth0", "-m", "comment",
+				"--comment", "ovn-egressip eip=prod", "-j", "SNAT", "--to-source", "172.18.0.50")
+			ns.Exec(t, ipt, "-t", "nat", "-A", Chain, "-s", "10.1.1.1", "-j", "SNAT", "--to-source", "1.1.1.1")
+			ns.Exec(t, ipt, "-t", "nat", "-D", "POSTROUTING", "1")
+			ns.Exec(t, ipt, "-t", "nat", "-A", "POSTROUTING", "-j", Chain)
+			sync(rules)
+			chain := strings.Split(strings.TrimSpace(ns.Exec(t, ipt, "-t", "nat", "-S", Chain)), "\n")
+			if !reflect.DeepEqual(chain[1:], Render(rules, true)) {
+				t.Fatalf("chain not repaired:\n%s", strings.Join(chain, "\n"))
+			}
+			if pr := postrouting(ipt); len(pr) != 4 || !strings.HasSuffix(pr[1], "-j "+Chain) {
+				t.Fatalf("jump not repaired:\n%s", strings.Join(pr, "\n"))
+			}
+
+			// Only IPv6 rules left, then none: chains and jumps go, foreign rules stay.
+			sync(rules[2:])
+			if _, err := ns.TryExec(ipt, "-t", "nat", "-S", Chain); err == nil {
+				t.Fatal("IPv4 chain still exists with no IPv4 rule")
+			}
+			sync(nil)
+			for _, bin := range []string{ipt, ip6t} {
+				if _, err := ns.TryExec(bin, "-t", "nat", "-S", Chain); err == nil {
+					t.Fatalf("%s: chain still exists", bin)
+				}
+			}
+			if pr := postrouting(ipt); len(pr) != 3 || !strings.Contains(pr[1], "MASQUERADE") || !strings.Contains(pr[2], "10.99.0.0/16") {
+				t.Fatalf("foreign IPv4 rules changed:\n%s", strings.Join(pr, "\n"))
+			}
+			if pr6 := postrouting(ip6t); len(pr6) != 2 || !strings.Contains(pr6[1], "MASQUERADE") {
+				t.Fatalf("foreign IPv6 rules changed:\n%s", strings.Join(pr6, "\n"))
+			}
+			if got := ns.Exec(t, ipt+"-save", "-t", "filter"); stripComments(got) != stripComments(foreign4) {
+				t.Fatalf("filter table changed:\n%s", got)
+			}
+		})
+	}
+}
+
+func stripComments(s string) string {
+	var out []string
+	for _, l := range strings.Split(s, "\n") {
+		if !strings.HasPrefix(l, "#") {
+			out = append(out, l)
+		}
+	}
+	return strings.Join(out, "\n")
+}

@@ -1,0 +1,96 @@
+// Package node is the egress IP part of the node daemon (ovnkube --init-node).
+// It publishes the node's egress facts (k8s.ovn.org/node-primary-ifaddr,
+// k8s.ovn.org/host-cidrs) on its own Node and, in local gateway mode, programs the
+// host so that pods served by an egress IP this node holds leave with it: the
+// address, the SNAT rules (chain OVN-KUBE-EGRESSIP), policy routing, and a
+// gratuitous ARP / unsolicited neighbour advertisement when an address appears.
+//
+// One controller does it all: informers on EgressIPs, Namespaces, Pods and the
+// own Node, plus netlink address/route events and a periodic resync, all queue the
+// same single key; each sync recomputes the whole desired host state from the
+// caches and a fresh kernel snapshot, and converges (see egressfacts, hostegress,
+// and the writers addr, iproute, iptables, garp).
+package node
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"k8s.io/client-go/kubernetes"
+
+	egressipclientset "github.com/ovn-egressip/ovn-egressip/go-controller/pkg/crd/egressip/v1/apis/clientset/versioned"
+	"github.com/ovn-egressip/ovn-egressip/go-controller/pkg/node/iptables"
+)
+
+// Gateway modes.
+const (
+	GatewayModeShared = "shared"
+	GatewayModeLocal  = "local"
+)
+
+// DefaultResyncInterval is used when Params.ResyncInterval is 0.
+const DefaultResyncInterval = 30 * time.Second
+
+// Params are Run's dependencies and settings.
+type Params struct {
+	// Kube is used for Namespaces, Pods, the own Node (patched) and Events.
+	Kube kubernetes.Interface
+	// EgressIP is the EgressIP clientset (read only: the master owns status).
+	EgressIP egressipclientset.Interface
+	// NodeName is the name of this node's Node object (required).
+	NodeName string
+	// GatewayMode is "shared" (egress facts only) or "local" (facts and host programming).
+	GatewayMode string
+	// GatewayInterface names the gateway interface; "" means the interface of the
+	// main table's best default route (IPv4, else IPv6).
+	GatewayInterface string
+	// ResyncInterval is how often the whole state is recomputed and re-applied even
+	// without events (repairs drift, e.g. a rule deleted by hand). 0 means 30 s.
+	ResyncInterval time.Duration
+	// IPTablesPath and IP6TablesPath select the iptables binaries (e.g.
+	// /usr/sbin/iptables-legacy, /usr/sbin/iptables-nft); "" means iptables and
+	// ip6tables on PATH. The matching "-restore" binary must sit next to each.
+	IPTablesPath, IP6TablesPath string
+
+	// InNetns, when set, runs every host operation (netlink, raw sockets, iptables
+	// processes) inside it; it must call fn on an OS thread locked into the target
+	// network namespace. nil means the process's own namespace (production: ovnkube
+	// is started inside the node's network namespace). A test seam.
+	InNetns func(fn func() error) error
+
+	// host replaces the kernel (tests in this package).
+	host host
+}
+
+func (p *Params) validate() error {
+	switch {
+	case p.Kube == nil || p.EgressIP == nil:
+		return fmt.Errorf("node: Kube and EgressIP clients are required")
+	case p.NodeName == "":
+		return fmt.Errorf("node: NodeName is required")
+	case p.GatewayMode != GatewayModeShared && p.GatewayMode != GatewayModeLocal:
+		return fmt.Errorf("node: GatewayMode %q: must be %q or %q", p.GatewayMode, GatewayModeShared, GatewayModeLocal)
+	case p.ResyncInterval < 0:
+		return fmt.Errorf("node: ResyncInterval %s is negative", p.ResyncInterval)
+	}
+	return nil
+}
+
+// Run publishes egress facts and (local gateway mode) programs the host until ctx
+// is done; then it returns nil, leaving the host programmed (a restart repairs it
+// from the same marks). It returns an error at once for invalid Params or when
+// the informer caches cannot sync.
+func Run(ctx context.Context, p Params) error {
+	if err := p.validate(); err != nil {
+		return err
+	}
+	if p.ResyncInterval == 0 {
+		p.ResyncInterval = DefaultResyncInterval
+	}
+	if p.host == nil {
+		p.host = newLinuxHost(p.InNetns, iptables.Config{IPTablesPath: p.IPTablesPath, IP6TablesPath: p.IP6TablesPath})
+	}
+	c := newController(p)
+	return c.run(ctx)
+}
