@@ -1,0 +1,56 @@
+# ovn-egressip. Run `make help` for the targets.
+SHELL := /usr/bin/env bash
+GO ?= go
+BIN := $(CURDIR)/_output/bin
+# Packages that drive the one OVN data plane of this machine run one at a time, after the rest.
+SERIAL_PKGS := ./test/cluster/... ./test/e2e/...
+GOTEST_FLAGS ?= -race -count=1
+TEST_TIMEOUT ?= 60m
+
+.PHONY: help build generate verify test test-unit test-serial lint clean bench demo
+
+help:
+	@echo "make demo           bring up the local cluster and run the main job (GATEWAY_MODE=local for local gateway mode)"
+	@echo "make test           unit, integration and end-to-end tests (go test -race), as CI runs them"
+	@echo "make build          build _output/bin/ovnkube and _output/bin/directconn"
+	@echo "make generate       regenerate clientset, deepcopy, CRDs and the NB model"
+	@echo "make verify         generated code and go.mod/go.sum are up to date"
+	@echo "make lint           gofmt, go vet, staticcheck"
+	@echo "make bench          benchmarks that print numbers (NB programming speed)"
+	@echo "make cluster-up / cluster-down   the local cluster alone"
+	@echo "make clean          remove build outputs"
+
+build:
+	@mkdir -p $(BIN)
+	$(GO) build -o $(BIN)/ovnkube ./go-controller/cmd/ovnkube
+	@if [ -d go-controller/cmd/directconn ]; then $(GO) build -o $(BIN)/directconn ./go-controller/cmd/directconn; fi
+
+generate:
+	./hack/update-codegen.sh
+	@if [ -x hack/update-liqo-crds.sh ]; then ./hack/update-liqo-crds.sh; fi
+
+verify:
+	./hack/verify.sh
+
+test: build test-unit test-serial
+
+test-unit:
+	$(GO) test $(GOTEST_FLAGS) -timeout $(TEST_TIMEOUT) $$($(GO) list ./... | grep -v -e /test/cluster -e /test/e2e)
+
+test-serial:
+	$(GO) test $(GOTEST_FLAGS) -timeout $(TEST_TIMEOUT) -p 1 $(SERIAL_PKGS)
+
+bench:
+	$(GO) test -run '^$$' -bench . -benchtime 3x ./go-controller/pkg/master/...
+
+lint:
+	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
+	$(GO) vet ./...
+	@if GOBIN=$(BIN) $(GO) install honnef.co/go/tools/cmd/staticcheck@v0.8.2 2>/dev/null; then $(BIN)/staticcheck ./...; \
+	 else echo "staticcheck v0.8.2 does not install from the module proxy here: skipped"; fi
+
+clean:
+	rm -rf _output/bin
+
+-include contrib/cluster.mk
+-include contrib/demo.mk

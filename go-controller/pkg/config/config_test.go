@@ -1,0 +1,154 @@
+package config
+
+import (
+	"context"
+	"net"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/urfave/cli/v2"
+)
+
+// load runs Load over args as ovnkube would parse them.
+func load(t *testing.T, args ...string) (*Config, error) {
+	t.Helper()
+	var cfg *Config
+	var loadErr error
+	app := &cli.App{Flags: Flags(), Action: func(c *cli.Context) error {
+		cfg, loadErr = Load(c)
+		return nil
+	}}
+	if err := app.Run(append([]string{"ovnkube"}, args...)); err != nil {
+		t.Fatalf("flag parsing failed: %v", err)
+	}
+	return cfg, loadErr
+}
+
+func kubeconfig(t *testing.T) string {
+	p := filepath.Join(t.TempDir(), "kubeconfig")
+	if err := os.WriteFile(p, []byte("apiVersion: v1\nkind: Config\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+func TestLoadErrorsNameTheFlag(t *testing.T) {
+	kc := kubeconfig(t)
+	base := []string{"--init-master", "--egress-ip-enable", "--kubeconfig", kc, "--nb-address", "unix:/run/nb.sock"}
+	tests := []struct {
+		name string
+		args []string
+		want string
+	}{
+		{"bad gateway mode", []string{"--gateway-mode", "bogus"}, `invalid --gateway-mode "bogus"`},
+		{"bad cluster subnet", []string{"--cluster-subnets", "10.244.0.0/33"}, `invalid --cluster-subnets "10.244.0.0/33"`},
+		{"host bits", []string{"--join-subnet", "100.64.0.1/16"}, `invalid --join-subnet "100.64.0.1/16"`},
+		{"bad nb scheme", []string{"--nb-address", "http://x"}, `invalid --nb-address "http://x"`},
+		{"bad nb port", []string{"--nb-address", "tcp:1.2.3.4:xx"}, `invalid --nb-address "tcp:1.2.3.4:xx"`},
+		{"missing kubeconfig file", []string{"--kubeconfig", "/nonexistent/kc"}, `invalid --kubeconfig "/nonexistent/kc"`},
+		{"bad health port", []string{"--egressip-node-healthcheck-port", "70000"}, `invalid --egressip-node-healthcheck-port 70000`},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := load(t, append(append([]string{}, base...), tc.args...)...)
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("err = %v, want it to contain %q", err, tc.want)
+			}
+			if strings.Contains(err.Error(), "\n") {
+				t.Fatalf("error is not one line: %q", err)
+			}
+		})
+	}
+}
+
+func TestLoadNothingToDoAndMissingNB(t *testing.T) {
+	kc := kubeconfig(t)
+	if _, err := load(t, "--kubeconfig", kc); err == nil || !strings.Contains(err.Error(), "--init-master") {
+		t.Fatalf("want a 'nothing to do' error, got %v", err)
+	}
+	if _, err := load(t, "--kubeconfig", kc, "--init-master", "--egress-ip-enable"); err == nil || !strings.Contains(err.Error(), "missing --nb-address") {
+		t.Fatalf("want a missing --nb-address error, got %v", err)
+	}
+	t.Setenv("KUBERNETES_SERVICE_HOST", "")
+	if _, err := load(t, "--init-node", "n1"); err == nil || !strings.Contains(err.Error(), "missing --kubeconfig") {
+		t.Fatalf("want a missing --kubeconfig error, got %v", err)
+	}
+}
+
+func TestConfigFileAndFlagsWin(t *testing.T) {
+	kc := kubeconfig(t)
+	ini := filepath.Join(t.TempDir(), "ovnkube.conf")
+	content := `[default]
+cluster-subnets = 10.128.0.0/14/23,fd00:10:128::/48/64
+
+[kubernetes]
+kubeconfig = ` + kc + `
+
+[ovnnorth]
+address = tcp:10.0.0.1:6641,tcp:10.0.0.2:6641
+
+[gateway]
+mode = local
+interface = eth1
+
+[logging]
+loglevel = 2
+
+[ovnkubernetesfeature]
+enable-egress-ip = true
+egressip-reachability-total-timeout = 2
+egressip-node-healthcheck-port = 0
+`
+	if err := os.WriteFile(ini, []byte(content), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := load(t, "--config-file", ini, "--init-master", "--gateway-interface", "eth9")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cfg.GatewayMode != "local" || cfg.GatewayInterface != "eth9" || !cfg.EgressIPEnable || cfg.LogLevel != 2 ||
+		cfg.HealthCheckPort != 0 || cfg.ReachabilityTotalTimeout != 2*time.Second || cfg.Kubeconfig != kc ||
+		len(cfg.NBAddresses) != 2 || len(cfg.ClusterSubnets) != 2 || cfg.ClusterSubnets[0].String() != "10.128.0.0/14" ||
+		cfg.JoinSubnets[0].String() != "100.64.0.0/16" {
+		t.Fatalf("unexpected config: %+v", cfg)
+	}
+	cfg, err = load(t, "--config-file", ini, "--init-master", "--gateway-mode", "shared", "--egressip-node-healthcheck-port", "9107")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cfg.GatewayMode != "shared" || cfg.HealthCheckPort != 9107 {
+		t.Fatalf("flags must win over the file: %+v", cfg)
+	}
+	bad := filepath.Join(t.TempDir(), "bad.conf")
+	_ = os.WriteFile(bad, []byte("[gateway]\nmode = shared\n[ovnkubernetesfeature]\negressip-reachability-total-timeout = soon\n"), 0o600)
+	if _, err := load(t, "--config-file", bad, "--init-master", "--kubeconfig", kc); err == nil || !strings.Contains(err.Error(), "egressip-reachability-total-timeout") {
+		t.Fatalf("want an error naming the file key, got %v", err)
+	}
+}
+
+func TestWaitNBReachable(t *testing.T) {
+	lis, err := net.Listen("unix", filepath.Join(t.TempDir(), "nb.sock"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer lis.Close()
+	go func() {
+		for {
+			c, err := lis.Accept()
+			if err != nil {
+				return
+			}
+			c.Close()
+		}
+	}()
+	if err := WaitNBReachable(context.Background(), []string{"tcp:127.0.0.1:1", "unix:" + lis.Addr().String()}, time.Second); err != nil {
+		t.Fatalf("one reachable address is enough: %v", err)
+	}
+	err = WaitNBReachable(context.Background(), []string{"unix:/nonexistent/nb.sock"}, 300*time.Millisecond)
+	if err == nil || !strings.Contains(err.Error(), "--nb-address unreachable") || !strings.Contains(err.Error(), "/nonexistent/nb.sock") {
+		t.Fatalf("want an error naming the flag and address, got %v", err)
+	}
+}
