@@ -36,7 +36,7 @@ type ShadowInput struct {
 
 // BuildShadow returns the ShadowEndpointSlice to write to provider in.Target: same namespace and name as the
 // consumer's slice, its labels (plus endpointslice.kubernetes.io/managed-by=ManagedBy and OriginClusterIDLabel) and
-// annotations, and its endpoints with the addresses as P sees them:
+// annotations, and its endpoints (without nodeName, which names a consumer Node) with the addresses as P sees them:
 //
 //   - pods on P itself: the consumer's address un-remapped with the consumer's Configuration for P (status entry
 //     -> spec entry), i.e. the pod's own IP on P; an address outside every remapped CIDR (such as a host-network
@@ -108,6 +108,7 @@ type shadowBuilder struct {
 
 func (b *shadowBuilder) endpoint(ep discoveryv1.Endpoint) discoveryv1.Endpoint {
 	out := *ep.DeepCopy()
+	out.NodeName = nil // the consumer's node names mean nothing to the provider
 	if b.in.Slice.AddressType == discoveryv1.AddressTypeFQDN {
 		return out
 	}
