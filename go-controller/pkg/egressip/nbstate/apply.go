@@ -1,0 +1,43 @@
+package nbstate
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/ovn-org/libovsdb/client"
+	"github.com/ovn-org/libovsdb/ovsdb"
+)
+
+// Client is the part of a libovsdb client Apply uses: the cache-backed API and Transact.
+type Client interface {
+	client.API
+	Transact(ctx context.Context, ops ...ovsdb.Operation) ([]ovsdb.OperationResult, error)
+}
+
+// Apply makes the rows we own in NB equal to desired: it reads the client's cache
+// (ReadCurrent), computes the Plan (Diff), and commits all of it in ONE transaction
+// (none when the plan is empty). It returns the plan, also on error. An error
+// means nothing was committed (OVSDB transactions are atomic) or that the outcome
+// is unknown (connection lost): either way, calling Apply again converges.
+func Apply(ctx context.Context, c Client, desired State) (Plan, error) {
+	cur, err := ReadCurrent(ctx, c)
+	if err != nil {
+		return Plan{}, err
+	}
+	plan := Diff(desired, cur)
+	if len(plan.Changes) == 0 {
+		return plan, nil
+	}
+	ops, err := Ops(c, plan)
+	if err != nil {
+		return plan, err
+	}
+	res, err := c.Transact(ctx, ops...)
+	if err != nil {
+		return plan, fmt.Errorf("NB transaction of %d operations: %w", len(ops), err)
+	}
+	if _, err := ovsdb.CheckOperationResults(res, ops); err != nil {
+		return plan, fmt.Errorf("NB transaction of %d operations failed: %w", len(ops), err)
+	}
+	return plan, nil
+}

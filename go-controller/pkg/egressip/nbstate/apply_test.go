@@ -1,0 +1,244 @@
+package nbstate
+
+import (
+	"context"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/ovn-org/libovsdb/client"
+	"github.com/ovn-org/libovsdb/model"
+	"github.com/ovn-org/libovsdb/ovsdb"
+
+	"github.com/ovn-egressip/ovn-egressip/go-controller/pkg/nbdb"
+	"github.com/ovn-egressip/ovn-egressip/test/nbserver"
+)
+
+// servers runs a test body against libovsdb's in-memory server and a real
+// ovsdb-server (skipped when not installed).
+var servers = []struct {
+	name  string
+	start func(testing.TB) *nbserver.Server
+}{
+	{"inmemory", nbserver.StartInMemory},
+	{"ovsdb-server", nbserver.Start},
+}
+
+// countingClient counts transactions.
+type countingClient struct {
+	client.Client
+	txns int
+}
+
+func (c *countingClient) Transact(ctx context.Context, ops ...ovsdb.Operation) ([]ovsdb.OperationResult, error) {
+	c.txns++
+	return c.Client.Transact(ctx, ops...)
+}
+
+func transact(t *testing.T, c client.Client, ops []ovsdb.Operation) {
+	t.Helper()
+	res, err := c.Transact(context.Background(), ops...)
+	if err == nil {
+		_, err = ovsdb.CheckOperationResults(res, ops)
+	}
+	if err != nil {
+		t.Fatalf("transact: %v", err)
+	}
+}
+
+func create(t *testing.T, c client.Client, m ...model.Model) []ovsdb.Operation {
+	t.Helper()
+	ops, err := c.Create(m...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return ops
+}
+
+// foreignRows is what the harness and other projects own; Apply must never touch it.
+const harnessKey = "ovn-egressip-harness"
+
+// setupTopology creates the routers and some foreign rows: a harness no-reroute
+// policy, a node SNAT on GR_node-a and an address set.
+func setupTopology(t *testing.T, c client.Client) {
+	t.Helper()
+	harness := map[string]string{harnessKey: "true"}
+	pol := &nbdb.LogicalRouterPolicy{UUID: "pol", Priority: 102, Action: "allow", Match: "ip4.src == 10.244.0.0/16 && ip4.dst == 10.244.0.0/16", ExternalIDs: harness}
+	nat := &nbdb.NAT{UUID: "nat", Type: "snat", ExternalIP: "172.18.0.21", LogicalIP: "10.244.0.0/16", ExternalIDs: harness}
+	ops := create(t, c,
+		pol, nat,
+		&nbdb.LogicalRouter{UUID: "cr", Name: ClusterRouter, Policies: []string{"pol"}},
+		&nbdb.LogicalRouter{UUID: "gra", Name: GatewayRouter("node-a"), Nat: []string{"nat"}},
+		&nbdb.LogicalRouter{UUID: "grb", Name: GatewayRouter("node-b")},
+		&nbdb.AddressSet{Name: "someone_elses", Addresses: []string{"1.2.3.4"}},
+	)
+	transact(t, c, ops)
+}
+
+// foreign dumps every row not owned by us, with its parent router.
+func foreign(t *testing.T, c client.Client) []string {
+	t.Helper()
+	ctx := context.Background()
+	var routers []nbdb.LogicalRouter
+	var pols []nbdb.LogicalRouterPolicy
+	var nats []nbdb.NAT
+	var sets []nbdb.AddressSet
+	for _, l := range []any{&routers, &pols, &nats, &sets} {
+		if err := c.List(ctx, l); err != nil {
+			t.Fatal(err)
+		}
+	}
+	parent := map[string]string{}
+	for _, r := range routers {
+		for _, u := range append(slices.Clone(r.Policies), r.Nat...) {
+			parent[u] = r.Name
+		}
+	}
+	var out []string
+	for _, p := range pols {
+		if !Owned(p.ExternalIDs) {
+			out = append(out, parent[p.UUID]+" policy "+p.Match)
+		}
+	}
+	for _, n := range nats {
+		if !Owned(n.ExternalIDs) {
+			out = append(out, parent[n.UUID]+" nat "+n.ExternalIP+" "+n.LogicalIP)
+		}
+	}
+	for _, s := range sets {
+		if !Owned(s.ExternalIDs) {
+			out = append(out, "set "+s.Name)
+		}
+	}
+	slices.Sort(out)
+	return out
+}
+
+// ours reads back what NB holds of ours, as Dump lines.
+func ours(t *testing.T, c client.Client) []string {
+	t.Helper()
+	cur, err := ReadCurrent(context.Background(), c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(cur.Stale) > 0 {
+		t.Errorf("stale rows in NB: %v", cur.Stale)
+	}
+	return Dump(cur.Rows)
+}
+
+func TestApply(t *testing.T) {
+	for _, srv := range servers {
+		t.Run(srv.name, func(t *testing.T) {
+			s := srv.start(t)
+			raw := s.Client(t)
+			c := &countingClient{Client: raw}
+			setupTopology(t, raw)
+			before := foreign(t, raw)
+			ctx := context.Background()
+
+			apply := func(desired State, wantTxns int) Plan {
+				t.Helper()
+				c.txns = 0
+				plan, err := Apply(ctx, c, desired)
+				if err != nil {
+					t.Fatalf("Apply: %v", err)
+				}
+				if c.txns != wantTxns {
+					t.Errorf("Apply made %d transactions, want %d", c.txns, wantTxns)
+				}
+				if got, want := ours(t, raw), Dump(desired); !slices.Equal(got, want) {
+					t.Errorf("NB rows:\n got:\n  %s\n want:\n  %s", strings.Join(got, "\n  "), strings.Join(want, "\n  "))
+				}
+				if got := foreign(t, raw); !slices.Equal(got, before) {
+					t.Errorf("foreign rows changed:\n got  %v\n want %v", got, before)
+				}
+				return plan
+			}
+
+			onA := sampleDesired("node-a")
+			apply(onA, 1)
+			apply(onA, 0) // nothing changed: no transaction at all
+			reroute := func() string {
+				cur, _ := ReadCurrent(ctx, raw)
+				for k, p := range cur.Rows.Policies {
+					if k.IDs.Rule == RuleReroute {
+						return p.UUID
+					}
+				}
+				return ""
+			}
+			uuidBefore := reroute()
+			plan := apply(sampleDesired("node-b"), 1)
+			if i, u, d := plan.Counts(); i != 1 || u != 1 || d != 1 {
+				t.Errorf("move: %d inserts, %d updates, %d deletes; want 1, 1, 1", i, u, d)
+			}
+			if after := reroute(); after != uuidBefore {
+				t.Errorf("reroute policy was replaced (%s -> %s), want an in-place next hop switch", uuidBefore, after)
+			}
+			apply(NewState(), 1)
+		})
+	}
+}
+
+// TestApplyRemovesStale checks that duplicates of our rows and rows with our owner
+// key but unreadable ids are removed, while an identical row of someone else stays.
+func TestApplyRemovesStale(t *testing.T) {
+	for _, srv := range servers {
+		t.Run(srv.name, func(t *testing.T) {
+			s := srv.start(t)
+			c := s.Client(t)
+			setupTopology(t, c)
+			ctx := context.Background()
+			desired := sampleDesired("node-a")
+			if _, err := Apply(ctx, c, desired); err != nil {
+				t.Fatal(err)
+			}
+			// Add a duplicate of our reroute policy and a NAT with a broken identity.
+			var dup *nbdb.LogicalRouterPolicy
+			for k, p := range desired.Policies {
+				if k.IDs.Rule == RuleReroute {
+					cp := *p
+					cp.UUID = "dup"
+					dup = &cp
+				}
+			}
+			broken := &nbdb.NAT{UUID: "broken", Type: "snat", ExternalIP: "172.18.0.99", LogicalIP: "10.244.1.9",
+				ExternalIDs: map[string]string{OwnerControllerKey: OwnerController}}
+			ops := create(t, c, dup, broken)
+			cr := &nbdb.LogicalRouter{UUID: lookupRouter(t, c, ClusterRouter)}
+			m, _ := c.Where(cr).Mutate(cr, model.Mutation{Field: &cr.Policies, Mutator: ovsdb.MutateOperationInsert, Value: []string{"dup"}})
+			gra := &nbdb.LogicalRouter{UUID: lookupRouter(t, c, GatewayRouter("node-a"))}
+			m2, _ := c.Where(gra).Mutate(gra, model.Mutation{Field: &gra.Nat, Mutator: ovsdb.MutateOperationInsert, Value: []string{"broken"}})
+			transact(t, c, append(append(ops, m...), m2...))
+
+			cur, _ := ReadCurrent(ctx, c)
+			if len(cur.Stale) != 2 {
+				t.Fatalf("stale = %v, want the duplicate and the broken NAT", cur.Stale)
+			}
+			before := foreign(t, c)
+			plan, err := Apply(ctx, c, desired)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, _, d := plan.Counts(); d != 2 {
+				t.Errorf("deleted %d rows, want 2", d)
+			}
+			if got, want := ours(t, c), Dump(desired); !slices.Equal(got, want) {
+				t.Errorf("NB rows:\n got:\n  %s\n want:\n  %s", strings.Join(got, "\n  "), strings.Join(want, "\n  "))
+			}
+			if got := foreign(t, c); !slices.Equal(got, before) {
+				t.Errorf("foreign rows changed:\n got  %v\n want %v", got, before)
+			}
+		})
+	}
+}
+
+func lookupRouter(t *testing.T, c client.Client, name string) string {
+	t.Helper()
+	var lrs []nbdb.LogicalRouter
+	if err := c.WhereCache(func(r *nbdb.LogicalRouter) bool { return r.Name == name }).List(context.Background(), &lrs); err != nil || len(lrs) != 1 {
+		t.Fatalf("router %s: %v (%d found)", name, err, len(lrs))
+	}
+	return lrs[0].UUID
+}

@@ -1,0 +1,234 @@
+package nbstate
+
+import (
+	"net/netip"
+	"slices"
+	"strings"
+	"testing"
+)
+
+func addrs(ss ...string) []netip.Addr {
+	var out []netip.Addr
+	for _, s := range ss {
+		out = append(out, netip.MustParseAddr(s))
+	}
+	return out
+}
+
+func prefixes(ss ...string) []netip.Prefix {
+	var out []netip.Prefix
+	for _, s := range ss {
+		out = append(out, netip.MustParsePrefix(s))
+	}
+	return out
+}
+
+func pod(ns, name string, ips ...string) Pod {
+	return Pod{Namespace: ns, Name: name, IPs: addrs(ips...)}
+}
+
+func assigned(node, ip string) Assignment { return Assignment{Node: node, IP: netip.MustParseAddr(ip)} }
+
+// testNodes: node-a/node-b dual-stack, node-c IPv4 only.
+func testNodes() map[string]Node {
+	return map[string]Node{
+		"node-a": {Name: "node-a", JoinIPs: addrs("100.64.0.2", "fd98::2"), ManagementIPs: addrs("10.244.1.2", "fd00:10:244:1::2"), Addresses: addrs("172.18.0.11", "fc00::11")},
+		"node-b": {Name: "node-b", JoinIPs: addrs("100.64.0.3", "fd98::3"), ManagementIPs: addrs("10.244.2.2", "fd00:10:244:2::2"), Addresses: addrs("172.18.0.12", "fc00::12")},
+		"node-c": {Name: "node-c", JoinIPs: addrs("100.64.0.4"), ManagementIPs: addrs("10.244.3.2"), Addresses: addrs("172.18.0.13")},
+	}
+}
+
+const (
+	v4PodToPod  = `policy ovn_cluster_router 102 allow "ip4.src == 10.244.0.0/16 && ip4.dst == 10.244.0.0/16" owner-type=Cluster,rule=pod-to-pod,ip-family=ip4`
+	v4PodToJoin = `policy ovn_cluster_router 102 allow "ip4.src == 10.244.0.0/16 && ip4.dst == 100.64.0.0/16" owner-type=Cluster,rule=pod-to-join,ip-family=ip4`
+	v4PodToNode = `policy ovn_cluster_router 102 allow "ip4.src == $egressip_served_pods_v4 && ip4.dst == $egressip_node_ips_v4" owner-type=Cluster,rule=pod-to-node,ip-family=ip4`
+	v4NodeIPs   = `address-set egressip_node_ips_v4 [172.18.0.11 172.18.0.12 172.18.0.13] owner-type=Cluster,rule=node-ips,ip-family=ip4`
+)
+
+func TestDesired(t *testing.T) {
+	v4 := Input{
+		Mode:           SharedGateway,
+		ClusterSubnets: prefixes("10.244.0.0/16"),
+		JoinSubnets:    prefixes("100.64.0.0/16"),
+		Nodes:          testNodes(),
+	}
+	with := func(in Input, f func(*Input)) Input { f(&in); return in }
+
+	tests := []struct {
+		name string
+		in   Input
+		want []string
+	}{
+		{
+			name: "no EgressIP: nothing at all",
+			in:   v4,
+			want: nil,
+		},
+		{
+			name: "shared: one EgressIP on node-a, two pods",
+			in: with(v4, func(in *Input) {
+				in.EgressIPs = []EgressIP{{Name: "eip1", Assigned: []Assignment{assigned("node-a", "172.18.0.33")},
+					Pods: []Pod{pod("ns1", "p1", "10.244.1.5"), pod("ns1", "p2", "10.244.2.6")}}}
+			}),
+			want: []string{
+				`address-set egressip_served_pods_v4 [10.244.1.5 10.244.2.6] owner-type=Cluster,rule=served-pods,ip-family=ip4`,
+				v4NodeIPs,
+				`nat GR_node-a snat 172.18.0.33 <- 10.244.1.5 owner-type=EgressIP,name=eip1,rule=snat,ip-family=ip4,pod=ns1/p1,node=node-a,egress-ip=172.18.0.33`,
+				`nat GR_node-a snat 172.18.0.33 <- 10.244.2.6 owner-type=EgressIP,name=eip1,rule=snat,ip-family=ip4,pod=ns1/p2,node=node-a,egress-ip=172.18.0.33`,
+				`policy ovn_cluster_router 100 reroute "ip4.src == 10.244.1.5" nexthops=[100.64.0.2] owner-type=EgressIP,name=eip1,rule=reroute,ip-family=ip4,pod=ns1/p1`,
+				`policy ovn_cluster_router 100 reroute "ip4.src == 10.244.2.6" nexthops=[100.64.0.2] owner-type=EgressIP,name=eip1,rule=reroute,ip-family=ip4,pod=ns1/p2`,
+				v4PodToJoin, v4PodToNode, v4PodToPod,
+			},
+		},
+		{
+			name: "shared: two IPs on two nodes: ECMP next hops (sorted), SNAT on both gateway routers",
+			in: with(v4, func(in *Input) {
+				in.EgressIPs = []EgressIP{{Name: "eip1",
+					Assigned: []Assignment{assigned("node-c", "172.18.0.44"), assigned("node-a", "172.18.0.33")},
+					Pods:     []Pod{pod("ns1", "p1", "10.244.1.5")}}}
+			}),
+			want: []string{
+				`address-set egressip_served_pods_v4 [10.244.1.5] owner-type=Cluster,rule=served-pods,ip-family=ip4`,
+				v4NodeIPs,
+				`nat GR_node-a snat 172.18.0.33 <- 10.244.1.5 owner-type=EgressIP,name=eip1,rule=snat,ip-family=ip4,pod=ns1/p1,node=node-a,egress-ip=172.18.0.33`,
+				`nat GR_node-c snat 172.18.0.44 <- 10.244.1.5 owner-type=EgressIP,name=eip1,rule=snat,ip-family=ip4,pod=ns1/p1,node=node-c,egress-ip=172.18.0.44`,
+				`policy ovn_cluster_router 100 reroute "ip4.src == 10.244.1.5" nexthops=[100.64.0.2 100.64.0.4] owner-type=EgressIP,name=eip1,rule=reroute,ip-family=ip4,pod=ns1/p1`,
+				v4PodToJoin, v4PodToNode, v4PodToPod,
+			},
+		},
+		{
+			name: "local: next hop is the management port IP, no SNAT",
+			in: with(v4, func(in *Input) {
+				in.Mode = LocalGateway
+				in.EgressIPs = []EgressIP{{Name: "eip1", Assigned: []Assignment{assigned("node-b", "172.18.0.33")},
+					Pods: []Pod{pod("ns1", "p1", "10.244.1.5")}}}
+			}),
+			want: []string{
+				`address-set egressip_served_pods_v4 [10.244.1.5] owner-type=Cluster,rule=served-pods,ip-family=ip4`,
+				v4NodeIPs,
+				`policy ovn_cluster_router 100 reroute "ip4.src == 10.244.1.5" nexthops=[10.244.2.2] owner-type=EgressIP,name=eip1,rule=reroute,ip-family=ip4,pod=ns1/p1`,
+				v4PodToJoin, v4PodToNode, v4PodToPod,
+			},
+		},
+		{
+			name: "unassigned EgressIP: shared rows only; its pods are not in the served set",
+			in: with(v4, func(in *Input) {
+				in.EgressIPs = []EgressIP{{Name: "eip1", Pods: []Pod{pod("ns1", "p1", "10.244.1.5")}}}
+			}),
+			want: []string{
+				`address-set egressip_served_pods_v4 [] owner-type=Cluster,rule=served-pods,ip-family=ip4`,
+				v4NodeIPs, v4PodToJoin, v4PodToNode, v4PodToPod,
+			},
+		},
+		{
+			name: "dual stack: each family reroutes to the holder of an IP of that family",
+			in: Input{
+				Mode:           SharedGateway,
+				ClusterSubnets: prefixes("10.244.0.0/16", "fd00:10:244::/48"),
+				JoinSubnets:    prefixes("100.64.0.0/16", "fd98::/64"),
+				Nodes:          map[string]Node{"node-a": testNodes()["node-a"], "node-b": testNodes()["node-b"]},
+				EgressIPs: []EgressIP{{Name: "eip1",
+					Assigned: []Assignment{assigned("node-a", "172.18.0.33"), assigned("node-b", "fc00::33")},
+					Pods:     []Pod{pod("ns1", "p1", "10.244.1.5", "fd00:10:244:1::5")}}},
+			},
+			want: []string{
+				`address-set egressip_node_ips_v4 [172.18.0.11 172.18.0.12] owner-type=Cluster,rule=node-ips,ip-family=ip4`,
+				`address-set egressip_node_ips_v6 [fc00::11 fc00::12] owner-type=Cluster,rule=node-ips,ip-family=ip6`,
+				`address-set egressip_served_pods_v4 [10.244.1.5] owner-type=Cluster,rule=served-pods,ip-family=ip4`,
+				`address-set egressip_served_pods_v6 [fd00:10:244:1::5] owner-type=Cluster,rule=served-pods,ip-family=ip6`,
+				`nat GR_node-a snat 172.18.0.33 <- 10.244.1.5 owner-type=EgressIP,name=eip1,rule=snat,ip-family=ip4,pod=ns1/p1,node=node-a,egress-ip=172.18.0.33`,
+				`nat GR_node-b snat fc00::33 <- fd00:10:244:1::5 owner-type=EgressIP,name=eip1,rule=snat,ip-family=ip6,pod=ns1/p1,node=node-b,egress-ip=fc00::33`,
+				`policy ovn_cluster_router 100 reroute "ip4.src == 10.244.1.5" nexthops=[100.64.0.2] owner-type=EgressIP,name=eip1,rule=reroute,ip-family=ip4,pod=ns1/p1`,
+				`policy ovn_cluster_router 100 reroute "ip6.src == fd00:10:244:1::5" nexthops=[fd98::3] owner-type=EgressIP,name=eip1,rule=reroute,ip-family=ip6,pod=ns1/p1`,
+				v4PodToJoin, v4PodToNode, v4PodToPod,
+				`policy ovn_cluster_router 102 allow "ip6.src == fd00:10:244::/48 && ip6.dst == fd00:10:244::/48" owner-type=Cluster,rule=pod-to-pod,ip-family=ip6`,
+				`policy ovn_cluster_router 102 allow "ip6.src == fd00:10:244::/48 && ip6.dst == fd98::/64" owner-type=Cluster,rule=pod-to-join,ip-family=ip6`,
+				`policy ovn_cluster_router 102 allow "ip6.src == $egressip_served_pods_v6 && ip6.dst == $egressip_node_ips_v6" owner-type=Cluster,rule=pod-to-node,ip-family=ip6`,
+			},
+		},
+		{
+			name: "several cluster subnets, no join subnet; an IPv6-only EgressIP reroutes nothing in an IPv4 cluster",
+			in: Input{
+				Mode:           SharedGateway,
+				ClusterSubnets: prefixes("10.244.0.0/16", "10.128.0.0/14"),
+				Nodes:          map[string]Node{"node-c": testNodes()["node-c"]},
+				EgressIPs: []EgressIP{{Name: "eip6", Assigned: []Assignment{assigned("node-a", "fc00::33")},
+					Pods: []Pod{pod("ns1", "p1", "10.244.1.5")}}},
+			},
+			want: []string{
+				`address-set egressip_node_ips_v4 [172.18.0.13] owner-type=Cluster,rule=node-ips,ip-family=ip4`,
+				`address-set egressip_served_pods_v4 [] owner-type=Cluster,rule=served-pods,ip-family=ip4`,
+				`policy ovn_cluster_router 102 allow "ip4.src == {10.244.0.0/16, 10.128.0.0/14} && ip4.dst == {10.244.0.0/16, 10.128.0.0/14}" owner-type=Cluster,rule=pod-to-pod,ip-family=ip4`,
+				v4PodToNode,
+			},
+		},
+		{
+			name: "a holder unknown or without a next hop of the family is left out",
+			in: with(v4, func(in *Input) {
+				in.EgressIPs = []EgressIP{{Name: "eip1",
+					Assigned: []Assignment{assigned("node-gone", "172.18.0.44"), assigned("node-c", "fc00::33")},
+					Pods:     []Pod{pod("ns1", "p1", "10.244.1.5", "fd00::5")}}}
+			}),
+			want: []string{
+				`address-set egressip_served_pods_v4 [] owner-type=Cluster,rule=served-pods,ip-family=ip4`,
+				v4NodeIPs, v4PodToJoin, v4PodToNode, v4PodToPod,
+			},
+		},
+		{
+			name: "two pods with one IP: the first met keeps the rows",
+			in: with(v4, func(in *Input) {
+				in.Mode = LocalGateway
+				in.EgressIPs = []EgressIP{
+					{Name: "first", Assigned: []Assignment{assigned("node-a", "172.18.0.33")}, Pods: []Pod{pod("ns1", "old", "10.244.1.5")}},
+					{Name: "second", Assigned: []Assignment{assigned("node-b", "172.18.0.44")}, Pods: []Pod{pod("ns2", "new", "10.244.1.5")}},
+				}
+			}),
+			want: []string{
+				`address-set egressip_served_pods_v4 [10.244.1.5] owner-type=Cluster,rule=served-pods,ip-family=ip4`,
+				v4NodeIPs,
+				`policy ovn_cluster_router 100 reroute "ip4.src == 10.244.1.5" nexthops=[10.244.1.2] owner-type=EgressIP,name=first,rule=reroute,ip-family=ip4,pod=ns1/old`,
+				v4PodToJoin, v4PodToNode, v4PodToPod,
+			},
+		},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			got := Dump(Desired(tc.in))
+			want := slices.Clone(tc.want)
+			slices.Sort(want)
+			if !slices.Equal(got, want) {
+				t.Errorf("rows:\n got:\n  %s\n want:\n  %s", strings.Join(got, "\n  "), strings.Join(want, "\n  "))
+			}
+		})
+	}
+}
+
+// TestDesiredExternalIDs checks that every row carries the owner key and that its
+// external_ids parse back to the key it is filed under.
+func TestDesiredExternalIDs(t *testing.T) {
+	st := Desired(Input{
+		Mode: SharedGateway, ClusterSubnets: prefixes("10.244.0.0/16"), JoinSubnets: prefixes("100.64.0.0/16"), Nodes: testNodes(),
+		EgressIPs: []EgressIP{{Name: "eip1", Assigned: []Assignment{assigned("node-a", "172.18.0.33")}, Pods: []Pod{pod("ns1", "p1", "10.244.1.5")}}},
+	})
+	check := func(k Key, ext map[string]string) {
+		if ext[OwnerControllerKey] != OwnerController {
+			t.Errorf("%s: no owner key in %v", k, ext)
+		}
+		ids, ok := ParseIDs(ext)
+		if !ok || ids != k.IDs {
+			t.Errorf("%s: external_ids %v parse to %v (ok=%v)", k, ext, ids, ok)
+		}
+	}
+	for k, r := range st.Policies {
+		check(k, r.ExternalIDs)
+	}
+	for k, r := range st.NATs {
+		check(k, r.ExternalIDs)
+	}
+	for k, r := range st.AddressSets {
+		check(k, r.ExternalIDs)
+	}
+	if st.Len() != 7 { // reroute, SNAT, 3 no-reroute policies, 2 address sets
+		t.Errorf("got %d rows, want 7", st.Len())
+	}
+}

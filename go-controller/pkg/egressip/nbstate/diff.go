@@ -1,0 +1,193 @@
+package nbstate
+
+import (
+	"maps"
+	"slices"
+	"sort"
+
+	"github.com/ovn-org/libovsdb/model"
+
+	"github.com/ovn-egressip/ovn-egressip/go-controller/pkg/nbdb"
+)
+
+// Ref points at an existing row we own.
+type Ref struct {
+	Table string
+	UUID  string
+	// RouterUUID is the router that references the row (policies and NAT rows).
+	RouterUUID string
+}
+
+// Current is the part of NB that concerns us (see ReadCurrent).
+type Current struct {
+	// Rows are the rows we own, keyed by identity, UUID set. A policy or NAT row
+	// referenced by several routers appears once per router.
+	Rows State
+	// Stale are rows we own that go whatever is desired: all but the lowest UUID of
+	// rows sharing one Key, and rows whose external_ids do not parse.
+	Stale []Ref
+	// Routers maps every router name in NB to its UUID.
+	Routers map[string]string
+	// ForeignAddressSets are the names of address sets we do not own.
+	ForeignAddressSets map[string]bool
+}
+
+// NewCurrent returns an empty Current.
+func NewCurrent() Current {
+	return Current{Rows: NewState(), Routers: map[string]string{}, ForeignAddressSets: map[string]bool{}}
+}
+
+// ChangeOp is the kind of a Change.
+type ChangeOp int
+
+const (
+	Insert ChangeOp = iota
+	Update
+	Delete
+)
+
+func (o ChangeOp) String() string { return [...]string{"insert", "update", "delete"}[o] }
+
+// Change is one row to insert, update or delete.
+type Change struct {
+	Op    ChangeOp
+	Table string
+	// Key is the row's identity (zero for stale rows whose IDs did not parse).
+	Key Key
+	// RouterUUID is the parent router of a policy or NAT row.
+	RouterUUID string
+	// UUID is the existing row (Update, Delete).
+	UUID string
+	// Row is the desired row (Insert, Update); Old the current one (Update).
+	Row, Old model.Model
+}
+
+// Plan is the outcome of Diff.
+type Plan struct {
+	// Changes are ordered make-before-break: inserts, then updates, then deletes;
+	// within each group by table (address sets, policies, NAT) and Key.
+	Changes []Change
+	// Skipped are desired rows that cannot be written: their parent router is not in
+	// NB, or an address set of that name exists and is not ours.
+	Skipped []Key
+}
+
+// Counts returns the number of inserts, updates and deletes.
+func (p Plan) Counts() (inserts, updates, deletes int) {
+	for _, c := range p.Changes {
+		switch c.Op {
+		case Insert:
+			inserts++
+		case Update:
+			updates++
+		case Delete:
+			deletes++
+		}
+	}
+	return
+}
+
+// Diff compares desired with current and returns the changes that make NB equal
+// to desired for the rows we own. Rows we do not own are never in the plan.
+func Diff(desired State, cur Current) Plan {
+	var p Plan
+	var ins, upd, del []Change
+
+	for _, k := range sortedKeys(desired.AddressSets) {
+		want := desired.AddressSets[k]
+		have, ok := cur.Rows.AddressSets[k]
+		switch {
+		case !ok && cur.ForeignAddressSets[want.Name]:
+			p.Skipped = append(p.Skipped, k)
+		case !ok:
+			ins = append(ins, Change{Op: Insert, Table: nbdb.AddressSetTable, Key: k, Row: want})
+		case !addressSetEqual(want, have):
+			upd = append(upd, Change{Op: Update, Table: nbdb.AddressSetTable, Key: k, UUID: have.UUID, Row: want, Old: have})
+		}
+	}
+	for _, k := range sortedKeys(desired.Policies) {
+		want := desired.Policies[k]
+		have, ok := cur.Rows.Policies[k]
+		router, hasRouter := cur.Routers[k.Router]
+		switch {
+		case !ok && !hasRouter:
+			p.Skipped = append(p.Skipped, k)
+		case !ok:
+			ins = append(ins, Change{Op: Insert, Table: nbdb.LogicalRouterPolicyTable, Key: k, RouterUUID: router, Row: want})
+		case !policyEqual(want, have):
+			upd = append(upd, Change{Op: Update, Table: nbdb.LogicalRouterPolicyTable, Key: k, UUID: have.UUID, Row: want, Old: have})
+		}
+	}
+	for _, k := range sortedKeys(desired.NATs) {
+		want := desired.NATs[k]
+		have, ok := cur.Rows.NATs[k]
+		router, hasRouter := cur.Routers[k.Router]
+		switch {
+		case !ok && !hasRouter:
+			p.Skipped = append(p.Skipped, k)
+		case !ok:
+			ins = append(ins, Change{Op: Insert, Table: nbdb.NATTable, Key: k, RouterUUID: router, Row: want})
+		case !natEqual(want, have):
+			upd = append(upd, Change{Op: Update, Table: nbdb.NATTable, Key: k, UUID: have.UUID, Row: want, Old: have})
+		}
+	}
+
+	for _, k := range sortedKeys(cur.Rows.AddressSets) {
+		if _, ok := desired.AddressSets[k]; !ok {
+			del = append(del, Change{Op: Delete, Table: nbdb.AddressSetTable, Key: k, UUID: cur.Rows.AddressSets[k].UUID})
+		}
+	}
+	for _, k := range sortedKeys(cur.Rows.Policies) {
+		if _, ok := desired.Policies[k]; !ok {
+			del = append(del, Change{Op: Delete, Table: nbdb.LogicalRouterPolicyTable, Key: k,
+				UUID: cur.Rows.Policies[k].UUID, RouterUUID: cur.Routers[k.Router]})
+		}
+	}
+	for _, k := range sortedKeys(cur.Rows.NATs) {
+		if _, ok := desired.NATs[k]; !ok {
+			del = append(del, Change{Op: Delete, Table: nbdb.NATTable, Key: k,
+				UUID: cur.Rows.NATs[k].UUID, RouterUUID: cur.Routers[k.Router]})
+		}
+	}
+	stale := append([]Ref(nil), cur.Stale...)
+	sort.Slice(stale, func(i, j int) bool {
+		if stale[i].Table != stale[j].Table {
+			return stale[i].Table < stale[j].Table
+		}
+		if stale[i].UUID != stale[j].UUID {
+			return stale[i].UUID < stale[j].UUID
+		}
+		return stale[i].RouterUUID < stale[j].RouterUUID
+	})
+	for _, r := range stale {
+		del = append(del, Change{Op: Delete, Table: r.Table, UUID: r.UUID, RouterUUID: r.RouterUUID})
+	}
+
+	p.Changes = append(append(append(p.Changes, ins...), upd...), del...)
+	return p
+}
+
+func policyEqual(a, b *nbdb.LogicalRouterPolicy) bool {
+	return a.Priority == b.Priority && a.Match == b.Match && a.Action == b.Action &&
+		sameSet(a.Nexthops, b.Nexthops) && maps.Equal(a.ExternalIDs, b.ExternalIDs)
+}
+
+func natEqual(a, b *nbdb.NAT) bool {
+	return a.Type == b.Type && a.ExternalIP == b.ExternalIP && a.LogicalIP == b.LogicalIP &&
+		maps.Equal(a.ExternalIDs, b.ExternalIDs)
+}
+
+func addressSetEqual(a, b *nbdb.AddressSet) bool {
+	return a.Name == b.Name && sameSet(a.Addresses, b.Addresses) && maps.Equal(a.ExternalIDs, b.ExternalIDs)
+}
+
+// sameSet compares two string lists as sets (OVSDB sets have no order).
+func sameSet(a, b []string) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	as, bs := slices.Clone(a), slices.Clone(b)
+	slices.Sort(as)
+	slices.Sort(bs)
+	return slices.Equal(as, bs)
+}
