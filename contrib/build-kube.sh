@@ -3,15 +3,19 @@
 # into a per-machine cache that survives cluster-down and fresh clones:
 #   ${OVN_EIP_CACHE:-/var/cache/ovn-egressip}/kube-v1.37.2/bin/{kube-apiserver,kubectl}
 # Prints the bin directory on stdout. Cold build: about 7 minutes on 2 cores; cached: instant.
+# Concurrent callers (parallel tests, make) are serialised with flock: one builds, the others wait and reuse it.
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 V=v1.37.2
 cache=${OVN_EIP_CACHE:-/var/cache/ovn-egressip}/kube-$V
 bin=$cache/bin
-if [[ -x $bin/kube-apiserver && -x $bin/kubectl && -f $bin/.stamp && "$(cat "$bin/.stamp")" == "$V" ]]; then
-  echo "$bin"; exit 0
-fi
+cached() { [[ -x $bin/kube-apiserver && -x $bin/kubectl && -f $bin/.stamp && "$(cat "$bin/.stamp")" == "$V" ]]; }
+if cached; then echo "$bin"; exit 0; fi
 mkdir -p "$bin"
+exec 9>"$cache/.lock"
+flock 9
+if cached; then echo "$bin"; exit 0; fi
+command -v go >/dev/null || { echo "build-kube: go is not installed (need Go 1.26 to build kube-apiserver/kubectl $V)" >&2; exit 1; }
 LD="-s -w"
 for p in k8s.io/component-base/version k8s.io/client-go/pkg/version; do
   LD="$LD -X $p.gitVersion=$V -X $p.gitMajor=1 -X $p.gitMinor=37 -X $p.gitTreeState=clean -X $p.buildDate=2026-01-01T00:00:00Z"

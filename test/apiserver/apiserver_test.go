@@ -1,0 +1,73 @@
+package apiserver
+
+import (
+	"context"
+	"os/exec"
+	"strings"
+	"testing"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+)
+
+func TestStartListsNamespacesAndServesCRDs(t *testing.T) {
+	env := Start(t)
+	cs, err := kubernetes.NewForConfig(env.Config)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	if _, err := cs.CoreV1().Namespaces().Create(ctx,
+		&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "prod"}}, metav1.CreateOptions{}); err != nil {
+		t.Fatalf("create namespace: %v", err)
+	}
+	nss, err := cs.CoreV1().Namespaces().List(ctx, metav1.ListOptions{})
+	if err != nil {
+		t.Fatalf("list namespaces: %v", err)
+	}
+	names := map[string]bool{}
+	for _, ns := range nss.Items {
+		names[ns.Name] = true
+	}
+	for _, want := range []string{"default", "kube-system", "prod"} {
+		if !names[want] {
+			t.Errorf("namespace %q not listed; got %v", want, names)
+		}
+	}
+
+	// The kubeconfig file and kubectl work, and the EgressIP CRD from dist/crds is served.
+	out, err := exec.Command(env.Kubectl, "--kubeconfig", env.Kubeconfig, "get", "egressips", "-o", "name").CombinedOutput()
+	if err != nil {
+		t.Fatalf("kubectl get egressips: %v: %s", err, out)
+	}
+	if s := strings.TrimSpace(string(out)); s != "" && !strings.Contains(s, "No resources") {
+		t.Errorf("kubectl get egressips on a fresh apiserver = %q, want nothing", s)
+	}
+}
+
+func TestSeveralEnvsAtOnce(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts two control planes")
+	}
+	a, b := Start(t), Start(t)
+	if a.Config.Host == b.Config.Host {
+		t.Fatalf("two Envs share the apiserver %s", a.Config.Host)
+	}
+	csA, err := kubernetes.NewForConfig(a.Config)
+	if err != nil {
+		t.Fatal(err)
+	}
+	csB, err := kubernetes.NewForConfig(b.Config)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	if _, err := csA.CoreV1().Namespaces().Create(ctx,
+		&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "only-in-a"}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := csB.CoreV1().Namespaces().Get(ctx, "only-in-a", metav1.GetOptions{}); err == nil {
+		t.Fatal("namespace created in Env a is visible in Env b: the Envs share storage")
+	}
+}
