@@ -79,7 +79,7 @@ func Start(t testing.TB, opts ...Option) *Env {
 		apiserverArgs: map[string][]string{
 			// Loopback-only: the endpoint reconciler would publish 127.0.0.1 as the kubernetes service endpoint,
 			// which the apiserver rejects; no controller needs the endpoints here.
-			"endpoint-reconciler-type":    {"none"},
+			"endpoint-reconciler-type":     {"none"},
 			"enable-priority-and-fairness": {"false"},
 		},
 		startTimeout: 60 * time.Second,
