@@ -18,6 +18,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/go-logr/logr"
 	"github.com/ovn-org/libovsdb/client"
 	"github.com/ovn-org/libovsdb/database/inmemory"
 	"github.com/ovn-org/libovsdb/model"
@@ -187,7 +188,8 @@ func (s *Server) Client(t testing.TB) client.Client {
 	if err != nil {
 		t.Fatal(err)
 	}
-	c, err := client.NewOVSDBClient(clientModel, client.WithEndpoint(s.Addr))
+	quiet := logr.Discard() // libovsdb's default logger is verbose (and sets a global verbosity)
+	c, err := client.NewOVSDBClient(clientModel, client.WithEndpoint(s.Addr), client.WithLogger(&quiet))
 	if err != nil {
 		t.Fatal(err)
 	}

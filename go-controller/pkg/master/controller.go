@@ -1,0 +1,210 @@
+package master
+
+import (
+	"context"
+	"maps"
+	"reflect"
+	"sync"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
+	"k8s.io/client-go/informers"
+	corelisters "k8s.io/client-go/listers/core/v1"
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/client-go/util/workqueue"
+	"k8s.io/klog/v2"
+
+	eipinformers "github.com/ovn-egressip/ovn-egressip/go-controller/pkg/crd/egressip/v1/apis/informers/externalversions"
+	eiplisters "github.com/ovn-egressip/ovn-egressip/go-controller/pkg/crd/egressip/v1/apis/listers/egressip/v1"
+	"github.com/ovn-egressip/ovn-egressip/go-controller/pkg/egressip/annotations"
+)
+
+// syncKey is the one key of the workqueue: every event means "sync everything".
+const syncKey = "egressip"
+
+// controller owns the informers' listers, the workqueue and the sync state.
+type controller struct {
+	s       settings
+	nb      nbClient
+	metrics *metrics
+
+	eips       eiplisters.EgressIPLister
+	nodes      corelisters.NodeLister
+	namespaces corelisters.NamespaceLister
+	pods       corelisters.PodLister
+	synced     []cache.InformerSynced
+
+	queue workqueue.TypedRateLimitingInterface[string]
+
+	mu           sync.Mutex
+	lastStart    time.Time // start of the last sync
+	pendingSince time.Time // first event not yet covered by a sync started after it
+
+	// Used by the sync goroutine only.
+	status    *statusMemory
+	reporter  *reporter
+	reachable map[string]bool   // last verdict per labelled node (unreachable metric)
+	lastNote  map[string]string // per node: why it cannot host egress IPs (logged on change)
+	// lastSkipped describes the rows the last sync could not write (logged on change).
+	lastSkipped string
+}
+
+// newController wires informers (not started) to the queue.
+func newController(s settings, nb nbClient, m *metrics, kubeInf informers.SharedInformerFactory,
+	eipInf eipinformers.SharedInformerFactory) (*controller, error) {
+	c := &controller{
+		s:       s,
+		nb:      nb,
+		metrics: m,
+		queue: workqueue.NewTypedRateLimitingQueueWithConfig(
+			workqueue.NewTypedItemExponentialFailureRateLimiter[string](50*time.Millisecond, 10*time.Second),
+			workqueue.TypedRateLimitingQueueConfig[string]{Name: "egressip-master"}),
+		status:    newStatusMemory(),
+		reporter:  newReporter(s.Recorder),
+		reachable: map[string]bool{},
+		lastNote:  map[string]string{},
+	}
+	eipInformer := eipInf.K8s().V1().EgressIPs()
+	nodeInformer := kubeInf.Core().V1().Nodes()
+	nsInformer := kubeInf.Core().V1().Namespaces()
+	podInformer := kubeInf.Core().V1().Pods()
+	if err := podInformer.Informer().SetTransform(slimPod); err != nil {
+		return nil, err
+	}
+	c.eips, c.nodes, c.namespaces, c.pods = eipInformer.Lister(), nodeInformer.Lister(), nsInformer.Lister(), podInformer.Lister()
+
+	handlers := []struct {
+		inf     cache.SharedIndexInformer
+		changed func(old, new any) bool
+	}{
+		{eipInformer.Informer(), func(old, new any) bool { return true }},
+		{nodeInformer.Informer(), nodeChanged},
+		{nsInformer.Informer(), func(old, new any) bool {
+			return !maps.Equal(old.(*corev1.Namespace).Labels, new.(*corev1.Namespace).Labels)
+		}},
+		{podInformer.Informer(), podChanged},
+	}
+	for _, h := range handlers {
+		changed := h.changed
+		if _, err := h.inf.AddEventHandler(cache.ResourceEventHandlerFuncs{
+			AddFunc: func(any) { c.enqueue() },
+			UpdateFunc: func(old, new any) {
+				if changed(old, new) {
+					c.enqueue()
+				}
+			},
+			DeleteFunc: func(any) { c.enqueue() },
+		}); err != nil {
+			return nil, err
+		}
+		c.synced = append(c.synced, h.inf.HasSynced)
+	}
+	return c, nil
+}
+
+// enqueue asks for a sync, at most one per MinSyncInterval: a sync started less
+// than the interval ago delays the next one to the end of the interval, so that a
+// burst of events is handled by few syncs. Safe from any goroutine.
+func (c *controller) enqueue() {
+	c.mu.Lock()
+	now := time.Now()
+	if c.pendingSince.IsZero() {
+		c.pendingSince = now
+	}
+	delay := c.lastStart.Add(c.s.MinSyncInterval).Sub(now)
+	c.mu.Unlock()
+	if delay > 0 {
+		c.queue.AddAfter(syncKey, delay)
+		return
+	}
+	c.queue.Add(syncKey)
+}
+
+// startSync marks the start of a sync and returns the time of the first event it covers.
+func (c *controller) startSync() (start, trigger time.Time) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	start = time.Now()
+	trigger = c.pendingSince
+	if trigger.IsZero() {
+		trigger = start
+	}
+	c.lastStart, c.pendingSince = start, time.Time{}
+	return start, trigger
+}
+
+// run processes the queue until ctx is done.
+func (c *controller) run(ctx context.Context) {
+	defer utilruntime.HandleCrash()
+	go func() {
+		<-ctx.Done()
+		c.queue.ShutDown()
+	}()
+	for c.processNext(ctx) {
+	}
+}
+
+func (c *controller) processNext(ctx context.Context) bool {
+	key, quit := c.queue.Get()
+	if quit {
+		return false
+	}
+	defer c.queue.Done(key)
+	if c.s.beforeSync != nil {
+		c.s.beforeSync()
+	}
+	err := c.sync(ctx)
+	if c.s.afterSync != nil {
+		c.s.afterSync(err)
+	}
+	if err != nil {
+		c.metrics.syncErrors.Inc()
+		if ctx.Err() == nil {
+			klog.ErrorS(err, "Egress IP sync failed; retrying", "retries", c.queue.NumRequeues(key))
+			c.queue.AddRateLimited(key)
+		}
+		return true
+	}
+	c.queue.Forget(key)
+	return true
+}
+
+// nodeChanged reports whether a node update can change anything we compute:
+// labels, annotations, readiness, addresses. Heartbeats alone do not.
+func nodeChanged(old, new any) bool {
+	o, n := old.(*corev1.Node), new.(*corev1.Node)
+	return !maps.Equal(o.Labels, n.Labels) || !maps.Equal(o.Annotations, n.Annotations) ||
+		annotations.IsReady(o) != annotations.IsReady(n) ||
+		!reflect.DeepEqual(o.Status.Addresses, n.Status.Addresses)
+}
+
+// podChanged reports whether a pod update can change whether or how it is served.
+func podChanged(old, new any) bool {
+	o, n := old.(*corev1.Pod), new.(*corev1.Pod)
+	return !maps.Equal(o.Labels, n.Labels) || o.Spec.HostNetwork != n.Spec.HostNetwork ||
+		o.Status.Phase != n.Status.Phase || o.Status.PodIP != n.Status.PodIP ||
+		!reflect.DeepEqual(o.Status.PodIPs, n.Status.PodIPs)
+}
+
+// slimPod keeps only the pod fields the master reads, to keep the cache small in
+// large clusters.
+func slimPod(obj any) (any, error) {
+	p, ok := obj.(*corev1.Pod)
+	if !ok {
+		return obj, nil
+	}
+	return &corev1.Pod{
+		TypeMeta:   p.TypeMeta,
+		ObjectMeta: metaSlim(p),
+		Spec:       corev1.PodSpec{HostNetwork: p.Spec.HostNetwork, NodeName: p.Spec.NodeName},
+		Status:     corev1.PodStatus{Phase: p.Status.Phase, PodIP: p.Status.PodIP, PodIPs: p.Status.PodIPs},
+	}, nil
+}
+
+func metaSlim(p *corev1.Pod) (m metav1.ObjectMeta) {
+	m.Name, m.Namespace, m.UID, m.ResourceVersion = p.Name, p.Namespace, p.UID, p.ResourceVersion
+	m.Labels, m.DeletionTimestamp, m.CreationTimestamp = p.Labels, p.DeletionTimestamp, p.CreationTimestamp
+	return m
+}

@@ -1,0 +1,109 @@
+package master
+
+import (
+	"errors"
+	"net/netip"
+
+	corev1 "k8s.io/api/core/v1"
+
+	egressipv1 "github.com/ovn-egressip/ovn-egressip/go-controller/pkg/crd/egressip/v1"
+	"github.com/ovn-egressip/ovn-egressip/go-controller/pkg/egressip/annotations"
+	"github.com/ovn-egressip/ovn-egressip/go-controller/pkg/egressip/assign"
+	"github.com/ovn-egressip/ovn-egressip/go-controller/pkg/egressip/nbstate"
+	"github.com/ovn-egressip/ovn-egressip/go-controller/pkg/egressip/selection"
+)
+
+// nodeFacts is what one sync knows of a node, in the shapes of the pure packages.
+type nodeFacts struct {
+	assign assign.Node
+	nb     nbstate.Node
+}
+
+// parseNode reads a node's labels, conditions and annotations. A labelled node
+// whose egress config or reroute next hop (join IP in shared mode, node subnet in
+// local mode) does not parse gets assign.Node.ConfigErr, naming the annotation.
+// reach is only asked about labelled nodes.
+func parseNode(n *corev1.Node, mode nbstate.Mode, reach Reachability) nodeFacts {
+	f := nodeFacts{
+		assign: assign.Node{
+			Name:      n.Name,
+			Addresses: annotations.NodeAddresses(n),
+			Labelled:  annotations.IsEgressAssignable(n),
+			Ready:     annotations.IsReady(n),
+		},
+		nb: nbstate.Node{Name: n.Name},
+	}
+	f.nb.Addresses = f.assign.Addresses
+	if f.assign.Labelled {
+		f.assign.Reachable = reach.Reachable(n.Name)
+	}
+	var errs []error
+	cfg, err := annotations.ParseEgressConfig(n)
+	if err != nil {
+		errs = append(errs, err)
+	}
+	f.assign.Egress = cfg
+	gr, errGR := annotations.ParseGatewayRouterIPs(n)
+	for _, p := range gr.Prefixes() {
+		f.nb.JoinIPs = append(f.nb.JoinIPs, p.Addr())
+	}
+	subnets, errSubnets := annotations.ParseNodeSubnets(n)
+	for _, s := range subnets {
+		f.nb.ManagementIPs = append(f.nb.ManagementIPs, annotations.ManagementIP(s))
+	}
+	if mode == nbstate.SharedGateway && errGR != nil {
+		errs = append(errs, errGR)
+	}
+	if mode == nbstate.LocalGateway && errSubnets != nil {
+		errs = append(errs, errSubnets)
+	}
+	f.assign.ConfigErr = errors.Join(errs...)
+	return f
+}
+
+// toAssign converts an EgressIP (with the status the master believes current).
+func toAssign(eip *egressipv1.EgressIP, items []egressipv1.EgressIPStatusItem) assign.EgressIP {
+	out := assign.EgressIP{
+		Name:    eip.Name,
+		Created: eip.CreationTimestamp.Time,
+		Spec:    eip.Spec.EgressIPs,
+	}
+	for _, it := range items {
+		out.Status = append(out.Status, assign.Item{Node: it.Node, EgressIP: it.EgressIP})
+	}
+	return out
+}
+
+func toStatusItems(items []assign.Item) []egressipv1.EgressIPStatusItem {
+	var out []egressipv1.EgressIPStatusItem
+	for _, it := range items {
+		out = append(out, egressipv1.EgressIPStatusItem{Node: it.Node, EgressIP: it.EgressIP})
+	}
+	return out
+}
+
+func sameItems(a, b []egressipv1.EgressIPStatusItem) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		if a[i] != b[i] {
+			return false
+		}
+	}
+	return true
+}
+
+// toNB converts an EgressIP with its programmed status items and served pods.
+func toNB(name string, items []egressipv1.EgressIPStatusItem, pods []*corev1.Pod) nbstate.EgressIP {
+	e := nbstate.EgressIP{Name: name}
+	for _, it := range items {
+		if ip, err := netip.ParseAddr(it.EgressIP); err == nil {
+			e.Assigned = append(e.Assigned, nbstate.Assignment{Node: it.Node, IP: ip})
+		}
+	}
+	for _, p := range pods {
+		e.Pods = append(e.Pods, nbstate.Pod{Namespace: p.Namespace, Name: p.Name, IPs: selection.PodIPs(p)})
+	}
+	return e
+}

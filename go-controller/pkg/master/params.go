@@ -1,0 +1,182 @@
+// Package master is the egress IP master: it assigns the egress IPs of every
+// EgressIP to egress-assignable nodes, writes the assignment to EgressIP status,
+// reports requests it cannot meet as Events, and programs the OVN Northbound rows
+// that steer the served pods' traffic (reroute policies, no-reroute policies, SNAT
+// in shared gateway mode, address sets).
+//
+// Data flows one way: informer caches -> snapshot -> assign.Assign ->
+// UpdateStatus (on change) -> selection.ServedPods -> nbstate.Desired ->
+// nbstate.Apply (diff against the rows we own, one NB transaction).
+//
+// Reconcile granularity: every event (EgressIP, Node, Namespace, Pod, NB router
+// appearing, NB reconnect, reachability change) queues ONE global key. Assignment is
+// a function of all EgressIPs and nodes together (contested IPs, node capacity,
+// fewest allocations) and a pod is served by one EgressIP chosen among all of
+// them, so only a sync over everything is correct under churn: per-EgressIP keys
+// would let two syncs disagree about who serves a pod or holds an IP. The
+// workqueue dedups the key, and a minimum interval between syncs (Params.MinSyncInterval)
+// turns a storm of events into few syncs. Each sync writes NB in at most one
+// transaction (so a reconcile of an EgressIP is never more than one transaction)
+// and touches only rows whose desired content changed.
+package master
+
+import (
+	"crypto/tls"
+	"fmt"
+	"net/netip"
+	"strings"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/record"
+
+	egressipclientset "github.com/ovn-egressip/ovn-egressip/go-controller/pkg/crd/egressip/v1/apis/clientset/versioned"
+	"github.com/ovn-egressip/ovn-egressip/go-controller/pkg/egressip/nbstate"
+)
+
+// Reachability tells whether the master reaches a node's egress health check.
+// Unreachable nodes lose their egress IPs (they move to other nodes) and take no
+// new ones. It is called from the sync goroutine for every egress-assignable node
+// on every sync, so it must be cheap (return a cached verdict).
+type Reachability interface {
+	Reachable(node string) bool
+}
+
+// ReachabilityNotifier may also be implemented by a Reachability: Changes returns a
+// channel that receives a value whenever some node's verdict may have changed; the
+// master then syncs (coalesced with other events). Send without blocking, e.g. on a
+// channel with a buffer of one.
+type ReachabilityNotifier interface {
+	Changes() <-chan struct{}
+}
+
+// Params are Run's inputs. Kube, EgressIP, NBAddress and GatewayMode are required.
+type Params struct {
+	// Kube is the core client (Nodes, Namespaces, Pods, Events).
+	Kube kubernetes.Interface
+	// EgressIP is the EgressIP client (informer + status subresource writes).
+	EgressIP egressipclientset.Interface
+	// NBAddress is the OVN Northbound address: "tcp:IP:PORT", "ssl:IP:PORT" or
+	// "unix:PATH", or a comma-separated list of them (RAFT cluster; the leader is used).
+	NBAddress string
+	// NBTLS is required when NBAddress has ssl: endpoints.
+	NBTLS *tls.Config
+	// GatewayMode is "shared" (reroute to the gateway router join IP, SNAT on
+	// GR_<node>) or "local" (reroute to the management port IP, no SNAT rows).
+	GatewayMode string
+	// ClusterSubnets are the pod networks; JoinSubnets the join switch networks
+	// (100.64.0.0/16 by default in OVN-Kubernetes). They shape the no-reroute policies.
+	ClusterSubnets []netip.Prefix
+	JoinSubnets    []netip.Prefix
+	// Reachability: nil means every node is reachable.
+	Reachability Reachability
+	// Metrics receives the master's metrics (see metrics.go); nil = not exported.
+	Metrics prometheus.Registerer
+	// Recorder receives Events; nil = an events broadcaster writing to Kube.
+	Recorder record.EventRecorder
+
+	// MinSyncInterval is the least time between the starts of two syncs; events
+	// arriving sooner are folded into the next sync. 0 = 50 ms.
+	MinSyncInterval time.Duration
+	// ResyncPeriod is how often a sync runs with no event, repairing NB rows changed
+	// behind our back. 0 = 10 minutes; negative = never.
+	ResyncPeriod time.Duration
+	// NBTimeout bounds one NB transaction and the initial connection attempt. 0 = 30 s.
+	NBTimeout time.Duration
+
+	// beforeSync and afterSync, when set (tests), are called around every sync.
+	beforeSync func()
+	afterSync  func(error)
+}
+
+const (
+	defaultMinSyncInterval = 50 * time.Millisecond
+	defaultResyncPeriod    = 10 * time.Minute
+	defaultNBTimeout       = 30 * time.Second
+)
+
+// settings are validated Params.
+type settings struct {
+	Params
+	mode      nbstate.Mode
+	endpoints []string
+}
+
+func (p Params) validate() (settings, error) {
+	s := settings{Params: p}
+	if p.Kube == nil || p.EgressIP == nil {
+		return s, fmt.Errorf("master: Kube and EgressIP clients are required")
+	}
+	switch nbstate.Mode(p.GatewayMode) {
+	case nbstate.SharedGateway, nbstate.LocalGateway:
+		s.mode = nbstate.Mode(p.GatewayMode)
+	default:
+		return s, fmt.Errorf("master: gateway mode %q: want %q or %q", p.GatewayMode, nbstate.SharedGateway, nbstate.LocalGateway)
+	}
+	eps, err := ParseNBAddress(p.NBAddress)
+	if err != nil {
+		return s, err
+	}
+	for _, ep := range eps {
+		if strings.HasPrefix(ep, "ssl:") && p.NBTLS == nil {
+			return s, fmt.Errorf("master: NB address %s needs a TLS configuration", ep)
+		}
+	}
+	s.endpoints = eps
+	if len(p.ClusterSubnets) == 0 {
+		return s, fmt.Errorf("master: at least one cluster subnet is required")
+	}
+	for _, pr := range append(append([]netip.Prefix(nil), p.ClusterSubnets...), p.JoinSubnets...) {
+		if !pr.IsValid() {
+			return s, fmt.Errorf("master: invalid subnet %v", pr)
+		}
+	}
+	if s.MinSyncInterval <= 0 {
+		s.MinSyncInterval = defaultMinSyncInterval
+	}
+	if s.ResyncPeriod == 0 {
+		s.ResyncPeriod = defaultResyncPeriod
+	}
+	if s.NBTimeout <= 0 {
+		s.NBTimeout = defaultNBTimeout
+	}
+	if s.Reachability == nil {
+		s.Reachability = allReachable{}
+	}
+	return s, nil
+}
+
+// ParseNBAddress splits a comma-separated OVSDB address list and checks each entry
+// is tcp:HOST:PORT, ssl:HOST:PORT or unix:PATH.
+func ParseNBAddress(addr string) ([]string, error) {
+	var out []string
+	for _, ep := range strings.Split(addr, ",") {
+		ep = strings.TrimSpace(ep)
+		if ep == "" {
+			continue
+		}
+		scheme, rest, ok := strings.Cut(ep, ":")
+		if !ok || rest == "" {
+			return nil, fmt.Errorf("master: NB address %q: want tcp:HOST:PORT, ssl:HOST:PORT or unix:PATH", ep)
+		}
+		switch scheme {
+		case "tcp", "ssl":
+			if !strings.Contains(rest, ":") {
+				return nil, fmt.Errorf("master: NB address %q: missing port", ep)
+			}
+		case "unix":
+		default:
+			return nil, fmt.Errorf("master: NB address %q: unknown scheme %q (want tcp, ssl or unix)", ep, scheme)
+		}
+		out = append(out, ep)
+	}
+	if len(out) == 0 {
+		return nil, fmt.Errorf("master: NB address is empty")
+	}
+	return out, nil
+}
+
+type allReachable struct{}
+
+func (allReachable) Reachable(string) bool { return true }

@@ -1,0 +1,115 @@
+package master
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/client-go/informers"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/client-go/tools/record"
+	"k8s.io/klog/v2"
+
+	eipscheme "github.com/ovn-egressip/ovn-egressip/go-controller/pkg/crd/egressip/v1/apis/clientset/versioned/scheme"
+	eipinformers "github.com/ovn-egressip/ovn-egressip/go-controller/pkg/crd/egressip/v1/apis/informers/externalversions"
+)
+
+// Run is the egress IP master. It connects to OVN Northbound (retrying until it
+// can), starts informers for EgressIP, Node, Namespace and Pod, waits for their
+// caches, syncs once (start-up sync: NB rows we own that nothing wants any more are
+// deleted, missing ones added, nothing written when nothing changed) and then on
+// every relevant event. It blocks until ctx is done and then returns nil; it returns
+// early only on a setup error (invalid Params, EgressIP CRD not installed, NB schema
+// not usable).
+func Run(ctx context.Context, p Params) error {
+	s, err := p.validate()
+	if err != nil {
+		return err
+	}
+	if _, err := s.EgressIP.K8sV1().EgressIPs().List(ctx, metav1.ListOptions{Limit: 1}); apierrors.IsNotFound(err) {
+		return fmt.Errorf("master: the EgressIP API (k8s.ovn.org/v1 egressips) is not served; install dist/crds: %w", err)
+	}
+	if s.Recorder == nil {
+		broadcaster := record.NewBroadcaster(record.WithContext(ctx))
+		broadcaster.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: s.Kube.CoreV1().Events("")})
+		defer broadcaster.Shutdown()
+		scheme := runtime.NewScheme()
+		if err := clientgoscheme.AddToScheme(scheme); err != nil {
+			return err
+		}
+		if err := eipscheme.AddToScheme(scheme); err != nil {
+			return err
+		}
+		s.Recorder = broadcaster.NewRecorder(scheme, corev1.EventSource{Component: "ovnkube-master"})
+	}
+	m := newMetrics(s.Metrics)
+
+	nb, err := newNBClient(s)
+	if err != nil {
+		return fmt.Errorf("master: NB client: %w", err)
+	}
+	defer nb.Close()
+	if err := connectNB(ctx, nb, s.NBTimeout, s.NBAddress); err != nil {
+		if ctx.Err() != nil {
+			return nil
+		}
+		return fmt.Errorf("master: %w", err)
+	}
+
+	kubeInf := informers.NewSharedInformerFactory(s.Kube, 0)
+	eipInf := eipinformers.NewSharedInformerFactory(s.EgressIP, 0)
+	c, err := newController(s, countingNB{Client: nb, txns: m.nbTransactions}, m, kubeInf, eipInf)
+	if err != nil {
+		return fmt.Errorf("master: %w", err)
+	}
+	kubeInf.Start(ctx.Done())
+	eipInf.Start(ctx.Done())
+	defer kubeInf.Shutdown()
+	defer eipInf.Shutdown()
+	if !cache.WaitForCacheSync(ctx.Done(), c.synced...) {
+		return nil // ctx ended
+	}
+	klog.InfoS("Egress IP master started", "gatewayMode", s.mode, "nb", s.NBAddress)
+
+	watchNB(ctx, nb, c.enqueue)
+	if n, ok := s.Reachability.(ReachabilityNotifier); ok {
+		go forward(ctx, n.Changes(), c.enqueue)
+	}
+	if s.ResyncPeriod > 0 {
+		go func() {
+			t := time.NewTicker(s.ResyncPeriod)
+			defer t.Stop()
+			for {
+				select {
+				case <-ctx.Done():
+					return
+				case <-t.C:
+					c.enqueue()
+				}
+			}
+		}()
+	}
+	c.enqueue()
+	c.run(ctx)
+	return nil
+}
+
+func forward(ctx context.Context, ch <-chan struct{}, f func()) {
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case _, ok := <-ch:
+			if !ok {
+				return
+			}
+			f()
+		}
+	}
+}

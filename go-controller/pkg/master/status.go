@@ -1,0 +1,81 @@
+package master
+
+import (
+	"context"
+	"fmt"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+
+	egressipv1 "github.com/ovn-egressip/ovn-egressip/go-controller/pkg/crd/egressip/v1"
+	egressipclientset "github.com/ovn-egressip/ovn-egressip/go-controller/pkg/crd/egressip/v1/apis/clientset/versioned"
+)
+
+// statusMemory remembers the status this master last wrote per EgressIP, so that a
+// sync that runs before the informer has delivered our own write neither acts on
+// the older status (and moves IPs twice) nor writes with a stale resourceVersion.
+// Only the sync goroutine uses it.
+type statusMemory struct {
+	written map[string]writtenStatus
+}
+
+type writtenStatus struct {
+	uid types.UID
+	// basedOn is the resourceVersion the cached object had when we wrote; as long as
+	// the cache still shows it, the cache is behind our write.
+	basedOn string
+	// resourceVersion is the one the apiserver returned for our write.
+	resourceVersion string
+	items           []egressipv1.EgressIPStatusItem
+}
+
+func newStatusMemory() *statusMemory { return &statusMemory{written: map[string]writtenStatus{}} }
+
+// current returns the status items the master should consider current for eip (a
+// cached object) and the resourceVersion to base a write on.
+func (m *statusMemory) current(eip *egressipv1.EgressIP) ([]egressipv1.EgressIPStatusItem, string) {
+	w, ok := m.written[eip.Name]
+	if ok && w.uid == eip.UID && eip.ResourceVersion != "" && eip.ResourceVersion == w.basedOn {
+		return w.items, w.resourceVersion
+	}
+	delete(m.written, eip.Name)
+	return eip.Status.Items, eip.ResourceVersion
+}
+
+func (m *statusMemory) remember(cached, updated *egressipv1.EgressIP) {
+	if updated.ResourceVersion == "" {
+		return // a client that does not version objects (fake): the cache is the truth
+	}
+	m.written[cached.Name] = writtenStatus{
+		uid: cached.UID, basedOn: cached.ResourceVersion,
+		resourceVersion: updated.ResourceVersion, items: updated.Status.Items,
+	}
+}
+
+// prune forgets EgressIPs that no longer exist.
+func (m *statusMemory) prune(exists map[string]bool) {
+	for name := range m.written {
+		if !exists[name] {
+			delete(m.written, name)
+		}
+	}
+}
+
+// writeStatus writes items to eip's status subresource, based on resourceVersion
+// rv. It returns the updated object, or nil with a nil error when the EgressIP is
+// gone.
+func writeStatus(ctx context.Context, c egressipclientset.Interface, eip *egressipv1.EgressIP, rv string,
+	items []egressipv1.EgressIPStatusItem) (*egressipv1.EgressIP, error) {
+	cp := eip.DeepCopy()
+	cp.ResourceVersion = rv
+	cp.Status.Items = items
+	updated, err := c.K8sV1().EgressIPs().UpdateStatus(ctx, cp, metav1.UpdateOptions{})
+	if apierrors.IsNotFound(err) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("EgressIP %s: update status: %w", eip.Name, err)
+	}
+	return updated, nil
+}

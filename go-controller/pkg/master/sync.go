@@ -1,0 +1,286 @@
+package master
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sort"
+	"strings"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/klog/v2"
+
+	egressipv1 "github.com/ovn-egressip/ovn-egressip/go-controller/pkg/crd/egressip/v1"
+	"github.com/ovn-egressip/ovn-egressip/go-controller/pkg/egressip/assign"
+	"github.com/ovn-egressip/ovn-egressip/go-controller/pkg/egressip/nbstate"
+	"github.com/ovn-egressip/ovn-egressip/go-controller/pkg/egressip/selection"
+)
+
+// snapshot is one consistent-enough read of the informer caches.
+type snapshot struct {
+	eips       []*egressipv1.EgressIP // sorted by name
+	nodes      []*corev1.Node
+	namespaces map[string]*corev1.Namespace
+	pods       []*corev1.Pod
+}
+
+func (c *controller) snapshot() (snapshot, error) {
+	var s snapshot
+	var err error
+	if s.eips, err = c.eips.List(labels.Everything()); err != nil {
+		return s, err
+	}
+	sort.Slice(s.eips, func(i, j int) bool { return s.eips[i].Name < s.eips[j].Name })
+	if s.nodes, err = c.nodes.List(labels.Everything()); err != nil {
+		return s, err
+	}
+	nsList, err := c.namespaces.List(labels.Everything())
+	if err != nil {
+		return s, err
+	}
+	s.namespaces = make(map[string]*corev1.Namespace, len(nsList))
+	for _, ns := range nsList {
+		s.namespaces[ns.Name] = ns
+	}
+	s.pods, err = c.pods.List(labels.Everything())
+	return s, err
+}
+
+// outcome collects what a sync changed, for metrics and logs.
+type outcome struct {
+	assigned, unassigned, moved int
+}
+
+// sync converges EgressIP status and the NB rows we own with the caches. It is
+// the only writer of both; the workqueue never runs it twice at once.
+func (c *controller) sync(ctx context.Context) error {
+	_, trigger := c.startSync()
+	c.metrics.syncs.Inc()
+	if !c.nb.Connected() {
+		return errors.New("not connected to OVN Northbound")
+	}
+	snap, err := c.snapshot()
+	if err != nil {
+		return fmt.Errorf("read informer caches: %w", err)
+	}
+
+	// Nodes.
+	var assignNodes []assign.Node
+	nbNodes := make(map[string]nbstate.Node, len(snap.nodes))
+	for _, n := range snap.nodes {
+		f := parseNode(n, c.s.mode, c.s.Reachability)
+		c.noteNode(f.assign)
+		assignNodes = append(assignNodes, f.assign)
+		nbNodes[n.Name] = f.nb
+	}
+	c.pruneNodes(nbNodes)
+
+	// Assignment, over the status we believe current.
+	current := map[string][]egressipv1.EgressIPStatusItem{}
+	rvs := map[string]string{}
+	in := make([]assign.EgressIP, 0, len(snap.eips))
+	for _, e := range snap.eips {
+		current[e.Name], rvs[e.Name] = c.status.current(e)
+		in = append(in, toAssign(e, current[e.Name]))
+	}
+	res := assign.Assign(in, assignNodes)
+
+	// Status: written only on change; NB follows what is written.
+	var errs []error
+	var out outcome
+	programmed := map[string][]egressipv1.EgressIPStatusItem{}
+	for _, e := range snap.eips {
+		want, have := toStatusItems(res.Status[e.Name]), current[e.Name]
+		if sameItems(want, have) {
+			programmed[e.Name] = have
+			continue
+		}
+		updated, err := writeStatus(ctx, c.s.EgressIP, e, rvs[e.Name], want)
+		if err != nil {
+			errs = append(errs, err)
+			programmed[e.Name] = have
+			continue
+		}
+		if updated == nil {
+			continue // deleted meanwhile: its rows go
+		}
+		c.metrics.statusUpdates.Inc()
+		c.status.remember(e, updated)
+		programmed[e.Name] = want
+		out.add(have, want)
+		klog.InfoS("EgressIP status updated", "egressip", e.Name, "field", "status.items", "items", describe(want), "was", describe(have))
+	}
+
+	// Events for what cannot be met.
+	problems := map[string][]assign.Problem{}
+	for _, p := range res.Problems {
+		problems[p.EgressIP] = append(problems[p.EgressIP], p)
+	}
+	withStatus := make([]*egressipv1.EgressIP, 0, len(programmed))
+	for _, e := range snap.eips {
+		items, ok := programmed[e.Name]
+		if !ok {
+			continue
+		}
+		cp := *e // shallow: only Status is replaced, nothing is mutated
+		cp.Status = egressipv1.EgressIPStatus{Items: items}
+		withStatus = append(withStatus, &cp)
+	}
+	served := selection.ServedPods(withStatus, snap.namespaces, snap.pods)
+	uids := map[types.UID]bool{}
+	for _, e := range snap.eips {
+		uids[e.UID] = true
+		c.reporter.report(e, problems[e.Name], served.Errors[e.Name])
+	}
+	c.reporter.prune(uids)
+	names := map[string]bool{}
+	for _, e := range snap.eips {
+		names[e.Name] = true
+	}
+	c.status.prune(names)
+
+	// NB: desired rows, one transaction for the difference.
+	nbIn := nbstate.Input{Mode: c.s.mode, ClusterSubnets: c.s.ClusterSubnets, JoinSubnets: c.s.JoinSubnets, Nodes: nbNodes}
+	for _, e := range selection.Ordered(withStatus) {
+		nbIn.EgressIPs = append(nbIn.EgressIPs, toNB(e.Name, e.Status.Items, served.Served[e.Name]))
+	}
+	tctx, cancel := context.WithTimeout(ctx, c.s.NBTimeout)
+	plan, err := nbstate.Apply(tctx, c.nb, nbstate.Desired(nbIn))
+	cancel()
+	c.noteSkipped(plan.Skipped)
+	if err != nil {
+		errs = append(errs, fmt.Errorf("program OVN Northbound: %w", err))
+	} else {
+		if ins, upd, del := plan.Counts(); ins+upd+del > 0 {
+			klog.V(2).InfoS("OVN Northbound rows updated", "inserted", ins, "updated", upd, "deleted", del)
+		}
+		c.observe(out, trigger)
+	}
+	c.countEgressIPs(snap.eips, programmed)
+	return errors.Join(errs...)
+}
+
+// add counts, between two status lists of one EgressIP, the IPs newly assigned,
+// unassigned and moved to another node.
+func (o *outcome) add(have, want []egressipv1.EgressIPStatusItem) {
+	old := map[string]string{}
+	for _, it := range have {
+		old[it.EgressIP] = it.Node
+	}
+	now := map[string]bool{}
+	for _, it := range want {
+		now[it.EgressIP] = true
+		node, was := old[it.EgressIP]
+		switch {
+		case !was:
+			o.assigned++
+		case node != it.Node:
+			o.moved++
+		}
+	}
+	for ip := range old {
+		if !now[ip] {
+			o.unassigned++
+		}
+	}
+}
+
+func (c *controller) observe(out outcome, trigger time.Time) {
+	since := time.Since(trigger).Seconds()
+	if out.assigned+out.moved > 0 {
+		c.metrics.assignLatency.Observe(since)
+	}
+	if out.unassigned+out.moved > 0 {
+		c.metrics.unassignLatency.Observe(since)
+	}
+	c.metrics.rebalance.Add(float64(out.moved))
+}
+
+func (c *controller) countEgressIPs(eips []*egressipv1.EgressIP, programmed map[string][]egressipv1.EgressIPStatusItem) {
+	var total, assigned int
+	for _, e := range eips {
+		total += len(e.Spec.EgressIPs)
+		assigned += len(programmed[e.Name])
+	}
+	c.metrics.numEgressIPs.WithLabelValues("assigned").Set(float64(assigned))
+	c.metrics.numEgressIPs.WithLabelValues("unassigned").Set(float64(max(total-assigned, 0)))
+}
+
+// noteNode logs, once per change, why a labelled node cannot host egress IPs, and
+// counts reachable -> unreachable transitions.
+func (c *controller) noteNode(n assign.Node) {
+	note := ""
+	switch {
+	case !n.Labelled:
+	case n.ConfigErr != nil:
+		note = "annotations: " + n.ConfigErr.Error()
+	case !n.Ready:
+		note = "not Ready"
+	case !n.Reachable:
+		note = "unreachable"
+	}
+	if note != c.lastNote[n.Name] {
+		if note != "" {
+			klog.InfoS("Egress-assignable node cannot host egress IPs", "node", n.Name, "reason", note)
+		} else if c.lastNote[n.Name] != "" {
+			klog.InfoS("Egress-assignable node can host egress IPs again", "node", n.Name)
+		}
+		c.lastNote[n.Name] = note
+	}
+	if n.Labelled {
+		if was, seen := c.reachable[n.Name]; seen && was && !n.Reachable {
+			c.metrics.unreachable.Inc()
+		}
+		c.reachable[n.Name] = n.Reachable
+	} else {
+		delete(c.reachable, n.Name)
+	}
+}
+
+func (c *controller) pruneNodes(exists map[string]nbstate.Node) {
+	for name := range c.lastNote {
+		if _, ok := exists[name]; !ok {
+			delete(c.lastNote, name)
+		}
+	}
+	for name := range c.reachable {
+		if _, ok := exists[name]; !ok {
+			delete(c.reachable, name)
+		}
+	}
+}
+
+// noteSkipped logs rows that cannot be written (missing router, taken address set
+// name) when that list changes.
+func (c *controller) noteSkipped(keys []nbstate.Key) {
+	routers := map[string]int{}
+	for _, k := range keys {
+		routers[k.Router]++
+	}
+	var parts []string
+	for r, n := range routers {
+		if r == "" {
+			r = "(address set name owned by someone else)"
+		}
+		parts = append(parts, fmt.Sprintf("%s: %d rows", r, n))
+	}
+	sort.Strings(parts)
+	note := strings.Join(parts, "; ")
+	if note != c.lastSkipped {
+		if note != "" {
+			klog.InfoS("Some OVN Northbound rows cannot be written yet: their logical router does not exist", "skipped", note)
+		}
+		c.lastSkipped = note
+	}
+}
+
+func describe(items []egressipv1.EgressIPStatusItem) string {
+	parts := make([]string, 0, len(items))
+	for _, it := range items {
+		parts = append(parts, it.EgressIP+"@"+it.Node)
+	}
+	return "[" + strings.Join(parts, " ") + "]"
+}
