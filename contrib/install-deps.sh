@@ -1,0 +1,36 @@
+#!/usr/bin/env bash
+# Installs what the local cluster needs on a Debian machine (run as root):
+#   - Debian packages, only those whose programs are missing (apt-get update is run only then);
+#   - kube-apiserver and kubectl v1.37.2, built once per machine from the Go module proxy (contrib/build-kube.sh;
+#     cold about 7 minutes on 2 cores, then cached in ${OVN_EIP_CACHE:-/var/cache/ovn-egressip}).
+# On failure it prints one line naming the cause and exits 1.
+set -euo pipefail
+here=$(cd "$(dirname "$0")" && pwd)
+log=${TMPDIR:-/tmp}/ovn-egressip-install-deps.log
+
+# program -> Debian package
+declare -A pkg=(
+  [ovsdb-server]=openvswitch-switch [ovs-vswitchd]=openvswitch-switch [ovs-vsctl]=openvswitch-switch
+  [ovn-northd]=ovn-central [ovn-controller]=ovn-host [etcd]=etcd-server
+  [iptables]=iptables [ip]=iproute2 [ethtool]=ethtool [tcpdump]=tcpdump [arping]=iputils-arping
+  [ping]=iputils-ping [nc]=netcat-openbsd
+)
+missing=()
+for prog in "${!pkg[@]}"; do
+  command -v "$prog" >/dev/null 2>&1 || missing+=("${pkg[$prog]}")
+done
+[[ -f /usr/share/ovn/ovn-nb.ovsschema ]] || missing+=(ovn-common)
+if ((${#missing[@]})); then
+  mapfile -t missing < <(printf '%s\n' "${missing[@]}" | sort -u)
+  if [[ $(id -u) != 0 ]]; then
+    echo "install-deps: missing packages ${missing[*]}: run as root to apt-get install them" >&2; exit 1
+  fi
+  command -v apt-get >/dev/null || { echo "install-deps: missing packages ${missing[*]} and no apt-get on this machine" >&2; exit 1; }
+  echo "install-deps: apt-get install ${missing[*]}" >&2
+  if ! { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${missing[@]}"; } >"$log" 2>&1; then
+    echo "install-deps: cannot install ${missing[*]} with apt-get: $(grep -E '^E:' "$log" | head -n1 || tail -n1 "$log") (log $log)" >&2
+    exit 1
+  fi
+fi
+command -v go >/dev/null || { echo "install-deps: go not found (Go 1.26 builds kube-apiserver, kubectl and the harness)" >&2; exit 1; }
+bash "$here/build-kube.sh" >/dev/null

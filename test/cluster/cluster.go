@@ -1,0 +1,514 @@
+// Package cluster is the ovn-egressip local cluster: a real etcd + kube-apiserver, real OVN (NB/SB, northd, one
+// ovn-controller on the OVS userspace datapath), nodes, pods and an external host as network namespaces. It is what
+// `make cluster-up`/`make cluster-down` run (through test/cluster/cmd/clusterctl) and what e2e tests call.
+// The layout is documented in docs/local-cluster.md; the address plan is in layout.go.
+package cluster
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/netip"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/ovn-egressip/ovn-egressip/test/apiserver"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
+	"sigs.k8s.io/controller-runtime/pkg/envtest"
+)
+
+// Cluster is a running local cluster.
+type Cluster struct {
+	p     paths
+	st    State
+	nodes []NodeAddrs
+	cs    *kubernetes.Clientset
+
+	nbMu sync.Mutex
+	nb   *nbConn
+}
+
+// Up brings the cluster described by cfg up and returns it. It is idempotent: when StateDir already holds a running
+// cluster with the same nodes and gateway mode, Up returns it unchanged; a different or broken one is taken down
+// first. On failure everything Up started is stopped again (logs are kept in StateDir/log) and the error is one line
+// naming the cause.
+func Up(ctx context.Context, cfg Config) (*Cluster, error) {
+	if err := cfg.setDefaults(); err != nil {
+		return nil, err
+	}
+	if os.Geteuid() != 0 {
+		return nil, errNotRoot
+	}
+	p := paths{dir: cfg.StateDir}
+	if st, err := readState(p); err == nil {
+		if st.Nodes == cfg.Nodes && st.GatewayMode == cfg.GatewayMode && healthy(p) {
+			cfg.Logf("cluster already up (%d nodes, %s gateway mode) in %s", st.Nodes, st.GatewayMode, p.dir)
+			return Open(cfg.StateDir)
+		}
+		cfg.Logf("recreating the cluster in %s (was %d nodes, %s gateway mode, healthy=%v)", p.dir, st.Nodes,
+			st.GatewayMode, healthy(p))
+	}
+	if err := Down(ctx, cfg.StateDir); err != nil {
+		return nil, fmt.Errorf("cleaning up before bring-up: %w", err)
+	}
+	c, err := up(ctx, cfg, p)
+	if err != nil {
+		cleanupAfterFailure(p)
+		return nil, err
+	}
+	return c, nil
+}
+
+func cleanupAfterFailure(p paths) {
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	_ = teardown(ctx, p, true)
+}
+
+func up(ctx context.Context, cfg Config, p paths) (*Cluster, error) {
+	t0 := time.Now()
+	logf := func(format string, args ...any) {
+		cfg.Logf("[%5dms] "+format, append([]any{time.Since(t0).Milliseconds()}, args...)...)
+	}
+	if err := preflight(); err != nil {
+		return nil, err
+	}
+	root := cfg.RepoRoot
+	if root == "" {
+		r, err := apiserver.RepoRoot()
+		if err != nil {
+			return nil, err
+		}
+		root = r
+	}
+	bins, err := apiserver.ResolveBinaries(root)
+	if err != nil {
+		return nil, err
+	}
+	for _, d := range []string{p.run(), p.db(), p.log(), p.bin(), p.etcdData()} {
+		if err := os.MkdirAll(d, 0o755); err != nil {
+			return nil, err
+		}
+	}
+	// The helper (clusterctl: agent + echo server daemons) is needed only late; build it meanwhile.
+	helper := cfg.Helper
+	helperc := make(chan error, 1)
+	if helper == "" {
+		helper = filepath.Join(root, "_output", "bin", "clusterctl")
+		go func() {
+			_, err := run(ctx, "go", "-C", root, "build", "-o", helper, "./test/cluster/cmd/clusterctl")
+			helperc <- err
+		}()
+	} else {
+		helperc <- nil
+	}
+	var helperErr error
+	var helperOnce sync.Once
+	waitHelper := func() error {
+		helperOnce.Do(func() { helperErr = <-helperc })
+		if helperErr != nil {
+			return fmt.Errorf("build clusterctl: %w", helperErr)
+		}
+		return nil
+	}
+	defer func() { _ = waitHelper() }() // never leave the build running
+	k, err := generatePKI(p.pki())
+	if err != nil {
+		return nil, fmt.Errorf("certificates: %w", err)
+	}
+	nodes := make([]NodeAddrs, cfg.Nodes)
+	for i := range nodes {
+		nodes[i], _ = AddrsFor(i + 1)
+	}
+	st := State{
+		Nodes: cfg.Nodes, GatewayMode: cfg.GatewayMode, Kubeconfig: p.kubeconfig(),
+		NBAddress: "unix:" + p.nbSock(), SBAddress: "unix:" + p.sbSock(), OVSDB: "unix:" + p.ovsSock(),
+		APIServer: fmt.Sprintf("https://%s:%d", APIServerIP, APIServerPort), Kubectl: bins.Kubectl,
+	}
+
+	// The root namespace's two ports come first: kube-apiserver binds APIServerIP on oeip-api.
+	rootLinks := rootVeths()
+	if err := plumb(ctx, p, rootLinks, false); err != nil {
+		return nil, fmt.Errorf("root namespace ports: %w", err)
+	}
+	logf("root namespace ports %s (%s) and %s (%s) created", apiLink, APIServerIP, hostLink, HostPortIP)
+
+	var wg sync.WaitGroup
+	var kubeErr, ovnErr error
+	wg.Add(2)
+	go func() { // control plane
+		defer wg.Done()
+		kubeErr = upControlPlane(ctx, p, k, bins, root, helper, waitHelper, nodes, &st, logf)
+	}()
+	go func() { // OVN, data plane, namespaces
+		defer wg.Done()
+		ovnErr = upOVN(ctx, p, cfg.GatewayMode, helper, waitHelper, nodes, rootLinks, logf)
+	}()
+	wg.Wait()
+	if err := errors.Join(ovnErr, kubeErr); err != nil {
+		return nil, err
+	}
+	if err := writeState(p, st); err != nil {
+		return nil, err
+	}
+	logf("cluster up: %d nodes, %s gateway mode, KUBECONFIG=%s, NB %s", cfg.Nodes, cfg.GatewayMode, st.Kubeconfig, st.NBAddress)
+	return Open(cfg.StateDir)
+}
+
+func upControlPlane(ctx context.Context, p paths, k pki, bins apiserver.Binaries, root, helper string,
+	waitHelper func() error, nodes []NodeAddrs, st *State, logf func(string, ...any)) error {
+	etcdURL, err := startEtcd(p, bins.Etcd)
+	if err != nil {
+		return fmt.Errorf("etcd: %w", err)
+	}
+	st.EtcdURL = etcdURL
+	if err := startAPIServer(p, k, bins.APIServer, etcdURL); err != nil {
+		return fmt.Errorf("kube-apiserver: %w", err)
+	}
+	rctx, cancel := context.WithTimeout(ctx, 60*time.Second)
+	defer cancel()
+	if err := waitAPIServerReady(rctx, p, k); err != nil {
+		return err
+	}
+	logf("kube-apiserver ready on %s", st.APIServer)
+	kc, err := k.kubeconfig(st.APIServer)
+	if err != nil {
+		return err
+	}
+	if err := os.WriteFile(p.kubeconfig(), kc, 0o600); err != nil {
+		return err
+	}
+	crds := filepath.Join(root, "dist", "crds")
+	restCfg, err := clientcmd.BuildConfigFromFlags("", p.kubeconfig())
+	if err != nil {
+		return err
+	}
+	// controller-runtime's envtest installs the CRDs and waits until they are served
+	if _, err := envtest.InstallCRDs(restCfg, envtest.CRDInstallOptions{Paths: []string{crds},
+		ErrorIfPathMissing: true, PollInterval: 20 * time.Millisecond, MaxTime: 30 * time.Second}); err != nil {
+		return fmt.Errorf("install CRDs from %s: %w", crds, err)
+	}
+	cs, err := newClient(p.kubeconfig())
+	if err != nil {
+		return err
+	}
+	for _, ns := range []string{"default", "kube-system", "kube-public", "kube-node-lease"} {
+		if err := ensureServiceAccount(ctx, cs, ns); err != nil {
+			return fmt.Errorf("service account in %s: %w", ns, err)
+		}
+	}
+	if err := registerNodes(ctx, cs, nodes); err != nil {
+		return err
+	}
+	if err := waitHelper(); err != nil {
+		return err
+	}
+	if _, err := startDaemon(p.pidfile("agent"), filepath.Join(p.log(), "agent.log"), nil, helper, "agent",
+		"--kubeconfig", p.kubeconfig()); err != nil {
+		return fmt.Errorf("agent: %w", err)
+	}
+	logf("CRDs from %s established, %d nodes registered, agent (heartbeat, service accounts) started", crds, len(nodes))
+	return nil
+}
+
+func upOVN(ctx context.Context, p paths, mode, helper string, waitHelper func() error, nodes []NodeAddrs, rootLinks []veth,
+	logf func(string, ...any)) error {
+	if err := startOVNCentral(ctx, p); err != nil {
+		return fmt.Errorf("OVN central: %w", err)
+	}
+	nb, err := dialNB(ctx, "unix:"+p.nbSock())
+	if err != nil {
+		return err
+	}
+	defer nb.close()
+	if err := nb.createRows(ctx, buildTopology(nodes, mode)); err != nil {
+		return fmt.Errorf("NB topology: %w", err)
+	}
+	logf("NB/SB/northd up, NB topology written (%s gateway mode)", mode)
+	if err := startOVS(ctx, p); err != nil {
+		return fmt.Errorf("OVS/ovn-controller: %w", err)
+	}
+	logf("ovs-vswitchd (userspace datapath) and ovn-controller up")
+	vs := append(nodeVeths(nodes), extVeth())
+	if err := plumb(ctx, p, vs, true); err != nil {
+		return fmt.Errorf("node namespaces: %w", err)
+	}
+	if err := attachPorts(ctx, p, rootLinks); err != nil {
+		return err
+	}
+	for _, n := range nodes {
+		if err := inNetns(ctx, NodeNetnsName(n.Name), nodeHostScript(n, mode)); err != nil {
+			return fmt.Errorf("node %s host setup: %w", n.Name, err)
+		}
+	}
+	if err := waitHelper(); err != nil {
+		return err
+	}
+	if _, err := startDaemon(p.pidfile("echo"), filepath.Join(p.log(), "echo.log"), nil,
+		"ip", "netns", "exec", ExternalNetns, helper, "echo-server", "--port", strconv.Itoa(EchoPort)); err != nil {
+		return fmt.Errorf("echo server: %w", err)
+	}
+	ports := []string{MgmtPort(hostPortSwitch)}
+	for _, n := range nodes {
+		ports = append(ports, MgmtPort(n.Name))
+	}
+	wctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	if err := nb.waitPortsUp(wctx, ports...); err != nil {
+		return err
+	}
+	logf("node namespaces, management ports and external host up; echo server on %s:%d", ExternalHostIP, EchoPort)
+	return nil
+}
+
+// rootVeths are the root namespace's ports: oeip-api on br-ex (APIServerIP) and oeip-host into OVN (HostPortIP).
+func rootVeths() []veth {
+	hostIP := netip.MustParseAddr(HostPortIP)
+	return []veth{
+		{Host: apiLink, MAC: macFor(0x02, 0x00, netip.MustParseAddr(APIServerIP)), CIDR: APIServerIP + "/16", Bridge: BrEx},
+		{Host: hostLink, MAC: ovnMAC(hostIP), CIDR: HostPortIP + "/24", Bridge: BrInt, IfaceID: MgmtPort(hostPortSwitch),
+			Routes: []string{ClusterCIDR + " via " + hostRouterIP.String() + " dev " + hostLink}},
+	}
+}
+
+func nodeVeths(nodes []NodeAddrs) []veth {
+	var vs []veth
+	for _, n := range nodes {
+		ns := NodeNetnsName(n.Name)
+		vs = append(vs,
+			veth{Host: mgmtLink(n.Index), Netns: ns, Ifname: MgmtPort(n.Name), MAC: n.MgmtMAC,
+				CIDR: fmt.Sprintf("%s/%d", n.MgmtIP, n.Subnet.Bits()), Bridge: BrInt, IfaceID: MgmtPort(n.Name),
+				Routes: []string{ClusterCIDR + " via " + n.RouterIP.String() + " dev " + MgmtPort(n.Name)}},
+			veth{Host: ethLink(n.Index), Netns: ns, Ifname: "eth0", MAC: n.NodeMAC, CIDR: n.NodeIP.String() + "/16",
+				Bridge: BrEx, Routes: []string{"default via " + ExternalHostIP + " dev eth0"}},
+		)
+	}
+	return vs
+}
+
+func extVeth() veth {
+	ip := netip.MustParseAddr(ExternalHostIP)
+	return veth{Host: extLink, Netns: ExternalNetns, Ifname: "eth0", MAC: macFor(0x02, 0x00, ip),
+		CIDR: ExternalHostIP + "/16", Bridge: BrEx}
+}
+
+// nodeHostScript is the node host's configuration (gateway-modes recipe): strict rp_filter in both modes (the
+// cluster CIDR route on the management port keeps the return path symmetric); in local mode IP forwarding and the
+// node's MASQUERADE of pod egress out of eth0. The node daemon's egress IP SNAT chain must be jumped to from
+// POSTROUTING before this rule (insert it at the top).
+func nodeHostScript(n NodeAddrs, mode string) string {
+	mp := MgmtPort(n.Name)
+	s := fmt.Sprintf("sysctl -qw net.ipv4.conf.all.rp_filter=1 net.ipv4.conf.default.rp_filter=1 "+
+		"net.ipv4.conf.eth0.rp_filter=1 net.ipv4.conf.%s.rp_filter=1\n", mp)
+	if mode == GatewayLocal {
+		s += "sysctl -qw net.ipv4.ip_forward=1\n"
+		s += fmt.Sprintf("iptables -t nat -A POSTROUTING -s %s -o eth0 -m comment --comment %s -j MASQUERADE\n",
+			ClusterCIDR, HarnessKey)
+	}
+	return s
+}
+
+// preflight checks the tools and that no other OVS userspace data plane runs on this machine.
+func preflight() error {
+	for _, tool := range []string{"ovsdb-tool", "ovsdb-server", "ovs-vsctl", "ovs-vswitchd", "ovs-appctl",
+		"ovn-northd", "ovn-controller", "ovn-appctl", "ip", "ethtool", "iptables", "go"} {
+		if _, err := exec.LookPath(tool); err != nil {
+			return fmt.Errorf("%s not found: run make install-deps", tool)
+		}
+	}
+	for _, l := range []string{BrInt, BrEx, "ovs-netdev"} {
+		if linkExists(l) {
+			return fmt.Errorf("interface %s exists: another OVS userspace data plane runs on this machine (only one can); stop it first", l)
+		}
+	}
+	if ns := ourNetns(); len(ns) > 0 {
+		return fmt.Errorf("network namespaces %s are left over from another cluster: run make cluster-down with its CLUSTER_STATE", strings.Join(ns, " "))
+	}
+	return nil
+}
+
+// daemons are the pidfile names of the long-running processes, in stop order.
+var daemons = []string{"agent", "echo", "ovn-controller", "ovn-northd", "ovs-vswitchd", "ovsdb-server", "ovnnb_db",
+	"ovnsb_db", "kube-apiserver", "etcd"}
+
+// healthy reports whether every daemon of the cluster in p runs.
+func healthy(p paths) bool {
+	for _, d := range daemons {
+		pid, err := readPid(p.pidfile(d))
+		if err != nil || !alive(pid) {
+			return false
+		}
+	}
+	return true
+}
+
+// Open attaches to the cluster running in stateDir.
+func Open(stateDir string) (*Cluster, error) {
+	abs, err := filepath.Abs(stateDir)
+	if err != nil {
+		return nil, err
+	}
+	p := paths{dir: abs}
+	st, err := readState(p)
+	if err != nil {
+		return nil, fmt.Errorf("no cluster in %s (%v): run make cluster-up", abs, err)
+	}
+	c := &Cluster{p: p, st: st}
+	for i := 1; i <= st.Nodes; i++ {
+		n, _ := AddrsFor(i)
+		c.nodes = append(c.nodes, n)
+	}
+	if c.cs, err = newClient(st.Kubeconfig); err != nil {
+		return nil, err
+	}
+	return c, nil
+}
+
+// Close releases the Cluster's connections; the cluster keeps running.
+func (c *Cluster) Close() {
+	c.nbMu.Lock()
+	defer c.nbMu.Unlock()
+	if c.nb != nil {
+		c.nb.close()
+		c.nb = nil
+	}
+}
+
+// Down stops the cluster in stateDir and removes everything it made: processes (by pidfile), every process inside
+// its network namespaces, the namespaces, the root-namespace veths, the OVS bridges, and its files in stateDir.
+// It is idempotent.
+func Down(ctx context.Context, stateDir string) error {
+	abs, err := filepath.Abs(stateDir)
+	if err != nil {
+		return err
+	}
+	return teardown(ctx, paths{dir: abs}, false)
+}
+
+func teardown(ctx context.Context, p paths, keepLogs bool) error {
+	var errs []error
+	var pids []int
+	// kube-apiserver first: it shuts down in about a second while etcd runs, but hangs if etcd goes first.
+	for _, d := range []string{"agent", "echo", "kube-apiserver"} {
+		pids = append(pids, signalPidfile(p.pidfile(d), syscall.SIGTERM))
+	}
+	for _, ns := range ourNetns() {
+		if err := deleteNetns(ctx, ns); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	for _, l := range ourLinks() {
+		if _, err := run(ctx, "ip", "link", "del", l); err != nil && linkExists(l) {
+			errs = append(errs, err)
+		}
+	}
+	pids = append(pids, stopOVN(ctx, p)...)
+	if err := waitGone(pids, 15*time.Second); err != nil {
+		errs = append(errs, err)
+	}
+	if err := waitGone([]int{signalPidfile(p.pidfile("etcd"), syscall.SIGTERM)}, 10*time.Second); err != nil {
+		errs = append(errs, err)
+	}
+	remove := []string{p.run(), p.db(), p.pki(), p.bin(), p.etcdData(), p.kubeconfig(), p.stateFile()}
+	if !keepLogs {
+		remove = append(remove, p.log())
+	}
+	for _, f := range remove {
+		if err := os.RemoveAll(f); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	if !keepLogs {
+		_ = os.Remove(p.dir) // only if empty: never remove what we did not make
+	}
+	return errors.Join(errs...)
+}
+
+// Kubeconfig is the path of the admin kubeconfig ($STATE/kubeconfig; server https://172.18.0.1:6443, reachable from
+// the root namespace and from every node namespace).
+func (c *Cluster) Kubeconfig() string { return c.st.Kubeconfig }
+
+// Kubectl is the path of kubectl v1.37.2.
+func (c *Cluster) Kubectl() string { return c.st.Kubectl }
+
+// RESTConfig is an admin client config for the apiserver.
+func (c *Cluster) RESTConfig() (*rest.Config, error) {
+	return clientcmd.BuildConfigFromFlags("", c.st.Kubeconfig)
+}
+
+// Client is an admin clientset.
+func (c *Cluster) Client() kubernetes.Interface { return c.cs }
+
+// NBAddress is the NB database address for ovnkube --nb-address ("unix:$STATE/run/ovnnb_db.sock").
+func (c *Cluster) NBAddress() string { return c.st.NBAddress }
+
+// SBAddress is the SB database address.
+func (c *Cluster) SBAddress() string { return c.st.SBAddress }
+
+// GatewayMode is GatewayShared or GatewayLocal.
+func (c *Cluster) GatewayMode() string { return c.st.GatewayMode }
+
+// StateDir is the cluster's state directory.
+func (c *Cluster) StateDir() string { return c.p.dir }
+
+// Nodes returns the nodes' addresses, node1 first.
+func (c *Cluster) Nodes() []NodeAddrs { return append([]NodeAddrs(nil), c.nodes...) }
+
+// Node returns the addresses of the named node.
+func (c *Cluster) Node(name string) (NodeAddrs, error) {
+	for _, n := range c.nodes {
+		if n.Name == name {
+			return n, nil
+		}
+	}
+	return NodeAddrs{}, fmt.Errorf("no node %q in the cluster", name)
+}
+
+// NodeNetns returns the network namespace of a node (for `ip netns exec NAME ovnkube --init-node NODE ...`; its path
+// is /run/netns/NAME). It holds the management port k8s-<node> and eth0 on the external network.
+func (c *Cluster) NodeNetns(node string) (string, error) {
+	if _, err := c.Node(node); err != nil {
+		return "", err
+	}
+	return NodeNetnsName(node), nil
+}
+
+// EgressSource is the source address the echo server sees for a pod of node when no egress IP serves it: the GR's
+// external IP in shared gateway mode, the node IP in local gateway mode.
+func (c *Cluster) EgressSource(node string) (netip.Addr, error) {
+	n, err := c.Node(node)
+	if err != nil {
+		return netip.Addr{}, err
+	}
+	if c.st.GatewayMode == GatewayLocal {
+		return n.NodeIP, nil
+	}
+	return n.GatewayIP, nil
+}
+
+// SetNodeReady sets the node's Ready condition; the heartbeat keeps refreshing it with the status set here.
+func (c *Cluster) SetNodeReady(ctx context.Context, node string, ready bool) error {
+	return setNodeReady(ctx, c.cs, node, ready)
+}
+
+// nbConn returns the (lazily dialled) NB connection.
+func (c *Cluster) nbConn(ctx context.Context) (*nbConn, error) {
+	c.nbMu.Lock()
+	defer c.nbMu.Unlock()
+	if c.nb == nil {
+		nb, err := dialNB(ctx, c.st.NBAddress)
+		if err != nil {
+			return nil, err
+		}
+		c.nb = nb
+	}
+	return c.nb, nil
+}

@@ -1,0 +1,164 @@
+package cluster
+
+import (
+	"context"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// TestLocalCluster brings the whole cluster up in each gateway mode and checks it with real packets, then takes it
+// down and checks that nothing of it is left. Root only (CI runs as root).
+func TestLocalCluster(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("the local cluster needs root (network namespaces, OVS, iptables)")
+	}
+	for _, mode := range []string{GatewayShared, GatewayLocal} {
+		t.Run(mode, func(t *testing.T) { testClusterMode(t, mode) })
+	}
+}
+
+func testClusterMode(t *testing.T, mode string) {
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	state, err := os.MkdirTemp("", "oeip-cluster-") // short: unix socket paths are limited to 107 bytes
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = Down(context.Background(), state); _ = os.RemoveAll(state) })
+	cfg := Config{StateDir: state, Nodes: 3, GatewayMode: mode, Logf: t.Logf}
+	t0 := time.Now()
+	c, err := Up(ctx, cfg)
+	if err != nil {
+		t.Fatalf("Up: %v", err)
+	}
+	defer c.Close()
+	t.Logf("cluster up in %.1fs", time.Since(t0).Seconds())
+
+	// Up again is a no-op on a healthy cluster with the same config.
+	apiPid, _ := readPid(paths{dir: state}.pidfile("kube-apiserver"))
+	c2, err := Up(ctx, cfg)
+	if err != nil {
+		t.Fatalf("second Up: %v", err)
+	}
+	c2.Close()
+	if pid, _ := readPid(paths{dir: state}.pidfile("kube-apiserver")); pid != apiPid {
+		t.Errorf("second Up restarted kube-apiserver (pid %d -> %d)", apiPid, pid)
+	}
+
+	// kubectl sees the Ready nodes; the EgressIP CRD is served.
+	out, err := exec.Command(c.Kubectl(), "--kubeconfig", c.Kubeconfig(), "get", "nodes", "--no-headers").CombinedOutput()
+	if err != nil {
+		t.Fatalf("kubectl get nodes: %v: %s", err, out)
+	}
+	for _, n := range []string{"node1", "node2", "node3"} {
+		if !strings.Contains(string(out), n+" ") || strings.Count(string(out), " Ready ") != 3 {
+			t.Errorf("kubectl get nodes:\n%s\nwant %s and 3 Ready nodes", out, n)
+		}
+	}
+	eip := exec.Command(c.Kubectl(), "--kubeconfig", c.Kubeconfig(), "apply", "-f", "-")
+	eip.Stdin = strings.NewReader(`{"apiVersion":"k8s.ovn.org/v1","kind":"EgressIP","metadata":{"name":"egressip-prod"},
+"spec":{"egressIPs":["172.18.0.33"],"namespaceSelector":{"matchLabels":{"environment":"prod"}}}}`)
+	if out, err := eip.CombinedOutput(); err != nil {
+		t.Errorf("kubectl apply EgressIP: %v: %s", err, out)
+	}
+
+	// Pods on two nodes: the echo server sees the node's egress source; pod-to-pod across nodes works.
+	a, err := c.CreatePod(ctx, PodSpec{Namespace: "prod", Name: "web-a", Node: "node1", Labels: map[string]string{"app": "web"}})
+	if err != nil {
+		t.Fatalf("CreatePod: %v", err)
+	}
+	b, err := c.CreatePod(ctx, PodSpec{Namespace: "prod", Name: "web-b", Node: "node2"})
+	if err != nil {
+		t.Fatalf("CreatePod: %v", err)
+	}
+	pod, err := c.Client().CoreV1().Pods("prod").Get(ctx, "web-a", metav1.GetOptions{})
+	if err != nil || pod.Status.Phase != "Running" || pod.Status.PodIP != a.IP.String() || pod.Labels["app"] != "web" {
+		t.Errorf("pod web-a = %+v, %v; want Running with IP %s", pod.Status, err, a.IP)
+	}
+	for _, tc := range []struct {
+		p     *Pod
+		proto string
+	}{{a, "tcp"}, {b, "udp"}} {
+		want, _ := c.EgressSource(tc.p.Node)
+		got, err := c.Request(ctx, tc.p.Namespace, tc.p.Name, tc.proto, 3*time.Second)
+		if err != nil || got != want {
+			t.Errorf("%s %s -> echo server saw %s (%v), want %s (%s mode)", tc.p.Name, tc.proto, got, err, want, mode)
+		}
+	}
+	if out, err := c.Exec(ctx, "prod", "web-a", "ping", "-c1", "-W2", b.IP.String()); err != nil {
+		t.Errorf("pod-to-pod web-a -> web-b (%s): %v: %s", b.IP, err, out)
+	}
+
+	// The root namespace reaches every management port (the master's health checks); node netns reach the apiserver.
+	for _, n := range c.Nodes() {
+		if out, err := exec.Command("ping", "-c1", "-W2", n.MgmtIP.String()).CombinedOutput(); err != nil {
+			t.Errorf("root ns -> %s management IP %s: %v: %s", n.Name, n.MgmtIP, err, out)
+		}
+	}
+	conn, err := dialInNetns(NodeNetnsName("node3"), "tcp", APIServerIP+":6443", 2*time.Second)
+	if err != nil {
+		t.Errorf("node3 netns -> kube-apiserver: %v", err)
+	} else {
+		conn.Close()
+	}
+
+	// DeletePod removes the object, the namespace and the port; the address is reused.
+	if err := c.DeletePod(ctx, "prod", "web-a"); err != nil {
+		t.Fatalf("DeletePod: %v", err)
+	}
+	if _, err := os.Stat("/run/netns/" + a.Netns); err == nil {
+		t.Errorf("netns %s still there after DeletePod", a.Netns)
+	}
+	if _, err := c.Client().CoreV1().Pods("prod").Get(ctx, "web-a", metav1.GetOptions{}); !errors.IsNotFound(err) {
+		t.Errorf("pod web-a still there after DeletePod: %v", err)
+	}
+	a2, err := c.CreatePod(ctx, PodSpec{Namespace: "prod", Name: "web-c", Node: "node1"})
+	if err != nil {
+		t.Fatalf("CreatePod after delete: %v", err)
+	}
+	if a2.IP != a.IP {
+		t.Errorf("web-c got %s, want the freed %s", a2.IP, a.IP)
+	}
+
+	// Down leaves no process, netns, veth, bridge or file of ours.
+	var pids []int
+	for _, d := range daemons {
+		if pid, err := readPid(paths{dir: state}.pidfile(d)); err == nil {
+			pids = append(pids, pid)
+		}
+	}
+	if len(pids) != len(daemons) {
+		t.Errorf("found %d of %d daemon pidfiles", len(pids), len(daemons))
+	}
+	t0 = time.Now()
+	if err := Down(ctx, state); err != nil {
+		t.Fatalf("Down: %v", err)
+	}
+	t.Logf("cluster down in %.1fs", time.Since(t0).Seconds())
+	for _, pid := range pids {
+		if alive(pid) {
+			t.Errorf("process %d still alive after Down", pid)
+		}
+	}
+	if ns := ourNetns(); len(ns) > 0 {
+		t.Errorf("network namespaces left: %v", ns)
+	}
+	if l := ourLinks(); len(l) > 0 {
+		t.Errorf("interfaces left: %v", l)
+	}
+	for _, l := range []string{BrInt, BrEx, "ovs-netdev"} {
+		if linkExists(l) {
+			t.Errorf("interface %s left", l)
+		}
+	}
+	if entries, _ := filepath.Glob(filepath.Join(state, "*")); len(entries) > 0 {
+		t.Errorf("files left in %s: %v", state, entries)
+	}
+}

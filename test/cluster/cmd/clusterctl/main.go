@@ -1,0 +1,212 @@
+// Command clusterctl drives the ovn-egressip local cluster (package test/cluster).
+//
+//	clusterctl up     [--state DIR] [--nodes N] [--gateway-mode shared|local]
+//	clusterctl down   [--state DIR]
+//	clusterctl status [--state DIR]              # shell-sourceable KUBECONFIG, NB_ADDRESS, ... and the node table
+//	clusterctl pod add NAMESPACE/NAME --node NODE [--labels k=v,...] [--state DIR]
+//	clusterctl pod del NAMESPACE/NAME [--state DIR]
+//	clusterctl pod request NAMESPACE/NAME [--proto tcp|udp] [--state DIR]   # prints the source IP the echo server saw
+//	clusterctl agent --kubeconfig FILE           # daemon: node heartbeats + default ServiceAccounts (started by up)
+//	clusterctl echo-server [--port 9000]         # daemon: run inside the external host netns (started by up)
+//
+// Defaults come from the environment: CLUSTER_STATE (_output/cluster), CLUSTER_NODES (3), GATEWAY_MODE (shared).
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/go-logr/logr"
+	"github.com/ovn-egressip/ovn-egressip/test/cluster"
+	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
+)
+
+func main() {
+	if len(os.Args) < 2 {
+		usage()
+	}
+	// envtest (used to install the CRDs) logs through controller-runtime's logger; nothing to show from it here.
+	ctrllog.SetLogger(logr.Discard())
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	var err error
+	switch os.Args[1] {
+	case "up":
+		err = cmdUp(ctx, os.Args[2:])
+	case "down":
+		err = cmdDown(ctx, os.Args[2:])
+	case "status":
+		err = cmdStatus(os.Args[2:])
+	case "pod":
+		err = cmdPod(ctx, os.Args[2:])
+	case "agent":
+		err = cmdAgent(ctx, os.Args[2:])
+	case "echo-server":
+		err = cmdEcho(ctx, os.Args[2:])
+	default:
+		usage()
+	}
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "clusterctl %s: %v\n", os.Args[1], err)
+		os.Exit(1)
+	}
+}
+
+func usage() {
+	fmt.Fprintln(os.Stderr, "usage: clusterctl up|down|status|pod add|pod del|pod request|agent|echo-server [flags]")
+	os.Exit(2)
+}
+
+func env(name, def string) string {
+	if v := os.Getenv(name); v != "" {
+		return v
+	}
+	return def
+}
+
+func stateFlag(fs *flag.FlagSet) *string {
+	return fs.String("state", env("CLUSTER_STATE", "_output/cluster"), "state directory ($CLUSTER_STATE)")
+}
+
+func cmdUp(ctx context.Context, args []string) error {
+	fs := flag.NewFlagSet("up", flag.ExitOnError)
+	state := stateFlag(fs)
+	nodes := fs.Int("nodes", atoi(env("CLUSTER_NODES", "3")), "number of nodes ($CLUSTER_NODES)")
+	mode := fs.String("gateway-mode", env("GATEWAY_MODE", cluster.GatewayShared), "shared or local ($GATEWAY_MODE)")
+	quiet := fs.Bool("quiet", false, "no progress lines")
+	_ = fs.Parse(args)
+	self, err := os.Executable()
+	if err != nil {
+		return err
+	}
+	cfg := cluster.Config{StateDir: *state, Nodes: *nodes, GatewayMode: *mode, Helper: self}
+	if !*quiet {
+		cfg.Logf = func(f string, a ...any) { fmt.Printf(f+"\n", a...) }
+	}
+	t0 := time.Now()
+	c, err := cluster.Up(ctx, cfg)
+	if err != nil {
+		abs, _ := filepath.Abs(*state)
+		return fmt.Errorf("%v (logs: %s/log)", err, abs)
+	}
+	defer c.Close()
+	fmt.Printf("cluster-up done in %.1fs\nexport KUBECONFIG=%s\n# ovnkube --nb-address %s\n",
+		time.Since(t0).Seconds(), c.Kubeconfig(), c.NBAddress())
+	return nil
+}
+
+func cmdDown(ctx context.Context, args []string) error {
+	fs := flag.NewFlagSet("down", flag.ExitOnError)
+	state := stateFlag(fs)
+	_ = fs.Parse(args)
+	return cluster.Down(ctx, *state)
+}
+
+func cmdStatus(args []string) error {
+	fs := flag.NewFlagSet("status", flag.ExitOnError)
+	state := stateFlag(fs)
+	_ = fs.Parse(args)
+	c, err := cluster.Open(*state)
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	fmt.Printf("KUBECONFIG=%s\nKUBECTL=%s\nNB_ADDRESS=%s\nSB_ADDRESS=%s\nGATEWAY_MODE=%s\n",
+		c.Kubeconfig(), c.Kubectl(), c.NBAddress(), c.SBAddress(), c.GatewayMode())
+	fmt.Printf("# %-8s %-14s %-16s %-14s %-12s %-14s %s\n", "node", "netns", "subnet", "node IP", "GR join", "GR external", "echo sees")
+	for _, n := range c.Nodes() {
+		ns, _ := c.NodeNetns(n.Name)
+		src, _ := c.EgressSource(n.Name)
+		fmt.Printf("# %-8s %-14s %-16s %-14s %-12s %-14s %s\n", n.Name, ns, n.Subnet, n.NodeIP, n.JoinIP, n.GatewayIP, src)
+	}
+	return nil
+}
+
+func cmdPod(ctx context.Context, args []string) error {
+	if len(args) < 2 {
+		return fmt.Errorf("usage: pod add|del|request NAMESPACE/NAME [flags]")
+	}
+	verb, ref := args[0], args[1]
+	ns, name, ok := strings.Cut(ref, "/")
+	if !ok || ns == "" || name == "" {
+		return fmt.Errorf("pod reference %q is not NAMESPACE/NAME", ref)
+	}
+	fs := flag.NewFlagSet("pod "+verb, flag.ExitOnError)
+	state := stateFlag(fs)
+	node := fs.String("node", "", "node of the pod (pod add)")
+	labels := fs.String("labels", "", "pod labels k=v,k2=v2 (pod add)")
+	proto := fs.String("proto", "tcp", "tcp or udp (pod request)")
+	_ = fs.Parse(args[2:])
+	c, err := cluster.Open(*state)
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	switch verb {
+	case "add":
+		lbl, err := parseLabels(*labels)
+		if err != nil {
+			return err
+		}
+		p, err := c.CreatePod(ctx, cluster.PodSpec{Namespace: ns, Name: name, Node: *node, Labels: lbl})
+		if err != nil {
+			return err
+		}
+		fmt.Printf("pod %s/%s on %s: ip %s mac %s netns %s\n", p.Namespace, p.Name, p.Node, p.IP, p.MAC, p.Netns)
+	case "del":
+		return c.DeletePod(ctx, ns, name)
+	case "request":
+		ip, err := c.Request(ctx, ns, name, *proto, 3*time.Second)
+		if err != nil {
+			return err
+		}
+		fmt.Println(ip)
+	default:
+		return fmt.Errorf("unknown pod verb %q", verb)
+	}
+	return nil
+}
+
+func parseLabels(s string) (map[string]string, error) {
+	if s == "" {
+		return nil, nil
+	}
+	m := map[string]string{}
+	for _, kv := range strings.Split(s, ",") {
+		k, v, ok := strings.Cut(kv, "=")
+		if !ok || k == "" {
+			return nil, fmt.Errorf("label %q is not key=value", kv)
+		}
+		m[k] = v
+	}
+	return m, nil
+}
+
+func cmdAgent(ctx context.Context, args []string) error {
+	fs := flag.NewFlagSet("agent", flag.ExitOnError)
+	kubeconfig := fs.String("kubeconfig", "", "admin kubeconfig")
+	interval := fs.Duration("interval", 10*time.Second, "node heartbeat interval")
+	_ = fs.Parse(args)
+	logf := func(f string, a ...any) { fmt.Fprintf(os.Stderr, time.Now().Format(time.RFC3339)+" "+f+"\n", a...) }
+	return cluster.RunAgent(ctx, *kubeconfig, *interval, logf)
+}
+
+func cmdEcho(ctx context.Context, args []string) error {
+	fs := flag.NewFlagSet("echo-server", flag.ExitOnError)
+	port := fs.Int("port", cluster.EchoPort, "TCP and UDP port")
+	_ = fs.Parse(args)
+	return cluster.ServeEcho(ctx, *port)
+}
+
+func atoi(s string) int {
+	n, _ := strconv.Atoi(s)
+	return n
+}

@@ -1,0 +1,132 @@
+package cluster
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+)
+
+// Gateway modes (ovnkube --gateway-mode).
+const (
+	GatewayShared = "shared"
+	GatewayLocal  = "local"
+)
+
+// Names shared by the harness and the docs.
+const (
+	// NetnsPrefix starts the name of every network namespace and root-namespace interface the harness creates.
+	NetnsPrefix = "oeip-"
+	// HarnessKey is the external_ids key (value "true") on every NB row the harness writes, and the label on the Node
+	// objects it creates, so that the product's sync never mistakes them for its own.
+	HarnessKey = "ovn-egressip-harness"
+	// Chassis is the system-id of the single ovn-controller; every GR_<node> has options:chassis set to it.
+	Chassis = "oeip-chassis"
+	// PhysNet is the localnet network name mapped to br-ex.
+	PhysNet = "physnet"
+	// BrInt and BrEx are the OVS bridges (only one OVN data plane can run per machine).
+	BrInt = "br-int"
+	BrEx  = "br-ex"
+	// APIServerPort is the secure port of kube-apiserver on APIServerIP.
+	APIServerPort = 6443
+	// ExternalNetns is the external host's network namespace.
+	ExternalNetns = NetnsPrefix + "ext"
+	// hostPortSwitch is the logical switch of the root namespace's port into OVN.
+	hostPortSwitch = "ovn-eip-host"
+)
+
+// Config describes a cluster to bring up.
+type Config struct {
+	// StateDir holds every file of the cluster (pidfiles, sockets, databases, certs, logs, kubeconfig).
+	StateDir string
+	// Nodes is the number of nodes (1..MaxNodes), named node1..nodeN.
+	Nodes int
+	// GatewayMode is GatewayShared or GatewayLocal.
+	GatewayMode string
+	// RepoRoot is the ovn-egressip checkout (for dist/crds and contrib/build-kube.sh); empty = found from the
+	// working directory.
+	RepoRoot string
+	// Helper is the clusterctl binary that runs the node heartbeat agent and the echo server as daemons; empty =
+	// built into <RepoRoot>/_output/bin/clusterctl (while the rest comes up).
+	Helper string
+	// Logf receives progress lines (may be nil).
+	Logf func(format string, args ...any)
+}
+
+func (c *Config) setDefaults() error {
+	if c.StateDir == "" {
+		return errors.New("cluster: StateDir is required")
+	}
+	abs, err := filepath.Abs(c.StateDir)
+	if err != nil {
+		return err
+	}
+	c.StateDir = abs
+	if c.Nodes == 0 {
+		c.Nodes = 3
+	}
+	if c.Nodes < 1 || c.Nodes > MaxNodes {
+		return fmt.Errorf("cluster: %d nodes out of range 1..%d", c.Nodes, MaxNodes)
+	}
+	if c.GatewayMode == "" {
+		c.GatewayMode = GatewayShared
+	}
+	if c.GatewayMode != GatewayShared && c.GatewayMode != GatewayLocal {
+		return fmt.Errorf("cluster: gateway mode %q is neither %q nor %q", c.GatewayMode, GatewayShared, GatewayLocal)
+	}
+	if c.Logf == nil {
+		c.Logf = func(string, ...any) {}
+	}
+	return nil
+}
+
+// paths of a state directory.
+type paths struct{ dir string }
+
+func (p paths) run() string             { return filepath.Join(p.dir, "run") }
+func (p paths) db() string              { return filepath.Join(p.dir, "db") }
+func (p paths) log() string             { return filepath.Join(p.dir, "log") }
+func (p paths) pki() string             { return filepath.Join(p.dir, "pki") }
+func (p paths) bin() string             { return filepath.Join(p.dir, "bin") }
+func (p paths) etcdData() string        { return filepath.Join(p.dir, "etcd") }
+func (p paths) kubeconfig() string      { return filepath.Join(p.dir, "kubeconfig") }
+func (p paths) stateFile() string       { return filepath.Join(p.dir, "cluster.json") }
+func (p paths) nbSock() string          { return filepath.Join(p.run(), "ovnnb_db.sock") }
+func (p paths) sbSock() string          { return filepath.Join(p.run(), "ovnsb_db.sock") }
+func (p paths) ovsSock() string         { return filepath.Join(p.run(), "db.sock") }
+func (p paths) pidfile(n string) string { return filepath.Join(p.run(), n+".pid") }
+func (p paths) ipamLock() string        { return filepath.Join(p.run(), "ipam.lock") }
+
+// State is what a running cluster records in StateDir/cluster.json; Open reads it back.
+type State struct {
+	Nodes       int    `json:"nodes"`
+	GatewayMode string `json:"gatewayMode"`
+	Kubeconfig  string `json:"kubeconfig"`
+	NBAddress   string `json:"nbAddress"`
+	SBAddress   string `json:"sbAddress"`
+	OVSDB       string `json:"ovsdb"`
+	APIServer   string `json:"apiServer"`
+	EtcdURL     string `json:"etcdURL"`
+	Kubectl     string `json:"kubectl"`
+}
+
+func readState(p paths) (State, error) {
+	var s State
+	data, err := os.ReadFile(p.stateFile())
+	if err != nil {
+		return s, err
+	}
+	if err := json.Unmarshal(data, &s); err != nil {
+		return s, fmt.Errorf("%s: %w", p.stateFile(), err)
+	}
+	return s, nil
+}
+
+func writeState(p paths, s State) error {
+	data, err := json.MarshalIndent(s, "", "  ")
+	if err != nil {
+		return err
+	}
+	return os.WriteFile(p.stateFile(), append(data, '\n'), 0o644)
+}

@@ -1,0 +1,127 @@
+package cluster
+
+import (
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// freeLoopbackPort returns a TCP port on 127.0.0.1 that was free a moment ago.
+func freeLoopbackPort() (int, error) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return 0, err
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port, nil
+}
+
+// checkPortFree fails with a one-line cause when addr (host:port) is already bound on this machine.
+func checkPortFree(addr string) error {
+	l, err := net.Listen("tcp", addr)
+	if err != nil {
+		return fmt.Errorf("port %s is in use (%v)", addr, err)
+	}
+	return l.Close()
+}
+
+// startEtcd starts etcd on free loopback ports with its data in p.etcdData() and returns its client URL.
+func startEtcd(p paths, etcdBin string) (string, error) {
+	client, err := freeLoopbackPort()
+	if err != nil {
+		return "", err
+	}
+	peer, err := freeLoopbackPort()
+	if err != nil {
+		return "", err
+	}
+	curl := "http://127.0.0.1:" + strconv.Itoa(client)
+	purl := "http://127.0.0.1:" + strconv.Itoa(peer)
+	_, err = startDaemon(p.pidfile("etcd"), filepath.Join(p.log(), "etcd.log"), nil, etcdBin,
+		"--name", "ovn-egressip", "--data-dir", p.etcdData(),
+		"--listen-client-urls", curl, "--advertise-client-urls", curl,
+		"--listen-peer-urls", purl, "--initial-advertise-peer-urls", purl,
+		"--initial-cluster", "ovn-egressip="+purl,
+		"--quota-backend-bytes", "2147483648", "--unsafe-no-fsync=true")
+	return curl, err
+}
+
+// startAPIServer starts kube-apiserver on APIServerIP:APIServerPort against etcdURL.
+func startAPIServer(p paths, k pki, bin, etcdURL string) error {
+	_, err := startDaemon(p.pidfile("kube-apiserver"), filepath.Join(p.log(), "kube-apiserver.log"), nil, bin,
+		"--etcd-servers="+etcdURL,
+		"--bind-address="+APIServerIP, "--advertise-address="+APIServerIP,
+		"--secure-port="+strconv.Itoa(APIServerPort),
+		"--tls-cert-file="+k.path("apiserver.crt"), "--tls-private-key-file="+k.path("apiserver.key"),
+		"--client-ca-file="+k.path("ca.crt"),
+		"--authorization-mode=RBAC",
+		"--service-account-issuer=https://kubernetes.default.svc",
+		"--service-account-key-file="+k.path("sa.key"),
+		"--service-account-signing-key-file="+k.path("sa.key"),
+		"--service-cluster-ip-range=10.96.0.0/16",
+		"--allow-privileged=true",
+		"--enable-priority-and-fairness=false",
+		// no controller-manager runs; the endpoints of the kubernetes service are not needed
+		"--endpoint-reconciler-type=none",
+	)
+	return err
+}
+
+// waitHTTPReady polls url (with the admin client cert) until it answers 200 "ok", a process dies, or ctx ends.
+func waitAPIServerReady(ctx context.Context, p paths, k pki) error {
+	ca, err := os.ReadFile(k.path("ca.crt"))
+	if err != nil {
+		return err
+	}
+	pool := x509.NewCertPool()
+	pool.AppendCertsFromPEM(ca)
+	cert, err := tls.LoadX509KeyPair(k.path("admin.crt"), k.path("admin.key"))
+	if err != nil {
+		return err
+	}
+	hc := &http.Client{Timeout: 2 * time.Second, Transport: &http.Transport{
+		TLSClientConfig: &tls.Config{RootCAs: pool, Certificates: []tls.Certificate{cert}}}}
+	defer hc.CloseIdleConnections()
+	url := fmt.Sprintf("https://%s:%d/readyz", APIServerIP, APIServerPort)
+	var last string
+	err = poll(ctx, 100*time.Millisecond, func() (bool, error) {
+		for _, d := range []string{"etcd", "kube-apiserver"} {
+			pid, err := readPid(p.pidfile(d))
+			if err != nil || !alive(pid) {
+				return false, fmt.Errorf("%s exited: %s", d, lastLogLine(filepath.Join(p.log(), d+".log")))
+			}
+		}
+		resp, err := hc.Get(url)
+		if err != nil {
+			last = err.Error()
+			return false, nil
+		}
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		last = fmt.Sprintf("%d %s", resp.StatusCode, strings.TrimSpace(string(body)))
+		return resp.StatusCode == http.StatusOK, nil
+	})
+	if err != nil && ctx.Err() != nil {
+		return fmt.Errorf("kube-apiserver not ready (last answer: %s)", last)
+	}
+	return err
+}
+
+// lastLogLine returns the last non-empty line of a log file (for one-line failure causes).
+func lastLogLine(path string) string {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return "no log"
+	}
+	lines := strings.Split(strings.TrimSpace(string(data)), "\n")
+	return strings.TrimSpace(lines[len(lines)-1])
+}

@@ -1,0 +1,165 @@
+package cluster
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/informers"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/client-go/tools/clientcmd"
+)
+
+// Node annotations written by the harness (OVN-Kubernetes formats; DESIGN.md section 3).
+const (
+	annNodeSubnets = "k8s.ovn.org/node-subnets"
+	annGRLRPAddr   = "k8s.ovn.org/node-gateway-router-lrp-ifaddr"
+)
+
+func newClient(kubeconfig string) (*kubernetes.Clientset, error) {
+	cfg, err := clientcmd.BuildConfigFromFlags("", kubeconfig)
+	if err != nil {
+		return nil, err
+	}
+	cfg.QPS, cfg.Burst = 200, 400
+	return kubernetes.NewForConfig(cfg)
+}
+
+// nodeObject is the Node a harness node is registered as (without status; see nodeStatus).
+func nodeObject(n NodeAddrs) *corev1.Node {
+	subnets, _ := json.Marshal(map[string][]string{"default": {n.Subnet.String()}})
+	lrp, _ := json.Marshal(map[string]string{"ipv4": fmt.Sprintf("%s/%d", n.JoinIP, 16)})
+	return &corev1.Node{
+		ObjectMeta: metav1.ObjectMeta{
+			Name: n.Name,
+			Labels: map[string]string{
+				"kubernetes.io/hostname": n.Name,
+				"kubernetes.io/os":       "linux",
+				HarnessKey:               "true",
+			},
+			Annotations: map[string]string{annNodeSubnets: string(subnets), annGRLRPAddr: string(lrp)},
+		},
+	}
+}
+
+func nodeStatus(n NodeAddrs, now metav1.Time) corev1.NodeStatus {
+	return corev1.NodeStatus{
+		Conditions: []corev1.NodeCondition{{
+			Type: corev1.NodeReady, Status: corev1.ConditionTrue, Reason: "KubeletReady",
+			Message: "ovn-egressip local cluster heartbeat", LastHeartbeatTime: now, LastTransitionTime: now,
+		}},
+		Addresses: []corev1.NodeAddress{
+			{Type: corev1.NodeInternalIP, Address: n.NodeIP.String()},
+			{Type: corev1.NodeHostName, Address: n.Name},
+		},
+	}
+}
+
+// registerNodes creates (or updates) the Node objects with their annotations and a Ready status.
+func registerNodes(ctx context.Context, cs kubernetes.Interface, nodes []NodeAddrs) error {
+	now := metav1.Now()
+	for _, n := range nodes {
+		obj := nodeObject(n)
+		created, err := cs.CoreV1().Nodes().Create(ctx, obj, metav1.CreateOptions{})
+		if apierrors.IsAlreadyExists(err) {
+			created, err = cs.CoreV1().Nodes().Get(ctx, n.Name, metav1.GetOptions{})
+		}
+		if err != nil {
+			return fmt.Errorf("node %s: %w", n.Name, err)
+		}
+		created.Status = nodeStatus(n, now)
+		if _, err := cs.CoreV1().Nodes().UpdateStatus(ctx, created, metav1.UpdateOptions{}); err != nil {
+			return fmt.Errorf("node %s status: %w", n.Name, err)
+		}
+	}
+	return nil
+}
+
+// setNodeReady sets the status of the node's Ready condition (the heartbeat keeps refreshing it as it is).
+func setNodeReady(ctx context.Context, cs kubernetes.Interface, node string, ready bool) error {
+	st, reason := corev1.ConditionTrue, "KubeletReady"
+	if !ready {
+		st, reason = corev1.ConditionFalse, "KubeletNotReady"
+	}
+	now := metav1.Now()
+	patch, _ := json.Marshal(map[string]any{"status": map[string]any{"conditions": []corev1.NodeCondition{{
+		Type: corev1.NodeReady, Status: st, Reason: reason, Message: "set by the ovn-egressip local cluster",
+		LastHeartbeatTime: now, LastTransitionTime: now,
+	}}}})
+	_, err := cs.CoreV1().Nodes().Patch(ctx, node, types.StrategicMergePatchType, patch, metav1.PatchOptions{}, "status")
+	return err
+}
+
+// heartbeat refreshes lastHeartbeatTime of the Ready condition of every harness node, keeping its status.
+func heartbeat(ctx context.Context, cs kubernetes.Interface) error {
+	nodes, err := cs.CoreV1().Nodes().List(ctx, metav1.ListOptions{LabelSelector: HarnessKey + "=true"})
+	if err != nil {
+		return err
+	}
+	now := metav1.Now()
+	for _, n := range nodes.Items {
+		patch, _ := json.Marshal(map[string]any{"status": map[string]any{"conditions": []map[string]any{{
+			"type": corev1.NodeReady, "lastHeartbeatTime": now,
+		}}}})
+		if _, err := cs.CoreV1().Nodes().Patch(ctx, n.Name, types.StrategicMergePatchType, patch,
+			metav1.PatchOptions{}, "status"); err != nil && !apierrors.IsNotFound(err) {
+			return fmt.Errorf("heartbeat %s: %w", n.Name, err)
+		}
+	}
+	return nil
+}
+
+// ensureServiceAccount creates the namespace's "default" ServiceAccount when missing (no controller-manager runs, and
+// the ServiceAccount admission plugin rejects pods without it).
+func ensureServiceAccount(ctx context.Context, cs kubernetes.Interface, namespace string) error {
+	_, err := cs.CoreV1().ServiceAccounts(namespace).Create(ctx,
+		&corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: "default"}}, metav1.CreateOptions{})
+	if err == nil || apierrors.IsAlreadyExists(err) {
+		return nil
+	}
+	return err
+}
+
+// RunAgent is the harness's stand-in for the kubelet and controller-manager: every interval it refreshes the Ready
+// heartbeat of the harness nodes, and it creates the default ServiceAccount of every namespace. It returns when ctx
+// ends. Errors are reported through logf and retried.
+func RunAgent(ctx context.Context, kubeconfig string, interval time.Duration, logf func(string, ...any)) error {
+	cs, err := newClient(kubeconfig)
+	if err != nil {
+		return err
+	}
+	factory := informers.NewSharedInformerFactory(cs, 0)
+	nsInformer := factory.Core().V1().Namespaces().Informer()
+	_, err = nsInformer.AddEventHandler(cache.ResourceEventHandlerFuncs{AddFunc: func(obj any) {
+		ns, ok := obj.(*corev1.Namespace)
+		if !ok || ns.DeletionTimestamp != nil {
+			return
+		}
+		if err := ensureServiceAccount(ctx, cs, ns.Name); err != nil && !apierrors.IsForbidden(err) {
+			logf("service account for namespace %s: %v", ns.Name, err)
+		}
+	}})
+	if err != nil {
+		return err
+	}
+	factory.Start(ctx.Done())
+	defer factory.Shutdown()
+	t := time.NewTicker(interval)
+	defer t.Stop()
+	for {
+		if err := heartbeat(ctx, cs); err != nil && ctx.Err() == nil {
+			logf("%v", err)
+		}
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-t.C:
+		}
+	}
+}

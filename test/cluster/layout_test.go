@@ -1,0 +1,94 @@
+package cluster
+
+import (
+	"net/netip"
+	"testing"
+)
+
+func TestAddrsFor(t *testing.T) {
+	tests := []struct {
+		index                                        int
+		subnet, mgmt, join, node, gw, mgmtMAC, gwMAC string
+	}{
+		{1, "10.244.1.0/24", "10.244.1.2", "100.64.0.2", "172.18.0.11", "172.18.0.21", "0a:58:0a:f4:01:02", "0a:58:ac:12:00:15"},
+		{3, "10.244.3.0/24", "10.244.3.2", "100.64.0.4", "172.18.0.13", "172.18.0.23", "0a:58:0a:f4:03:02", "0a:58:ac:12:00:17"},
+		{9, "10.244.9.0/24", "10.244.9.2", "100.64.0.10", "172.18.0.19", "172.18.0.29", "0a:58:0a:f4:09:02", "0a:58:ac:12:00:1d"},
+		{10, "10.244.10.0/24", "10.244.10.2", "100.64.0.11", "172.18.16.10", "172.18.32.10", "0a:58:0a:f4:0a:02", "0a:58:ac:12:20:0a"},
+		{254, "10.244.254.0/24", "10.244.254.2", "100.64.0.255", "172.18.16.254", "172.18.32.254", "0a:58:0a:f4:fe:02", "0a:58:ac:12:20:fe"},
+	}
+	for _, tc := range tests {
+		a, err := AddrsFor(tc.index)
+		if err != nil {
+			t.Fatalf("AddrsFor(%d): %v", tc.index, err)
+		}
+		got := []string{a.Subnet.String(), a.MgmtIP.String(), a.JoinIP.String(), a.NodeIP.String(), a.GatewayIP.String(), a.MgmtMAC, a.GatewayMAC}
+		want := []string{tc.subnet, tc.mgmt, tc.join, tc.node, tc.gw, tc.mgmtMAC, tc.gwMAC}
+		for i := range got {
+			if got[i] != want[i] {
+				t.Errorf("node %d field %d = %s, want %s", tc.index, i, got[i], want[i])
+			}
+		}
+	}
+	for _, bad := range []int{0, -1, MaxNodes + 1} {
+		if _, err := AddrsFor(bad); err == nil {
+			t.Errorf("AddrsFor(%d) succeeded", bad)
+		}
+	}
+}
+
+func TestAddressesNeverCollide(t *testing.T) {
+	seen := map[netip.Addr]string{}
+	claim := func(ip netip.Addr, what string) {
+		if prev, ok := seen[ip]; ok {
+			t.Fatalf("%s and %s share %s", prev, what, ip)
+		}
+		seen[ip] = what
+	}
+	claim(netip.MustParseAddr(ExternalHostIP), "external host")
+	claim(netip.MustParseAddr(APIServerIP), "apiserver")
+	claim(netip.MustParseAddr(HostPortIP), "host port")
+	claim(clusterRtrJIP, "cluster router join")
+	for i := 1; i <= MaxNodes; i++ {
+		a, _ := AddrsFor(i)
+		for _, x := range []struct {
+			ip   netip.Addr
+			what string
+		}{{a.NodeIP, "node IP"}, {a.GatewayIP, "GR IP"}, {a.JoinIP, "join IP"}, {a.MgmtIP, "mgmt IP"}, {a.RouterIP, "router IP"}} {
+			claim(x.ip, a.Name+" "+x.what)
+		}
+	}
+	// the egress IPs the docs and tests use stay free
+	for _, eip := range []string{"172.18.0.33", "172.18.0.44", "172.18.0.50"} {
+		if what, ok := seen[netip.MustParseAddr(eip)]; ok {
+			t.Errorf("egress IP %s is taken by %s", eip, what)
+		}
+	}
+}
+
+func TestPodIP(t *testing.T) {
+	s := netip.MustParsePrefix("10.244.2.0/24")
+	if ip, ok := PodIP(s, 0); !ok || ip.String() != "10.244.2.3" {
+		t.Errorf("PodIP(0) = %s %v", ip, ok)
+	}
+	if ip, ok := PodIP(s, 250); !ok || ip.String() != "10.244.2.253" {
+		t.Errorf("PodIP(250) = %s %v", ip, ok)
+	}
+	if _, ok := PodIP(s, 251); ok {
+		t.Error("PodIP(251) should be out of the subnet's usable range")
+	}
+}
+
+func TestInterfaceNamesFitTheKernelLimit(t *testing.T) {
+	// 14 characters: 15 is the kernel's limit and plumb needs one more for the temporary peer name.
+	names := []string{apiLink, hostLink, extLink, mgmtLink(MaxNodes), ethLink(MaxNodes), podLink("a-very-long-namespace-name", "a-very-long-pod-name")}
+	for _, n := range names {
+		if len(n) > 14 {
+			t.Errorf("interface name %q is %d characters", n, len(n))
+		}
+	}
+	if podLink("a", "b-c") == podLink("a-b", "c") {
+		t.Error("pod link names collide")
+	}
+}
+
+func netipMust(s string) netip.Addr { return netip.MustParseAddr(s) }

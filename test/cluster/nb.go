@@ -1,0 +1,154 @@
+package cluster
+
+import (
+	"context"
+	"fmt"
+	"net/netip"
+	"strings"
+	"time"
+
+	"github.com/go-logr/logr"
+	"github.com/ovn-egressip/ovn-egressip/go-controller/pkg/nbdb"
+	"github.com/ovn-org/libovsdb/client"
+	"github.com/ovn-org/libovsdb/model"
+	"github.com/ovn-org/libovsdb/ovsdb"
+)
+
+// nbConn is a libovsdb connection to the cluster's NB database with Logical_Switch and Logical_Switch_Port monitored.
+type nbConn struct{ c client.Client }
+
+func dialNB(ctx context.Context, address string) (*nbConn, error) {
+	dbm, err := nbdb.FullDatabaseModel()
+	if err != nil {
+		return nil, err
+	}
+	discard := logr.Discard()
+	c, err := client.NewOVSDBClient(dbm, client.WithEndpoint(address), client.WithLogger(&discard))
+	if err != nil {
+		return nil, err
+	}
+	if err := c.Connect(ctx); err != nil {
+		return nil, fmt.Errorf("connect to NB %s: %w", address, err)
+	}
+	if _, err := c.Monitor(ctx, c.NewMonitor(
+		client.WithTable(&nbdb.LogicalSwitch{}),
+		client.WithTable(&nbdb.LogicalSwitchPort{}))); err != nil {
+		c.Close()
+		return nil, fmt.Errorf("monitor NB: %w", err)
+	}
+	return &nbConn{c: c}, nil
+}
+
+func (n *nbConn) close() { n.c.Close() }
+
+func (n *nbConn) transact(ctx context.Context, ops []ovsdb.Operation) error {
+	res, err := n.c.Transact(ctx, ops...)
+	if err != nil {
+		return err
+	}
+	_, err = ovsdb.CheckOperationResults(res, ops)
+	return err
+}
+
+// createRows inserts rows (with named-uuid references between them) in one transaction.
+func (n *nbConn) createRows(ctx context.Context, rows []model.Model) error {
+	ops, err := n.c.Create(rows...)
+	if err != nil {
+		return err
+	}
+	return n.transact(ctx, ops)
+}
+
+func (n *nbConn) switchByName(name string) (*nbdb.LogicalSwitch, error) {
+	var found []nbdb.LogicalSwitch
+	err := n.c.WhereCache(func(ls *nbdb.LogicalSwitch) bool { return ls.Name == name }).List(context.Background(), &found)
+	if err != nil {
+		return nil, err
+	}
+	if len(found) != 1 {
+		return nil, fmt.Errorf("logical switch %q: %d rows", name, len(found))
+	}
+	return &found[0], nil
+}
+
+func (n *nbConn) portByName(name string) (*nbdb.LogicalSwitchPort, bool) {
+	var found []nbdb.LogicalSwitchPort
+	_ = n.c.WhereCache(func(p *nbdb.LogicalSwitchPort) bool { return p.Name == name }).List(context.Background(), &found)
+	if len(found) == 0 {
+		return nil, false
+	}
+	return &found[0], true
+}
+
+// usedIPs returns the IPv4 addresses of every port of switch sw.
+func (n *nbConn) usedIPs(sw *nbdb.LogicalSwitch) map[netip.Addr]bool {
+	used := map[netip.Addr]bool{}
+	ports := map[string]bool{}
+	for _, u := range sw.Ports {
+		ports[u] = true
+	}
+	var lsps []nbdb.LogicalSwitchPort
+	_ = n.c.WhereCache(func(p *nbdb.LogicalSwitchPort) bool { return ports[p.UUID] }).List(context.Background(), &lsps)
+	for _, p := range lsps {
+		for _, a := range p.Addresses {
+			for _, f := range strings.Fields(a) {
+				if ip, err := netip.ParseAddr(f); err == nil {
+					used[ip] = true
+				}
+			}
+		}
+	}
+	return used
+}
+
+// addPort creates port lsp on switch sw in one transaction.
+func (n *nbConn) addPort(ctx context.Context, sw *nbdb.LogicalSwitch, lsp *nbdb.LogicalSwitchPort) error {
+	lsp.UUID = uuidName("lsp", lsp.Name)
+	ops, err := n.c.Create(lsp)
+	if err != nil {
+		return err
+	}
+	mut, err := n.c.Where(sw).Mutate(sw, model.Mutation{Field: &sw.Ports, Mutator: ovsdb.MutateOperationInsert,
+		Value: []string{lsp.UUID}})
+	if err != nil {
+		return err
+	}
+	return n.transact(ctx, append(ops, mut...))
+}
+
+// deletePort removes the port named name from its switch (the row is garbage-collected by the database).
+func (n *nbConn) deletePort(ctx context.Context, switchName, name string) error {
+	p, ok := n.portByName(name)
+	if !ok {
+		return nil
+	}
+	sw, err := n.switchByName(switchName)
+	if err != nil {
+		return err
+	}
+	ops, err := n.c.Where(sw).Mutate(sw, model.Mutation{Field: &sw.Ports, Mutator: ovsdb.MutateOperationDelete,
+		Value: []string{p.UUID}})
+	if err != nil {
+		return err
+	}
+	return n.transact(ctx, ops)
+}
+
+// waitPortsUp waits until ovn-controller has bound every named port (Logical_Switch_Port up=true).
+func (n *nbConn) waitPortsUp(ctx context.Context, names ...string) error {
+	var down []string
+	err := poll(ctx, 20*time.Millisecond, func() (bool, error) {
+		down = down[:0]
+		for _, name := range names {
+			p, ok := n.portByName(name)
+			if !ok || p.Up == nil || !*p.Up {
+				down = append(down, name)
+			}
+		}
+		return len(down) == 0, nil
+	})
+	if err != nil {
+		return fmt.Errorf("logical switch ports not up (ovn-controller did not bind them): %s", strings.Join(down, " "))
+	}
+	return nil
+}

@@ -1,0 +1,158 @@
+package cluster
+
+import (
+	"net/netip"
+	"strings"
+
+	"github.com/ovn-egressip/ovn-egressip/go-controller/pkg/nbdb"
+	"github.com/ovn-org/libovsdb/model"
+)
+
+// OVN names of the topology (the layout OVN-Kubernetes creates; DESIGN.md section 5).
+const (
+	ClusterRouter = "ovn_cluster_router"
+	JoinSwitch    = "join"
+)
+
+// GatewayRouter is the name of a node's gateway router.
+func GatewayRouter(node string) string { return "GR_" + node }
+
+// ExternalSwitch is the name of a node's external switch.
+func ExternalSwitch(node string) string { return "ext_" + node }
+
+// MgmtPort is the name of a node's management port (LSP and the interface in the node netns).
+func MgmtPort(node string) string { return "k8s-" + node }
+
+// harnessIDs returns the external_ids of a harness row, plus extra key/value pairs.
+func harnessIDs(kv ...string) map[string]string {
+	m := map[string]string{HarnessKey: "true"}
+	for i := 0; i+1 < len(kv); i += 2 {
+		m[kv[i]] = kv[i+1]
+	}
+	return m
+}
+
+// uuidName turns a row name into an OVSDB named-uuid ([_a-zA-Z][_a-zA-Z0-9]*).
+func uuidName(kind, name string) string {
+	var b strings.Builder
+	b.WriteString("u_" + kind + "_")
+	for _, r := range name {
+		if r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' {
+			b.WriteRune(r)
+		} else {
+			b.WriteByte('_')
+		}
+	}
+	return b.String()
+}
+
+// topology collects the rows of the cluster's NB topology with named-uuid references between them, so that the
+// whole layout is inserted in one transaction.
+type topology struct{ rows []model.Model }
+
+func (t *topology) add(m model.Model) { t.rows = append(t.rows, m) }
+
+// routerPort adds the switch side (type router) of a router port and returns its named uuid.
+func (t *topology) routerTypeLSP(name, routerPort string, opts map[string]string) string {
+	o := map[string]string{"router-port": routerPort}
+	for k, v := range opts {
+		o[k] = v
+	}
+	u := uuidName("lsp", name)
+	t.add(&nbdb.LogicalSwitchPort{UUID: u, Name: name, Type: "router", Addresses: []string{"router"}, Options: o,
+		ExternalIDs: harnessIDs()})
+	return u
+}
+
+func (t *topology) lrp(name, mac string, network netip.Prefix) string {
+	u := uuidName("lrp", name)
+	t.add(&nbdb.LogicalRouterPort{UUID: u, Name: name, MAC: mac, Networks: []string{network.String()},
+		ExternalIDs: harnessIDs()})
+	return u
+}
+
+func (t *topology) route(key, prefix, nexthop string, policy *nbdb.LogicalRouterStaticRoutePolicy, outPort *string) string {
+	u := uuidName("route", key)
+	t.add(&nbdb.LogicalRouterStaticRoute{UUID: u, IPPrefix: prefix, Nexthop: nexthop, Policy: policy,
+		OutputPort: outPort, ExternalIDs: harnessIDs()})
+	return u
+}
+
+// buildTopology returns the NB rows of the whole cluster:
+//   - ovn_cluster_router with a port on the join switch (100.64.0.1/16) and one per node switch (10.244.X.1/24);
+//   - per node: switch <node> (other_config:subnet) with the management port k8s-<node>; GR_<node> bound to Chassis
+//     with rtoj-GR_<node> (join IP) and rtoe-GR_<node> (its external IP) on ext_<node>, whose localnet port
+//     breth0_<node> maps to br-ex; GR routes (cluster CIDR via the cluster router, default via the external host);
+//     the node SNAT (cluster CIDR -> GR external IP); a src-ip route on ovn_cluster_router sending the node's pod
+//     egress to its GR join IP (shared) or to its management port IP (local: through the node's host);
+//   - switch ovn-eip-host (10.244.0.0/24) with the root namespace's port k8s-ovn-eip-host (HostPortIP).
+//
+// Every row carries external_ids ovn-egressip-harness=true.
+func buildTopology(nodes []NodeAddrs, mode string) []model.Model {
+	t := &topology{}
+	srcIP := nbdb.LogicalRouterStaticRoutePolicySrcIP
+	joinPrefix := netip.MustParsePrefix(JoinCIDR)
+
+	crPorts := []string{t.lrp("rtoj-"+ClusterRouter, ovnMAC(clusterRtrJIP), netip.PrefixFrom(clusterRtrJIP, joinPrefix.Bits()))}
+	joinPorts := []string{t.routerTypeLSP("jtor-"+ClusterRouter, "rtoj-"+ClusterRouter, nil)}
+	var crRoutes []string
+
+	// the root namespace's port into OVN
+	crPorts = append(crPorts, t.lrp("rtos-"+hostPortSwitch, ovnMAC(hostRouterIP), netip.PrefixFrom(hostRouterIP, 24)))
+	hostMP := uuidName("lsp", MgmtPort(hostPortSwitch))
+	t.add(&nbdb.LogicalSwitchPort{UUID: hostMP, Name: MgmtPort(hostPortSwitch),
+		Addresses: []string{ovnMAC(netip.MustParseAddr(HostPortIP)) + " " + HostPortIP}, ExternalIDs: harnessIDs()})
+	t.add(&nbdb.LogicalSwitch{UUID: uuidName("ls", hostPortSwitch), Name: hostPortSwitch,
+		OtherConfig: map[string]string{"subnet": hostSubnet.String()}, ExternalIDs: harnessIDs(),
+		Ports: []string{t.routerTypeLSP("stor-"+hostPortSwitch, "rtos-"+hostPortSwitch, nil), hostMP}})
+
+	for _, n := range nodes {
+		gr := GatewayRouter(n.Name)
+		ext := ExternalSwitch(n.Name)
+		// node switch + management port
+		crPorts = append(crPorts, t.lrp("rtos-"+n.Name, n.RouterMAC, netip.PrefixFrom(n.RouterIP, n.Subnet.Bits())))
+		mp := uuidName("lsp", MgmtPort(n.Name))
+		t.add(&nbdb.LogicalSwitchPort{UUID: mp, Name: MgmtPort(n.Name),
+			Addresses: []string{n.MgmtMAC + " " + n.MgmtIP.String()}, ExternalIDs: harnessIDs("node", n.Name)})
+		t.add(&nbdb.LogicalSwitch{UUID: uuidName("ls", n.Name), Name: n.Name,
+			OtherConfig: map[string]string{"subnet": n.Subnet.String()}, ExternalIDs: harnessIDs("node", n.Name),
+			Ports: []string{t.routerTypeLSP("stor-"+n.Name, "rtos-"+n.Name, nil), mp}})
+
+		// gateway router
+		rtoj := t.lrp("rtoj-"+gr, n.JoinMAC, netip.PrefixFrom(n.JoinIP, joinPrefix.Bits()))
+		rtoe := t.lrp("rtoe-"+gr, n.GatewayMAC, netip.PrefixFrom(n.GatewayIP, netip.MustParsePrefix(ExternalCIDR).Bits()))
+		joinPorts = append(joinPorts, t.routerTypeLSP("jtor-"+gr, "rtoj-"+gr, nil))
+		outPort := "rtoe-" + gr
+		grRoutes := []string{
+			t.route(gr+"_cluster", ClusterCIDR, clusterRtrJIP.String(), nil, nil),
+			t.route(gr+"_default", "0.0.0.0/0", ExternalHostIP, nil, &outPort),
+		}
+		nat := uuidName("nat", gr)
+		t.add(&nbdb.NAT{UUID: nat, Type: nbdb.NATTypeSNAT, ExternalIP: n.GatewayIP.String(), LogicalIP: ClusterCIDR,
+			ExternalIDs: harnessIDs("node", n.Name)})
+		t.add(&nbdb.LogicalRouter{UUID: uuidName("lr", gr), Name: gr, Ports: []string{rtoj, rtoe},
+			StaticRoutes: grRoutes, Nat: []string{nat},
+			Options:     map[string]string{"chassis": Chassis},
+			ExternalIDs: harnessIDs("node", n.Name, "physical_ip", n.GatewayIP.String())})
+
+		// external switch with the localnet port to br-ex; the GR's port announces its NAT addresses (GARP)
+		localnet := uuidName("lsp", "breth0_"+n.Name)
+		t.add(&nbdb.LogicalSwitchPort{UUID: localnet, Name: "breth0_" + n.Name, Type: "localnet",
+			Addresses: []string{"unknown"}, Options: map[string]string{"network_name": PhysNet},
+			ExternalIDs: harnessIDs("node", n.Name)})
+		t.add(&nbdb.LogicalSwitch{UUID: uuidName("ls", ext), Name: ext, ExternalIDs: harnessIDs("node", n.Name),
+			Ports: []string{t.routerTypeLSP("etor-"+gr, "rtoe-"+gr, map[string]string{"nat-addresses": "router"}), localnet}})
+
+		// per-node pod egress: shared -> own GR, local -> own node host (management port)
+		nh := n.JoinIP
+		if mode == GatewayLocal {
+			nh = n.MgmtIP
+		}
+		crRoutes = append(crRoutes, t.route(n.Name+"_egress", n.Subnet.String(), nh.String(), &srcIP, nil))
+	}
+	t.add(&nbdb.LogicalSwitch{UUID: uuidName("ls", JoinSwitch), Name: JoinSwitch,
+		OtherConfig: map[string]string{"subnet": JoinCIDR}, ExternalIDs: harnessIDs(), Ports: joinPorts})
+	t.add(&nbdb.LogicalRouter{UUID: uuidName("lr", ClusterRouter), Name: ClusterRouter, Ports: crPorts,
+		StaticRoutes: crRoutes, ExternalIDs: harnessIDs()})
+	return t.rows
+}

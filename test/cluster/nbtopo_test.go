@@ -1,0 +1,138 @@
+package cluster
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/ovn-egressip/ovn-egressip/go-controller/pkg/nbdb"
+	"github.com/ovn-egressip/ovn-egressip/test/nbserver"
+	"github.com/ovn-org/libovsdb/model"
+)
+
+func testNodes(t *testing.T, n int) []NodeAddrs {
+	t.Helper()
+	var out []NodeAddrs
+	for i := 1; i <= n; i++ {
+		a, err := AddrsFor(i)
+		if err != nil {
+			t.Fatal(err)
+		}
+		out = append(out, a)
+	}
+	return out
+}
+
+func TestBuildTopologyPerMode(t *testing.T) {
+	for _, tc := range []struct{ mode, node2Nexthop string }{
+		{GatewayShared, "100.64.0.3"}, // GR_node2's join IP
+		{GatewayLocal, "10.244.2.2"},  // node2's management port
+	} {
+		rows := buildTopology(testNodes(t, 3), tc.mode)
+		var egress *nbdb.LogicalRouterStaticRoute
+		var gr2 *nbdb.LogicalRouter
+		var natIPs []string
+		for _, r := range rows {
+			switch x := r.(type) {
+			case *nbdb.LogicalRouterStaticRoute:
+				if x.IPPrefix == "10.244.2.0/24" {
+					egress = x
+				}
+			case *nbdb.LogicalRouter:
+				if x.Name == "GR_node2" {
+					gr2 = x
+				}
+			case *nbdb.NAT:
+				natIPs = append(natIPs, x.ExternalIP+"<-"+x.LogicalIP)
+			}
+			if ids := externalIDs(r); ids[HarnessKey] != "true" {
+				t.Errorf("%s: row %T %+v is not tagged %s=true", tc.mode, r, r, HarnessKey)
+			}
+		}
+		if egress == nil || egress.Policy == nil || *egress.Policy != nbdb.LogicalRouterStaticRoutePolicySrcIP ||
+			egress.Nexthop != tc.node2Nexthop {
+			t.Errorf("%s: node2 egress route = %+v, want src-ip via %s", tc.mode, egress, tc.node2Nexthop)
+		}
+		if gr2 == nil || gr2.Options["chassis"] != Chassis {
+			t.Errorf("%s: GR_node2 = %+v, want options:chassis=%s", tc.mode, gr2, Chassis)
+		}
+		want := []string{"172.18.0.21<-10.244.0.0/16", "172.18.0.22<-10.244.0.0/16", "172.18.0.23<-10.244.0.0/16"}
+		if len(natIPs) != len(want) {
+			t.Errorf("%s: NAT rows %v, want %v", tc.mode, natIPs, want)
+		}
+	}
+}
+
+func externalIDs(m model.Model) map[string]string {
+	switch x := m.(type) {
+	case *nbdb.LogicalSwitch:
+		return x.ExternalIDs
+	case *nbdb.LogicalSwitchPort:
+		return x.ExternalIDs
+	case *nbdb.LogicalRouter:
+		return x.ExternalIDs
+	case *nbdb.LogicalRouterPort:
+		return x.ExternalIDs
+	case *nbdb.LogicalRouterStaticRoute:
+		return x.ExternalIDs
+	case *nbdb.NAT:
+		return x.ExternalIDs
+	}
+	return nil
+}
+
+// The topology is accepted by a real NB ovsdb-server in one transaction (schema, references, constraints), and pod
+// ports are allocated, added and removed through the same connection.
+func TestTopologyAndPodPortsOnRealNB(t *testing.T) {
+	srv := nbserver.Start(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	nb, err := dialNB(ctx, srv.Addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nb.close()
+	nodes := testNodes(t, 20)
+	if err := nb.createRows(ctx, buildTopology(nodes, GatewayShared)); err != nil {
+		t.Fatalf("insert topology: %v", err)
+	}
+	// wait until the monitor has the rows
+	var sw *nbdb.LogicalSwitch
+	if err := poll(ctx, 10*time.Millisecond, func() (bool, error) {
+		sw, err = nb.switchByName("node12")
+		return err == nil, nil
+	}); err != nil {
+		t.Fatalf("switch node12 never showed up: %v", err)
+	}
+	if len(sw.Ports) != 2 {
+		t.Fatalf("switch node12 has %d ports, want stor + management port", len(sw.Ports))
+	}
+	used := nb.usedIPs(sw)
+	if !used[nodes[11].MgmtIP] || len(used) != 1 {
+		t.Fatalf("used IPs of node12 = %v, want only the management IP %s", used, nodes[11].MgmtIP)
+	}
+	lsp := &nbdb.LogicalSwitchPort{Name: "ns_pod", Addresses: []string{"0a:58:0a:f4:0c:03 10.244.12.3"},
+		ExternalIDs: harnessIDs("node", "node12")}
+	if err := nb.addPort(ctx, sw, lsp); err != nil {
+		t.Fatalf("add pod port: %v", err)
+	}
+	if err := poll(ctx, 10*time.Millisecond, func() (bool, error) {
+		_, ok := nb.portByName("ns_pod")
+		return ok, nil
+	}); err != nil {
+		t.Fatal("pod port never showed up")
+	}
+	sw, _ = nb.switchByName("node12")
+	if got := nb.usedIPs(sw); !got[netipMust("10.244.12.3")] {
+		t.Errorf("used IPs after add = %v, want 10.244.12.3 in it", got)
+	}
+	if err := nb.deletePort(ctx, "node12", "ns_pod"); err != nil {
+		t.Fatalf("delete pod port: %v", err)
+	}
+	if err := poll(ctx, 10*time.Millisecond, func() (bool, error) {
+		_, ok := nb.portByName("ns_pod")
+		return !ok, nil
+	}); err != nil {
+		t.Error("pod port still there after delete")
+	}
+}

@@ -1,0 +1,222 @@
+package cluster
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"os"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+)
+
+// Interface and namespace names. Root-namespace interface names are at most 14 characters (15 is the kernel's limit
+// and one more is needed for the temporary peer name).
+const (
+	apiLink    = NetnsPrefix + "api"  // root ns end on br-ex carrying APIServerIP
+	hostLink   = NetnsPrefix + "host" // root ns port into OVN carrying HostPortIP
+	bridgeSide = "br"                 // suffix of the OVS side of a root-namespace veth
+	extLink    = NetnsPrefix + "x"    // OVS side of the external host's eth0
+	podNetnsPf = NetnsPrefix + "pod-" // pod netns: oeip-pod-<namespace>_<name>
+	nodeNetnsP = NetnsPrefix + "node" // node netns: oeip-node<index> = oeip-<node name>
+)
+
+// NodeNetnsName is the network namespace of a node (ip netns exec <name> ...).
+func NodeNetnsName(node string) string { return NetnsPrefix + node }
+
+// PodNetnsName is the network namespace of a pod.
+func PodNetnsName(namespace, name string) string { return podNetnsPf + namespace + "_" + name }
+
+func mgmtLink(index int) string { return NetnsPrefix + "m" + strconv.Itoa(index) }
+func ethLink(index int) string  { return NetnsPrefix + "e" + strconv.Itoa(index) }
+
+// podLink is the root-namespace end of a pod's veth: oeip-p + 8 hex digits of a hash of namespace/name.
+func podLink(namespace, name string) string {
+	h := sha256.Sum256([]byte(namespace + "/" + name))
+	return NetnsPrefix + "p" + hex.EncodeToString(h[:4])
+}
+
+// veth describes one veth pair: Host stays in the root namespace (attached to an OVS bridge unless Bridge is empty),
+// the peer becomes Ifname in Netns ("" = root namespace, then the peer is named Host+"br").
+type veth struct {
+	Host    string
+	Netns   string
+	Ifname  string
+	MAC     string
+	CIDR    string
+	Bridge  string
+	IfaceID string   // OVN logical port bound to the OVS port (external_ids:iface-id), "" for br-ex ports
+	Routes  []string // "ip route add" arguments inside Netns (or the root ns)
+}
+
+func (v veth) peerTmp() string { return v.Host + "_" }
+
+func (v veth) ovsPort() string {
+	if v.Netns == "" {
+		return v.Host + bridgeSide
+	}
+	return v.Host
+}
+
+// plumb creates the veth pairs and network namespaces in a few batched commands: one `ip -batch` in the root
+// namespace, ethtool per end (TX checksum offload off on both ends, or the userspace datapath forwards TCP/UDP with
+// unfilled checksums), one `ip -batch` per namespace, one ovs-vsctl for every bridge port.
+func plumb(ctx context.Context, p paths, vs []veth, attach bool) error {
+	var root strings.Builder
+	nsSet := map[string]bool{}
+	for _, v := range vs {
+		if v.Netns != "" && !nsSet[v.Netns] {
+			nsSet[v.Netns] = true
+			if err := addNetns(ctx, v.Netns); err != nil {
+				return err
+			}
+		}
+		fmt.Fprintf(&root, "link add %s type veth peer name %s\n", v.Host, v.peerTmp())
+	}
+	if err := runBatch(ctx, "", root.String()); err != nil {
+		return err
+	}
+	for _, v := range vs {
+		for _, l := range []string{v.Host, v.peerTmp()} {
+			if _, err := run(ctx, "ethtool", "-K", l, "tx", "off"); err != nil {
+				return err
+			}
+		}
+	}
+	root.Reset()
+	perNS := map[string]*strings.Builder{}
+	for _, v := range vs {
+		if v.Netns == "" {
+			// both ends stay here: the peer (renamed Host+"br") goes to OVS, Host carries the address
+			fmt.Fprintf(&root, "link set %s name %s\nlink set %s up\n", v.peerTmp(), v.ovsPort(), v.ovsPort())
+			fmt.Fprintf(&root, "link set %s address %s\naddr add %s dev %s\nlink set %s up\n", v.Host, v.MAC, v.CIDR, v.Host, v.Host)
+			for _, r := range v.Routes {
+				fmt.Fprintf(&root, "route add %s\n", r)
+			}
+			continue
+		}
+		fmt.Fprintf(&root, "link set %s netns %s\nlink set %s up\n", v.peerTmp(), v.Netns, v.Host)
+		b := perNS[v.Netns]
+		if b == nil {
+			b = &strings.Builder{}
+			perNS[v.Netns] = b
+			b.WriteString("link set lo up\n")
+		}
+		fmt.Fprintf(b, "link set %s name %s\nlink set %s address %s\naddr add %s dev %s\nlink set %s up\n",
+			v.peerTmp(), v.Ifname, v.Ifname, v.MAC, v.CIDR, v.Ifname, v.Ifname)
+	}
+	if err := runBatch(ctx, "", root.String()); err != nil {
+		return err
+	}
+	for _, v := range vs { // routes after every interface of the namespace is up
+		if v.Netns == "" {
+			continue
+		}
+		for _, r := range v.Routes {
+			fmt.Fprintf(perNS[v.Netns], "route add %s\n", r)
+		}
+	}
+	for ns, b := range perNS {
+		if err := runBatch(ctx, ns, b.String()); err != nil {
+			return err
+		}
+	}
+	if !attach {
+		return nil
+	}
+	return attachPorts(ctx, p, vs)
+}
+
+// attachPorts adds the OVS sides of vs to their bridges (with external_ids:iface-id) in one ovs-vsctl call.
+func attachPorts(ctx context.Context, p paths, vs []veth) error {
+	var args []string
+	for _, v := range vs {
+		if v.Bridge == "" {
+			continue
+		}
+		args = append(args, "--", "add-port", v.Bridge, v.ovsPort())
+		if v.IfaceID != "" {
+			args = append(args, "--", "set", "interface", v.ovsPort(), "external_ids:iface-id="+v.IfaceID)
+		}
+	}
+	if len(args) > 0 {
+		if _, err := vsctl(ctx, p, args[1:]...); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func addNetns(ctx context.Context, name string) error {
+	if _, err := os.Stat("/run/netns/" + name); err == nil {
+		return fmt.Errorf("network namespace %s already exists (left over? run make cluster-down)", name)
+	}
+	_, err := run(ctx, "ip", "netns", "add", name)
+	return err
+}
+
+func runBatch(ctx context.Context, netns, script string) error {
+	if strings.TrimSpace(script) == "" {
+		return nil
+	}
+	args := []string{"-batch", "-"}
+	if netns != "" {
+		args = append([]string{"-n", netns}, args...)
+	}
+	_, err := runWith(ctx, nil, script, "ip", args...)
+	return err
+}
+
+// inNetns runs a shell script inside netns.
+func inNetns(ctx context.Context, netns, script string) error {
+	_, err := run(ctx, "ip", "netns", "exec", netns, "sh", "-ec", script)
+	return err
+}
+
+// ourNetns lists the network namespaces whose name starts with NetnsPrefix.
+func ourNetns() []string {
+	entries, _ := os.ReadDir("/run/netns")
+	var out []string
+	for _, e := range entries {
+		if strings.HasPrefix(e.Name(), NetnsPrefix) {
+			out = append(out, e.Name())
+		}
+	}
+	return out
+}
+
+// deleteNetns ends every process inside netns (SIGTERM, then SIGKILL) and deletes it; its veths go with it.
+func deleteNetns(ctx context.Context, name string) error {
+	if out, err := run(ctx, "ip", "netns", "pids", name); err == nil {
+		var pids []int
+		for _, f := range strings.Fields(out) {
+			if pid, err := strconv.Atoi(f); err == nil {
+				_ = syscall.Kill(pid, syscall.SIGTERM)
+				pids = append(pids, pid)
+			}
+		}
+		_ = waitGone(pids, 3*time.Second)
+	}
+	_, err := run(ctx, "ip", "netns", "del", name)
+	return err
+}
+
+// linkExists reports whether a root-namespace interface exists.
+func linkExists(name string) bool {
+	_, err := os.Stat("/sys/class/net/" + name)
+	return err == nil
+}
+
+// ourLinks lists the root-namespace interfaces whose name starts with NetnsPrefix.
+func ourLinks() []string {
+	entries, _ := os.ReadDir("/sys/class/net")
+	var out []string
+	for _, e := range entries {
+		if strings.HasPrefix(e.Name(), NetnsPrefix) {
+			out = append(out, e.Name())
+		}
+	}
+	return out
+}

@@ -1,0 +1,311 @@
+package cluster
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net"
+	"net/netip"
+	"os"
+	"os/exec"
+	"runtime"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/ovn-egressip/ovn-egressip/go-controller/pkg/nbdb"
+	"golang.org/x/sys/unix"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// PodSpec is a pod to create: a Pod object bound to Node, and a network namespace on the node's switch.
+type PodSpec struct {
+	Namespace string // created (without labels) when missing
+	Name      string
+	Node      string            // node1..nodeN
+	Labels    map[string]string // pod labels
+}
+
+// Pod is a created pod.
+type Pod struct {
+	Namespace string
+	Name      string
+	Node      string
+	IP        netip.Addr // from the node subnet (.3 and up)
+	MAC       string
+	Netns     string // network namespace (ip netns exec Netns ...)
+	LSP       string // logical switch port <namespace>_<name>
+}
+
+// podLSP is the OVN-Kubernetes name of a pod's logical switch port.
+func podLSP(namespace, name string) string { return namespace + "_" + name }
+
+// CreatePod creates the Pod object, allocates the next free address of the node subnet, creates the logical switch
+// port and the pod's network namespace (eth0, default route via the node switch's router IP), waits until
+// ovn-controller has bound the port, then patches the pod status to Running with its podIPs (what a kubelet and a CNI
+// would do). On failure everything made is removed again.
+func (c *Cluster) CreatePod(ctx context.Context, spec PodSpec) (*Pod, error) {
+	node, err := c.Node(spec.Node)
+	if err != nil {
+		return nil, err
+	}
+	if spec.Namespace == "" || spec.Name == "" {
+		return nil, errors.New("pod namespace and name are required")
+	}
+	if err := c.ensureNamespace(ctx, spec.Namespace); err != nil {
+		return nil, err
+	}
+	pod := &Pod{Namespace: spec.Namespace, Name: spec.Name, Node: node.Name,
+		Netns: PodNetnsName(spec.Namespace, spec.Name), LSP: podLSP(spec.Namespace, spec.Name)}
+	obj := podObject(spec)
+	if _, err := c.cs.CoreV1().Pods(spec.Namespace).Create(ctx, obj, metav1.CreateOptions{}); err != nil {
+		return nil, fmt.Errorf("create pod %s/%s: %w", spec.Namespace, spec.Name, err)
+	}
+	if err := c.plumbPod(ctx, node, pod); err != nil {
+		_ = c.DeletePod(context.WithoutCancel(ctx), spec.Namespace, spec.Name)
+		return nil, err
+	}
+	if err := c.markRunning(ctx, node, pod); err != nil {
+		_ = c.DeletePod(context.WithoutCancel(ctx), spec.Namespace, spec.Name)
+		return nil, err
+	}
+	return pod, nil
+}
+
+func (c *Cluster) ensureNamespace(ctx context.Context, ns string) error {
+	_, err := c.cs.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}},
+		metav1.CreateOptions{})
+	if err != nil && !apierrors.IsAlreadyExists(err) {
+		return fmt.Errorf("namespace %s: %w", ns, err)
+	}
+	return ensureServiceAccount(ctx, c.cs, ns)
+}
+
+func podObject(spec PodSpec) *corev1.Pod {
+	no := false
+	return &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: spec.Name, Namespace: spec.Namespace, Labels: spec.Labels},
+		Spec: corev1.PodSpec{
+			NodeName:                     spec.Node,
+			AutomountServiceAccountToken: &no,
+			Containers:                   []corev1.Container{{Name: "c", Image: "registry.k8s.io/pause:3.10"}},
+		},
+	}
+}
+
+// plumbPod allocates the address and creates the LSP (under the cluster-wide allocation lock), then the namespace.
+func (c *Cluster) plumbPod(ctx context.Context, node NodeAddrs, pod *Pod) error {
+	nb, err := c.nbConn(ctx)
+	if err != nil {
+		return err
+	}
+	unlock, err := lockFile(c.p.ipamLock())
+	if err != nil {
+		return err
+	}
+	err = func() error {
+		defer unlock()
+		if _, exists := nb.portByName(pod.LSP); exists {
+			return fmt.Errorf("pod %s/%s already has a logical switch port", pod.Namespace, pod.Name)
+		}
+		sw, err := nb.switchByName(node.Name)
+		if err != nil {
+			return err
+		}
+		used := nb.usedIPs(sw)
+		for i := 0; ; i++ {
+			ip, ok := PodIP(node.Subnet, i)
+			if !ok {
+				return fmt.Errorf("node %s subnet %s is full", node.Name, node.Subnet)
+			}
+			if !used[ip] {
+				pod.IP = ip
+				break
+			}
+		}
+		pod.MAC = ovnMAC(pod.IP)
+		return nb.addPort(ctx, sw, &nbdb.LogicalSwitchPort{Name: pod.LSP,
+			Addresses:   []string{pod.MAC + " " + pod.IP.String()},
+			ExternalIDs: harnessIDs("namespace", pod.Namespace, "pod", pod.Name, "node", node.Name)})
+	}()
+	if err != nil {
+		return fmt.Errorf("pod %s/%s port: %w", pod.Namespace, pod.Name, err)
+	}
+	v := veth{Host: podLink(pod.Namespace, pod.Name), Netns: pod.Netns, Ifname: "eth0", MAC: pod.MAC,
+		CIDR: fmt.Sprintf("%s/%d", pod.IP, node.Subnet.Bits()), Bridge: BrInt, IfaceID: pod.LSP,
+		Routes: []string{"default via " + node.RouterIP.String() + " dev eth0"}}
+	if err := plumb(ctx, c.p, []veth{v}, true); err != nil {
+		return fmt.Errorf("pod %s/%s namespace: %w", pod.Namespace, pod.Name, err)
+	}
+	wctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	return nb.waitPortsUp(wctx, pod.LSP)
+}
+
+func (c *Cluster) markRunning(ctx context.Context, node NodeAddrs, pod *Pod) error {
+	obj, err := c.cs.CoreV1().Pods(pod.Namespace).Get(ctx, pod.Name, metav1.GetOptions{})
+	if err != nil {
+		return err
+	}
+	now := metav1.Now()
+	networks, _ := json.Marshal(map[string]any{"default": map[string]any{
+		"ip_addresses": []string{fmt.Sprintf("%s/%d", pod.IP, node.Subnet.Bits())}, "mac_address": pod.MAC,
+		"gateway_ips": []string{node.RouterIP.String()}}})
+	if obj.Annotations == nil {
+		obj.Annotations = map[string]string{}
+	}
+	obj.Annotations["k8s.ovn.org/pod-networks"] = string(networks)
+	if obj, err = c.cs.CoreV1().Pods(pod.Namespace).Update(ctx, obj, metav1.UpdateOptions{}); err != nil {
+		return err
+	}
+	cond := func(t corev1.PodConditionType) corev1.PodCondition {
+		return corev1.PodCondition{Type: t, Status: corev1.ConditionTrue, LastTransitionTime: now}
+	}
+	obj.Status = corev1.PodStatus{
+		Phase:     corev1.PodRunning,
+		HostIP:    node.NodeIP.String(),
+		HostIPs:   []corev1.HostIP{{IP: node.NodeIP.String()}},
+		PodIP:     pod.IP.String(),
+		PodIPs:    []corev1.PodIP{{IP: pod.IP.String()}},
+		StartTime: &now,
+		Conditions: []corev1.PodCondition{cond(corev1.PodScheduled), cond(corev1.PodInitialized),
+			cond(corev1.ContainersReady), cond(corev1.PodReady)},
+		ContainerStatuses: []corev1.ContainerStatus{{Name: "c", Ready: true, Image: obj.Spec.Containers[0].Image,
+			State: corev1.ContainerState{Running: &corev1.ContainerStateRunning{StartedAt: now}}}},
+	}
+	_, err = c.cs.CoreV1().Pods(pod.Namespace).UpdateStatus(ctx, obj, metav1.UpdateOptions{})
+	return err
+}
+
+// DeletePod deletes the Pod object, the pod's network namespace (and every process in it), its OVS port and its
+// logical switch port. Missing parts are skipped, so it also cleans up a half-created pod.
+func (c *Cluster) DeletePod(ctx context.Context, namespace, name string) error {
+	var errs []error
+	grace := int64(0)
+	err := c.cs.CoreV1().Pods(namespace).Delete(ctx, name, metav1.DeleteOptions{GracePeriodSeconds: &grace})
+	if err != nil && !apierrors.IsNotFound(err) {
+		errs = append(errs, err)
+	}
+	ns := PodNetnsName(namespace, name)
+	if _, err := os.Stat("/run/netns/" + ns); err == nil {
+		if err := deleteNetns(ctx, ns); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	if l := podLink(namespace, name); linkExists(l) {
+		_, _ = run(ctx, "ip", "link", "del", l)
+	}
+	if _, err := vsctl(ctx, c.p, "--if-exists", "del-port", BrInt, podLink(namespace, name)); err != nil {
+		errs = append(errs, err)
+	}
+	nb, err := c.nbConn(ctx)
+	if err != nil {
+		return errors.Join(append(errs, err)...)
+	}
+	if p, ok := nb.portByName(podLSP(namespace, name)); ok {
+		node := p.ExternalIDs["node"]
+		if err := nb.deletePort(ctx, node, p.Name); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// lockFile takes an exclusive flock on path (created if needed) and returns its release.
+func lockFile(path string) (func(), error) {
+	f, err := os.OpenFile(path, os.O_CREATE|os.O_RDWR, 0o644)
+	if err != nil {
+		return nil, err
+	}
+	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX); err != nil {
+		f.Close()
+		return nil, err
+	}
+	return func() { _ = syscall.Flock(int(f.Fd()), syscall.LOCK_UN); f.Close() }, nil
+}
+
+// Exec runs argv inside the pod's network namespace and returns its combined output.
+func (c *Cluster) Exec(ctx context.Context, namespace, name string, argv ...string) ([]byte, error) {
+	out, err := exec.CommandContext(ctx, "ip", append([]string{"netns", "exec", PodNetnsName(namespace, name)},
+		argv...)...).CombinedOutput()
+	if err != nil {
+		return out, fmt.Errorf("exec in pod %s/%s %v: %w: %s", namespace, name, argv, err, strings.TrimSpace(string(out)))
+	}
+	return out, nil
+}
+
+// Request connects from inside the pod to the echo server on the external host (proto "tcp" or "udp") and returns
+// the source address the echo server saw. timeout bounds the whole exchange.
+func (c *Cluster) Request(ctx context.Context, namespace, name, proto string, timeout time.Duration) (netip.Addr, error) {
+	return RequestFrom(ctx, PodNetnsName(namespace, name), proto, net.JoinHostPort(ExternalHostIP, strconv.Itoa(EchoPort)), timeout)
+}
+
+// RequestFrom dials address (an echo server) from inside network namespace netns and returns the source address it
+// reports ("tcp-peer=IP" / "udp-peer=IP").
+func RequestFrom(ctx context.Context, netns, proto, address string, timeout time.Duration) (netip.Addr, error) {
+	if proto != "tcp" && proto != "udp" {
+		return netip.Addr{}, fmt.Errorf("proto %q is neither tcp nor udp", proto)
+	}
+	deadline := time.Now().Add(timeout)
+	if d, ok := ctx.Deadline(); ok && d.Before(deadline) {
+		deadline = d
+	}
+	conn, err := dialInNetns(netns, proto, address, time.Until(deadline))
+	if err != nil {
+		return netip.Addr{}, err
+	}
+	defer conn.Close()
+	_ = conn.SetDeadline(deadline)
+	if proto == "udp" {
+		if _, err := conn.Write([]byte("?\n")); err != nil {
+			return netip.Addr{}, err
+		}
+	}
+	line, err := bufio.NewReader(conn).ReadString('\n')
+	if err != nil {
+		return netip.Addr{}, fmt.Errorf("%s %s from %s: %w", proto, address, netns, err)
+	}
+	_, v, ok := strings.Cut(strings.TrimSpace(line), "-peer=")
+	if !ok {
+		return netip.Addr{}, fmt.Errorf("unexpected echo reply %q", line)
+	}
+	return netip.ParseAddr(v)
+}
+
+// dialInNetns creates the socket inside network namespace name (the socket stays there; I/O works from any thread).
+func dialInNetns(name, network, address string, timeout time.Duration) (net.Conn, error) {
+	target, err := os.Open("/run/netns/" + name)
+	if err != nil {
+		return nil, fmt.Errorf("network namespace %s: %w", name, err)
+	}
+	defer target.Close()
+	runtime.LockOSThread()
+	orig, err := os.Open(fmt.Sprintf("/proc/self/task/%d/ns/net", unix.Gettid()))
+	if err != nil {
+		runtime.UnlockOSThread()
+		return nil, err
+	}
+	defer orig.Close()
+	if err := unix.Setns(int(target.Fd()), unix.CLONE_NEWNET); err != nil {
+		runtime.UnlockOSThread()
+		return nil, fmt.Errorf("enter network namespace %s: %w", name, err)
+	}
+	conn, dialErr := net.DialTimeout(network, address, timeout)
+	if err := unix.Setns(int(orig.Fd()), unix.CLONE_NEWNET); err != nil {
+		// This thread is stuck in the other namespace: keep it locked so that it exits with the goroutine.
+		if conn != nil {
+			conn.Close()
+		}
+		return nil, fmt.Errorf("return from network namespace %s: %w", name, err)
+	}
+	runtime.UnlockOSThread()
+	if dialErr != nil {
+		return nil, fmt.Errorf("dial %s %s from %s: %w", network, address, name, dialErr)
+	}
+	return conn, nil
+}
