@@ -112,7 +112,7 @@ func Flags() []cli.Flag {
 		&cli.StringFlag{Name: FlagMetricsBindAddress, Usage: "HOST:PORT to serve Prometheus /metrics on (default: off)"},
 		&cli.IntFlag{Name: FlagLogLevel, Value: 4, Usage: "klog verbosity"},
 		&cli.BoolFlag{Name: FlagLeaderElection, Value: true, Usage: "master: hold a coordination.k8s.io Lease before acting"},
-		&cli.StringFlag{Name: FlagLeaderNamespace, Value: "ovn-kubernetes", Usage: "namespace of the master's Lease"},
+		&cli.StringFlag{Name: FlagLeaderNamespace, Value: "kube-system", Usage: "namespace of the master's Lease"},
 		&cli.StringFlag{Name: FlagLeaderName, Value: "ovn-egressip-master", Usage: "name of the master's Lease"},
 		&cli.DurationFlag{Name: FlagLeaseDuration, Value: 4 * time.Second, Usage: "leader election lease duration"},
 		&cli.DurationFlag{Name: FlagRenewDeadline, Value: 3 * time.Second, Usage: "leader election renew deadline"},

@@ -1,0 +1,250 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"net/netip"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"golang.org/x/sync/errgroup"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
+	"k8s.io/client-go/tools/leaderelection"
+	"k8s.io/client-go/tools/leaderelection/resourcelock"
+	"k8s.io/klog/v2"
+
+	"github.com/ovn-egressip/ovn-egressip/go-controller/pkg/config"
+	egressipclientset "github.com/ovn-egressip/ovn-egressip/go-controller/pkg/crd/egressip/v1/apis/clientset/versioned"
+	"github.com/ovn-egressip/ovn-egressip/go-controller/pkg/egressip/annotations"
+	"github.com/ovn-egressip/ovn-egressip/go-controller/pkg/healthcheck"
+	"github.com/ovn-egressip/ovn-egressip/go-controller/pkg/master"
+	"github.com/ovn-egressip/ovn-egressip/go-controller/pkg/node"
+)
+
+// clients are the API clients every role uses.
+type clients struct {
+	kube     kubernetes.Interface
+	egressIP egressipclientset.Interface
+}
+
+func restConfig(cfg *config.Config) (*rest.Config, error) {
+	var rc *rest.Config
+	var err error
+	if cfg.Kubeconfig != "" {
+		rc, err = clientcmd.BuildConfigFromFlags("", cfg.Kubeconfig)
+	} else {
+		rc, err = rest.InClusterConfig()
+	}
+	if err != nil {
+		return nil, fmt.Errorf("invalid --%s %q: %v", config.FlagKubeconfig, cfg.Kubeconfig, err)
+	}
+	return rc, nil
+}
+
+func newClients(rc *rest.Config) (*clients, error) {
+	rc = rest.CopyConfig(rc)
+	rc.QPS, rc.Burst = 50, 100
+	rc.UserAgent = "ovnkube-egressip"
+	kube, err := kubernetes.NewForConfig(rc)
+	if err != nil {
+		return nil, err
+	}
+	eip, err := egressipclientset.NewForConfig(rc)
+	if err != nil {
+		return nil, err
+	}
+	return &clients{kube: kube, egressIP: eip}, nil
+}
+
+// run starts the roles cfg asks for against the API server of rc and blocks
+// until ctx is done or a role fails.
+func run(ctx context.Context, cfg *config.Config, rc *rest.Config) error {
+	cs, err := newClients(rc)
+	if err != nil {
+		return err
+	}
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+
+	g, ctx := errgroup.WithContext(ctx)
+	if cfg.MetricsBindAddress != "" {
+		srv := &http.Server{Addr: cfg.MetricsBindAddress, Handler: metricsMux(reg), ReadHeaderTimeout: 5 * time.Second}
+		g.Go(func() error {
+			klog.Infof("serving metrics on http://%s/metrics", cfg.MetricsBindAddress)
+			if err := srv.ListenAndServe(); err != nil && !errors.Is(err, http.ErrServerClosed) {
+				return fmt.Errorf("invalid --%s %q: %v", config.FlagMetricsBindAddress, cfg.MetricsBindAddress, err)
+			}
+			return nil
+		})
+		g.Go(func() error {
+			<-ctx.Done()
+			sctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+			defer cancel()
+			return srv.Shutdown(sctx)
+		})
+	}
+	if cfg.InitMaster {
+		g.Go(func() error { return runMaster(ctx, cfg, cs, reg) })
+	}
+	if cfg.InitNode != "" {
+		g.Go(func() error { return runNode(ctx, cfg, cs) })
+	}
+	return g.Wait()
+}
+
+func metricsMux(reg *prometheus.Registry) *http.ServeMux {
+	mux := http.NewServeMux()
+	mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg}))
+	mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte("ok")) })
+	return mux
+}
+
+func runMaster(ctx context.Context, cfg *config.Config, cs *clients, reg prometheus.Registerer) error {
+	if !cfg.EgressIPEnable {
+		klog.Infof("master: egress IP feature off (--%s not set): no EgressIP informer, handler or NB writer starts", config.FlagEgressIPEnable)
+		<-ctx.Done()
+		return nil
+	}
+	if err := config.WaitNBReachable(ctx, cfg.NBAddresses, cfg.NBConnectTimeout); err != nil {
+		return err
+	}
+	lead := func(ctx context.Context) error {
+		return runLeader(ctx, cfg, cs, reg)
+	}
+	if !cfg.LeaderElection {
+		return lead(ctx)
+	}
+	return runWithLeaderElection(ctx, cfg, cs.kube, lead)
+}
+
+// runLeader runs the master's work: the health checker and the controller.
+func runLeader(ctx context.Context, cfg *config.Config, cs *clients, reg prometheus.Registerer) error {
+	g, ctx := errgroup.WithContext(ctx)
+	nodes := newNodeTargets(cs.kube)
+	checker := healthcheck.NewChecker(healthcheck.CheckerConfig{
+		Port:     cfg.HealthCheckPort,
+		Interval: cfg.ReachabilityInterval,
+		Timeout:  cfg.ReachabilityTotalTimeout,
+		Targets:  nodes.targets,
+		OnChange: func(string, bool) { nodes.notify() },
+	})
+	g.Go(func() error { return nodes.run(ctx) })
+	g.Go(func() error { checker.Run(ctx); return nil })
+	g.Go(func() error {
+		return master.Run(ctx, master.Params{
+			Kube:           cs.kube,
+			EgressIP:       cs.egressIP,
+			NBAddress:      strings.Join(cfg.NBAddresses, ","),
+			GatewayMode:    cfg.GatewayMode,
+			ClusterSubnets: cfg.ClusterSubnets,
+			JoinSubnets:    cfg.JoinSubnets,
+			Reachability:   &reachability{checker: checker, changes: nodes.changes},
+			Metrics:        reg,
+		})
+	})
+	return g.Wait()
+}
+
+func runWithLeaderElection(ctx context.Context, cfg *config.Config, kube kubernetes.Interface, lead func(context.Context) error) error {
+	id, _ := os.Hostname()
+	id = fmt.Sprintf("%s_%d", id, os.Getpid())
+	lock := &resourcelock.LeaseLock{
+		LeaseMeta:  metav1.ObjectMeta{Namespace: cfg.LeaderElectionNamespace, Name: cfg.LeaderElectionName},
+		Client:     kube.CoordinationV1(),
+		LockConfig: resourcelock.ResourceLockConfig{Identity: id},
+	}
+	var leadErr error
+	le, err := leaderelection.NewLeaderElector(leaderelection.LeaderElectionConfig{
+		Lock:            lock,
+		LeaseDuration:   cfg.LeaderElectionLeaseDuration,
+		RenewDeadline:   cfg.LeaderElectionRenewDeadline,
+		RetryPeriod:     cfg.LeaderElectionRetryPeriod,
+		ReleaseOnCancel: true,
+		Name:            cfg.LeaderElectionName,
+		Callbacks: leaderelection.LeaderCallbacks{
+			OnStartedLeading: func(ctx context.Context) {
+				klog.Infof("master %s: became leader (Lease %s/%s)", id, cfg.LeaderElectionNamespace, cfg.LeaderElectionName)
+				leadErr = lead(ctx)
+			},
+			OnStoppedLeading: func() { klog.Infof("master %s: stopped leading", id) },
+			OnNewLeader: func(identity string) {
+				if identity != id {
+					klog.Infof("master %s: standing by, leader is %s", id, identity)
+				}
+			},
+		},
+	})
+	if err != nil {
+		return fmt.Errorf("leader election: %v", err)
+	}
+	le.Run(ctx)
+	if leadErr != nil {
+		return leadErr
+	}
+	if ctx.Err() == nil {
+		// Leadership lost while we still want to run: exit so a restart starts clean
+		// and no two masters ever write at once.
+		return fmt.Errorf("master %s: lost leadership of Lease %s/%s", id, cfg.LeaderElectionNamespace, cfg.LeaderElectionName)
+	}
+	return nil
+}
+
+func runNode(ctx context.Context, cfg *config.Config, cs *clients) error {
+	if !cfg.EgressIPEnable {
+		klog.Infof("node %s: egress IP feature off (--%s not set): no EgressIP informer, handler or health server starts", cfg.InitNode, config.FlagEgressIPEnable)
+		<-ctx.Done()
+		return nil
+	}
+	g, ctx := errgroup.WithContext(ctx)
+	if cfg.HealthCheckPort != 0 {
+		g.Go(func() error {
+			addr, err := waitManagementIP(ctx, cs.kube, cfg.InitNode)
+			if err != nil {
+				return err
+			}
+			return healthcheck.Serve(ctx, addr, cfg.HealthCheckPort)
+		})
+	}
+	g.Go(func() error {
+		return node.Run(ctx, node.Params{
+			Kube:             cs.kube,
+			EgressIP:         cs.egressIP,
+			NodeName:         cfg.InitNode,
+			GatewayMode:      cfg.GatewayMode,
+			GatewayInterface: cfg.GatewayInterface,
+			ResyncInterval:   cfg.NodeResyncInterval,
+		})
+	})
+	return g.Wait()
+}
+
+// waitManagementIP reads the node's management port IP (the .2 of its first pod
+// subnet, k8s.ovn.org/node-subnets), waiting for the annotation if needed.
+func waitManagementIP(ctx context.Context, kube kubernetes.Interface, name string) (netip.Addr, error) {
+	for {
+		n, err := kube.CoreV1().Nodes().Get(ctx, name, metav1.GetOptions{})
+		if err == nil {
+			subnets, perr := annotations.ParseNodeSubnets(n)
+			if perr == nil && len(subnets) > 0 {
+				return annotations.ManagementIP(subnets[0]), nil
+			}
+			klog.Warningf("node %s: cannot start the egress health server yet: %v", name, perr)
+		} else {
+			klog.Warningf("node %s: cannot read Node: %v", name, err)
+		}
+		select {
+		case <-ctx.Done():
+			return netip.Addr{}, ctx.Err()
+		case <-time.After(time.Second):
+		}
+	}
+}
