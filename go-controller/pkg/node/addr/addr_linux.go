@@ -98,9 +98,13 @@ func parse(m []byte) (Entry, bool, error) {
 }
 
 // AddHost adds ip as a host address (/32 or /128) to the interface with index
-// linkIndex, stamped with proto (IFA_PROTO) and the IFA_F_NOPREFIXROUTE flag (and
-// IFA_F_NODAD for IPv6, so it is usable at once). It fails with EEXIST when the
-// address is already there.
+// linkIndex, stamped with proto (IFA_PROTO) and the IFA_F_NOPREFIXROUTE flag. An
+// IPv6 address also gets IFA_F_NODAD (usable at once) and a preferred lifetime of
+// 0 with an infinite valid lifetime: deprecated, so IPv6 source address selection
+// never picks it for the host's own traffic or for MASQUERADE, while it still
+// receives traffic and serves as an explicit SNAT source. (IPv4 source selection
+// prefers the address of the nexthop's subnet, so a /32 is not picked there.)
+// It fails with EEXIST when the address is already there.
 func AddHost(linkIndex int, ip netip.Addr, proto uint8) error {
 	flags := uint32(unix.IFA_F_NOPREFIXROUTE)
 	if ip.Is6() {
@@ -110,6 +114,10 @@ func AddHost(linkIndex int, ip netip.Addr, proto uint8) error {
 	addHeaderAndAddress(req, linkIndex, netip.PrefixFrom(ip, ip.BitLen()))
 	req.AddData(nl.NewRtAttr(unix.IFA_FLAGS, nl.Uint32Attr(flags)))
 	req.AddData(nl.NewRtAttr(ifaProto, nl.Uint8Attr(proto)))
+	if ip.Is6() {
+		ci := nl.IfaCacheInfo{IfaCacheinfo: unix.IfaCacheinfo{Prefered: 0, Valid: 0xffffffff}}
+		req.AddData(nl.NewRtAttr(unix.IFA_CACHEINFO, ci.Serialize()))
+	}
 	if _, err := req.Execute(unix.NETLINK_ROUTE, 0); err != nil {
 		return fmt.Errorf("add %s to link %d: %w", ip, linkIndex, err)
 	}
