@@ -19,6 +19,7 @@ import (
 	"time"
 
 	"github.com/ovn-egressip/ovn-egressip/test/apiserver"
+	"golang.org/x/sync/errgroup"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
@@ -141,19 +142,11 @@ func up(ctx context.Context, cfg Config, p paths) (*Cluster, error) {
 	}
 	logf("root namespace ports %s (%s) and %s (%s) created", apiLink, APIServerIP, hostLink, HostPortIP)
 
-	var wg sync.WaitGroup
-	var kubeErr, ovnErr error
-	wg.Add(2)
-	go func() { // control plane
-		defer wg.Done()
-		kubeErr = upControlPlane(ctx, p, k, bins, root, helper, waitHelper, nodes, &st, logf)
-	}()
-	go func() { // OVN, data plane, namespaces
-		defer wg.Done()
-		ovnErr = upOVN(ctx, p, cfg.GatewayMode, helper, waitHelper, nodes, rootLinks, logf)
-	}()
-	wg.Wait()
-	if err := errors.Join(ovnErr, kubeErr); err != nil {
+	// Control plane and OVN come up side by side; the first failure cancels the other.
+	g, gctx := errgroup.WithContext(ctx)
+	g.Go(func() error { return upControlPlane(gctx, p, k, bins, root, helper, waitHelper, nodes, &st, logf) })
+	g.Go(func() error { return upOVN(gctx, p, cfg.GatewayMode, helper, waitHelper, nodes, rootLinks, logf) })
+	if err := g.Wait(); err != nil {
 		return nil, err
 	}
 	if err := writeState(p, st); err != nil {

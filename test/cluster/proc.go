@@ -30,9 +30,14 @@ func runWith(ctx context.Context, env []string, stdin, name string, args ...stri
 		cmd.Stdin = strings.NewReader(stdin)
 	}
 	if err := cmd.Run(); err != nil {
-		return out.String(), fmt.Errorf("%s %s: %v: %s", name, strings.Join(args, " "), err, strings.TrimSpace(errb.String()))
+		return out.String(), fmt.Errorf("%s %s: %v: %s", name, strings.Join(args, " "), err, oneLine(errb.String()))
 	}
 	return out.String(), nil
+}
+
+// oneLine joins the lines of a command's stderr so that an error stays on one line.
+func oneLine(s string) string {
+	return strings.Join(strings.Fields(strings.ReplaceAll(strings.TrimSpace(s), "\n", " | ")), " ")
 }
 
 // startDaemon starts argv as a daemon in its own session with output in logFile and records its pid in pidFile.

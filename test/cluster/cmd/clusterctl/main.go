@@ -94,8 +94,10 @@ func cmdUp(ctx context.Context, args []string) error {
 	t0 := time.Now()
 	c, err := cluster.Up(ctx, cfg)
 	if err != nil {
-		abs, _ := filepath.Abs(*state)
-		return fmt.Errorf("%v (logs: %s/log)", err, abs)
+		if logs, _ := filepath.Abs(filepath.Join(*state, "log")); dirExists(logs) {
+			return fmt.Errorf("%v (logs: %s)", err, logs)
+		}
+		return err
 	}
 	defer c.Close()
 	fmt.Printf("cluster-up done in %.1fs\nexport KUBECONFIG=%s\n# ovnkube --nb-address %s\n",
@@ -204,6 +206,11 @@ func cmdEcho(ctx context.Context, args []string) error {
 	port := fs.Int("port", cluster.EchoPort, "TCP and UDP port")
 	_ = fs.Parse(args)
 	return cluster.ServeEcho(ctx, *port)
+}
+
+func dirExists(p string) bool {
+	st, err := os.Stat(p)
+	return err == nil && st.IsDir()
 }
 
 func atoi(s string) int {
