@@ -1,0 +1,93 @@
+#!/usr/bin/env bash
+# The main job, as a cluster admin does it, on the local cluster:
+# ovnkube master + node daemons with --egress-ip-enable, kubectl label, kubectl apply,
+# then real requests from pods to the external echo server, showing the source IP it saw.
+#   GATEWAY_MODE=shared|local  CLUSTER_STATE=dir (default _output/cluster)
+# Stop everything with: make demo-down
+set -euo pipefail
+root=$(cd "$(dirname "$0")/.." && pwd)
+cd "$root"
+MODE=${GATEWAY_MODE:-shared}
+export CLUSTER_STATE=${CLUSTER_STATE:-$root/_output/cluster} GATEWAY_MODE=$MODE CLUSTER_NODES=3
+CTL=$root/_output/bin/clusterctl
+OVNKUBE=$root/_output/bin/ovnkube
+DEMO=$CLUSTER_STATE/demo
+
+step() { printf '\n\033[1m### %s\033[0m\n' "$*"; }
+show() { printf '$ %s\n' "$*"; "$@"; }
+
+step "1. Local cluster: kube-apiserver, OVN (NB, SB, northd, ovn-controller), 3 nodes as network namespaces, $MODE gateway mode"
+"$CTL" up
+eval "$("$CTL" status | grep -v '^#')"
+export KUBECONFIG
+kubectl() { "$KUBECTL" "$@"; }
+"$CTL" status | grep '^#' | sed 's/^# //'
+show kubectl get nodes
+
+step "2. ovnkube: one master (host) and one node daemon per node (inside the node's network namespace)"
+"$root/contrib/demo-stop.sh" >/dev/null 2>&1 || true
+mkdir -p "$DEMO"
+common=(--egress-ip-enable --gateway-mode "$MODE" --kubeconfig "$KUBECONFIG" --cluster-subnets 10.244.0.0/16)
+echo "\$ ovnkube --init-master ${common[*]} --nb-address $NB_ADDRESS --metrics-bind-address 127.0.0.1:9410"
+nohup "$OVNKUBE" --init-master "${common[@]}" --nb-address "$NB_ADDRESS" --metrics-bind-address 127.0.0.1:9410 \
+  >"$DEMO/ovnkube-master.log" 2>&1 & echo $! >"$DEMO/ovnkube-master.pid"
+for n in node1 node2 node3; do
+  echo "\$ ip netns exec oeip-$n ovnkube --init-node $n ${common[*]}"
+  nohup ip netns exec "oeip-$n" "$OVNKUBE" --init-node "$n" "${common[@]}" >"$DEMO/ovnkube-$n.log" 2>&1 &
+  echo $! >"$DEMO/ovnkube-$n.pid"
+done
+for i in $(seq 1 100); do
+  n=$(kubectl get nodes -o jsonpath='{range .items[*]}{.metadata.annotations.k8s\.ovn\.org/node-primary-ifaddr}{"\n"}{end}' | grep -c ipv4 || true)
+  [[ $n == 3 ]] && break; sleep 0.2
+done
+show kubectl get nodes -o custom-columns='NAME:.metadata.name,PRIMARY-IFADDR:.metadata.annotations.k8s\.ovn\.org/node-primary-ifaddr'
+
+step "3. Let node2 and node3 host egress IPs"
+show kubectl label node node2 node3 k8s.ovn.org/egress-assignable="" --overwrite
+
+step "4. Namespaces and pods (pods are network namespaces on their node's switch)"
+echo "\$ kubectl create namespace prod; kubectl create namespace dev"
+kubectl create namespace prod --dry-run=client -o yaml | kubectl apply -f - >/dev/null
+show kubectl label namespace prod environment=production --overwrite
+kubectl create namespace dev --dry-run=client -o yaml | kubectl apply -f - >/dev/null
+show kubectl label namespace dev environment=development --overwrite
+for spec in prod/web1:node1:app=web prod/web2:node3:app=web prod/db1:node1:app=db dev/web1:node1:app=web; do
+  IFS=: read -r ref node labels <<<"$spec"
+  "$CTL" pod del "$ref" >/dev/null 2>&1 || true
+  show "$CTL" pod add "$ref" --node "$node" --labels "$labels"
+done
+show kubectl get pods -A -o wide
+
+step "5. Apply the EgressIP"
+show cat dist/examples/egressip.yaml
+show kubectl apply -f dist/examples/egressip.yaml
+for i in $(seq 1 100); do
+  n=$(kubectl get eip egressip-prod -o jsonpath='{.status.items[*].node}' | wc -w)
+  [[ $n == 2 ]] && break; sleep 0.2
+done
+show kubectl get eip
+
+step "6. Requests from each pod to the external echo server (172.18.0.100:9000), and the source IP it saw"
+sleep 1
+for ref in prod/web1 prod/web2 prod/db1 dev/web1; do
+  src=$("$CTL" pod request "$ref" 2>&1 || true)
+  case $ref in
+    prod/web*) why="selected: app=web in a namespace not labelled development -> egress IP" ;;
+    prod/db1) why="not selected (app=db) -> its node's address" ;;
+    dev/web1) why="namespace is development -> its node's address" ;;
+  esac
+  printf '  %-10s -> echo saw %-14s (%s)\n' "$ref" "$src" "$why"
+done
+
+step "Look around"
+cat <<MSG
+  export KUBECONFIG=$KUBECONFIG
+  $KUBECTL get eip -o yaml
+  ovn-nbctl --db=$NB_ADDRESS lr-policy-list ovn_cluster_router
+  ovn-nbctl --db=$NB_ADDRESS lr-nat-list GR_node2
+  ip netns exec oeip-node2 iptables -t nat -S OVN-KUBE-EGRESSIP     # local gateway mode
+  $CTL pod request prod/web1                                        # one more request
+  curl -s 127.0.0.1:9410/metrics | grep egress                      # master metrics
+  logs: $DEMO/*.log
+Stop everything: make demo-down   (ovnkube processes, then the cluster)
+MSG

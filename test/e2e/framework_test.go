@@ -1,0 +1,403 @@
+// Package e2e drives ovnkube on the local cluster (test/cluster) the way a cluster
+// admin does (kubectl label, kubectl apply) and checks the source IP the external
+// echo server sees, in both gateway modes. It needs root; it skips otherwise.
+package e2e
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"net/netip"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	egressipv1 "github.com/ovn-egressip/ovn-egressip/go-controller/pkg/crd/egressip/v1"
+	egressipclientset "github.com/ovn-egressip/ovn-egressip/go-controller/pkg/crd/egressip/v1/apis/clientset/versioned"
+	"github.com/ovn-egressip/ovn-egressip/test/cluster"
+)
+
+var ovnkubeBin string
+
+func repoRoot() string {
+	_, file, _, _ := runtime.Caller(0)
+	return filepath.Clean(filepath.Join(filepath.Dir(file), "..", ".."))
+}
+
+func TestMain(m *testing.M) {
+	if os.Geteuid() != 0 {
+		fmt.Println("e2e: skipped: needs root (network namespaces, OVS, iptables); CI runs it as root")
+		os.Exit(0)
+	}
+	dir, err := os.MkdirTemp("", "oeip-e2e-bin")
+	if err != nil {
+		panic(err)
+	}
+	ovnkubeBin = filepath.Join(dir, "ovnkube")
+	build := exec.Command("go", "build", "-race", "-o", ovnkubeBin, "./go-controller/cmd/ovnkube")
+	build.Dir = repoRoot()
+	if out, err := build.CombinedOutput(); err != nil {
+		fmt.Printf("e2e: building ovnkube failed: %v\n%s", err, out)
+		os.Exit(1)
+	}
+	code := m.Run()
+	os.RemoveAll(dir)
+	os.Exit(code)
+}
+
+// env is one local cluster with ovnkube running on it.
+type env struct {
+	t    *testing.T
+	c    *cluster.Cluster
+	mode string
+	eip  egressipclientset.Interface
+	dir  string
+
+	mu      sync.Mutex
+	masters map[string]*exec.Cmd
+	nodes   map[string]*exec.Cmd
+	metrics map[string]string
+}
+
+// newEnv brings up a 3-node cluster in gateway mode and starts one master and one
+// node daemon per node. Everything is torn down at the end of the test.
+func newEnv(t *testing.T, mode string) *env {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+	defer cancel()
+	dir := filepath.Join(repoRoot(), "_output", "e2e-"+mode)
+	_ = cluster.Down(ctx, dir)
+	c, err := cluster.Up(ctx, cluster.Config{StateDir: dir, Nodes: 3, GatewayMode: mode, RepoRoot: repoRoot(), Logf: t.Logf})
+	if err != nil {
+		t.Fatalf("cluster up (%s): %v", mode, err)
+	}
+	rc, err := c.RESTConfig()
+	if err != nil {
+		t.Fatal(err)
+	}
+	e := &env{t: t, c: c, mode: mode, dir: dir, eip: egressipclientset.NewForConfigOrDie(rc),
+		masters: map[string]*exec.Cmd{}, nodes: map[string]*exec.Cmd{}, metrics: map[string]string{}}
+	t.Cleanup(func() {
+		e.stopAll()
+		if t.Failed() {
+			t.Logf("logs kept in %s", dir)
+		}
+		c.Close()
+		dctx, dcancel := context.WithTimeout(context.Background(), 2*time.Minute)
+		defer dcancel()
+		if err := cluster.Down(dctx, dir); err != nil {
+			t.Errorf("cluster down: %v", err)
+		}
+	})
+	for _, n := range c.Nodes() {
+		e.startNode(n.Name)
+	}
+	e.startMaster("master-a", "127.0.0.1:29101")
+	return e
+}
+
+func (e *env) logFile(name string) *os.File {
+	f, err := os.OpenFile(filepath.Join(e.dir, "log", "ovnkube-"+name+".log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	if err != nil {
+		_ = os.MkdirAll(filepath.Join(e.dir, "log"), 0o755)
+		f, err = os.OpenFile(filepath.Join(e.dir, "log", "ovnkube-"+name+".log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+		if err != nil {
+			e.t.Fatal(err)
+		}
+	}
+	return f
+}
+
+func (e *env) commonArgs() []string {
+	return []string{"--egress-ip-enable", "--gateway-mode", e.mode, "--kubeconfig", e.c.Kubeconfig(),
+		"--cluster-subnets", "10.244.0.0/16", "--loglevel", "4"}
+}
+
+// startMaster starts an ovnkube master named name (its Lease identity differs per
+// process) with metrics on metricsAddr.
+func (e *env) startMaster(name, metricsAddr string) {
+	args := append(e.commonArgs(), "--init-master", "--nb-address", e.c.NBAddress(), "--metrics-bind-address", metricsAddr)
+	cmd := exec.Command(ovnkubeBin, args...)
+	e.startProc(name, cmd)
+	e.mu.Lock()
+	e.masters[name] = cmd
+	e.metrics[name] = metricsAddr
+	e.mu.Unlock()
+}
+
+// startNode starts ovnkube --init-node inside the node's network namespace.
+func (e *env) startNode(node string) {
+	ns, err := e.c.NodeNetns(node)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	args := append([]string{"netns", "exec", ns, ovnkubeBin}, append(e.commonArgs(), "--init-node", node, "--egressip-node-resync-interval", "2s")...)
+	cmd := exec.Command("ip", args...)
+	e.startProc("node-"+node, cmd)
+	e.mu.Lock()
+	e.nodes[node] = cmd
+	e.mu.Unlock()
+}
+
+func (e *env) startProc(name string, cmd *exec.Cmd) {
+	f := e.logFile(name)
+	cmd.Stdout, cmd.Stderr = f, f
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	if err := cmd.Start(); err != nil {
+		e.t.Fatalf("start %s: %v", name, err)
+	}
+	go func() { _ = cmd.Wait(); f.Close() }()
+}
+
+// kill stops a process group with sig and waits until it is gone.
+func kill(cmd *exec.Cmd, sig syscall.Signal) {
+	if cmd == nil || cmd.Process == nil {
+		return
+	}
+	_ = syscall.Kill(-cmd.Process.Pid, sig)
+	deadline := time.Now().Add(10 * time.Second)
+	for time.Now().Before(deadline) {
+		if err := syscall.Kill(cmd.Process.Pid, 0); err != nil {
+			return
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+}
+
+func (e *env) stopMaster(name string, sig syscall.Signal) {
+	e.mu.Lock()
+	cmd := e.masters[name]
+	delete(e.masters, name)
+	e.mu.Unlock()
+	kill(cmd, sig)
+}
+
+func (e *env) stopNode(node string, sig syscall.Signal) {
+	e.mu.Lock()
+	cmd := e.nodes[node]
+	delete(e.nodes, node)
+	e.mu.Unlock()
+	kill(cmd, sig)
+}
+
+func (e *env) stopAll() {
+	e.mu.Lock()
+	var all []*exec.Cmd
+	for _, c := range e.masters {
+		all = append(all, c)
+	}
+	for _, c := range e.nodes {
+		all = append(all, c)
+	}
+	e.masters, e.nodes = map[string]*exec.Cmd{}, map[string]*exec.Cmd{}
+	e.mu.Unlock()
+	for _, c := range all {
+		kill(c, syscall.SIGTERM)
+	}
+}
+
+// kubectl runs kubectl against the cluster, with stdin.
+func (e *env) kubectl(stdin string, args ...string) string {
+	e.t.Helper()
+	cmd := exec.Command(e.c.Kubectl(), append([]string{"--kubeconfig", e.c.Kubeconfig()}, args...)...)
+	cmd.Stdin = strings.NewReader(stdin)
+	var out bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &out
+	if err := cmd.Run(); err != nil {
+		e.t.Fatalf("kubectl %s: %v\n%s", strings.Join(args, " "), err, out.String())
+	}
+	return out.String()
+}
+
+func (e *env) labelAssignable(node string, on bool) {
+	if on {
+		e.kubectl("", "label", "node", node, "k8s.ovn.org/egress-assignable=", "--overwrite")
+	} else {
+		e.kubectl("", "label", "node", node, "k8s.ovn.org/egress-assignable-")
+	}
+}
+
+// applyEgressIP applies an EgressIP with kubectl.
+func (e *env) applyEgressIP(name string, ips []string, nsLabels, podLabels map[string]string) {
+	var b strings.Builder
+	fmt.Fprintf(&b, "apiVersion: k8s.ovn.org/v1\nkind: EgressIP\nmetadata:\n  name: %s\nspec:\n  egressIPs:\n", name)
+	for _, ip := range ips {
+		fmt.Fprintf(&b, "  - %q\n", ip)
+	}
+	b.WriteString("  namespaceSelector:\n    matchLabels:\n")
+	for k, v := range nsLabels {
+		fmt.Fprintf(&b, "      %s: %q\n", k, v)
+	}
+	if len(podLabels) > 0 {
+		b.WriteString("  podSelector:\n    matchLabels:\n")
+		for k, v := range podLabels {
+			fmt.Fprintf(&b, "      %s: %q\n", k, v)
+		}
+	}
+	e.kubectl(b.String(), "apply", "-f", "-")
+}
+
+func (e *env) getEgressIP(name string) *egressipv1.EgressIP {
+	e.t.Helper()
+	eip, err := e.eip.K8sV1().EgressIPs().Get(context.Background(), name, metav1.GetOptions{})
+	if err != nil {
+		e.t.Fatalf("get EgressIP %s: %v", name, err)
+	}
+	return eip
+}
+
+// waitStatus waits until the EgressIP's status satisfies ok, and returns it.
+func (e *env) waitStatus(name string, what string, ok func([]egressipv1.EgressIPStatusItem) bool) []egressipv1.EgressIPStatusItem {
+	e.t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	var items []egressipv1.EgressIPStatusItem
+	for time.Now().Before(deadline) {
+		eip, err := e.eip.K8sV1().EgressIPs().Get(context.Background(), name, metav1.GetOptions{})
+		if err == nil {
+			items = eip.Status.Items
+			if ok(items) {
+				return items
+			}
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	e.t.Fatalf("EgressIP %s: status never became %s; last %+v", name, what, items)
+	return nil
+}
+
+// holder returns the node holding ip in the status items ("" if none).
+func holder(items []egressipv1.EgressIPStatusItem, ip string) string {
+	for _, it := range items {
+		if it.EgressIP == ip {
+			return it.Node
+		}
+	}
+	return ""
+}
+
+// source asks the echo server, from the pod, which source address it sees.
+func (e *env) source(ns, pod string) (netip.Addr, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
+	defer cancel()
+	return e.c.Request(ctx, ns, pod, "tcp", 2*time.Second)
+}
+
+// eventually waits until the pod's traffic reaches the echo server with a source in want.
+func (e *env) eventually(ns, pod string, want ...netip.Addr) netip.Addr {
+	e.t.Helper()
+	deadline := time.Now().Add(20 * time.Second)
+	var got netip.Addr
+	var err error
+	for time.Now().Before(deadline) {
+		got, err = e.source(ns, pod)
+		if err == nil {
+			for _, w := range want {
+				if got == w {
+					return got
+				}
+			}
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	e.t.Fatalf("pod %s/%s: echo server saw %v (err %v), want one of %v", ns, pod, got, err, want)
+	return got
+}
+
+// nodeSource is what the echo server sees from a pod of node with no egress IP.
+func (e *env) nodeSource(node string) netip.Addr {
+	a, err := e.c.EgressSource(node)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	return a
+}
+
+func (e *env) createPod(ns, name, node string, labels map[string]string) *cluster.Pod {
+	e.t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	p, err := e.c.CreatePod(ctx, cluster.PodSpec{Namespace: ns, Name: name, Node: node, Labels: labels})
+	if err != nil {
+		e.t.Fatalf("create pod %s/%s: %v", ns, name, err)
+	}
+	return p
+}
+
+func (e *env) deletePod(ns, name string) {
+	e.t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	if err := e.c.DeletePod(ctx, ns, name); err != nil {
+		e.t.Fatalf("delete pod %s/%s: %v", ns, name, err)
+	}
+}
+
+// nbOwned lists our NB rows of a table as "external_ids" strings, via ovn-nbctl.
+func (e *env) nbOwned(table string) []string {
+	e.t.Helper()
+	out, err := exec.Command("ovn-nbctl", "--db="+e.c.NBAddress(), "--no-leader-only", "--format=csv", "--no-headings",
+		"--columns=external_ids", "find", table, `external_ids:"k8s.ovn.org/owner-controller"=egressip`).CombinedOutput()
+	if err != nil {
+		e.t.Fatalf("ovn-nbctl find %s: %v\n%s", table, err, out)
+	}
+	var rows []string
+	for _, l := range strings.Split(strings.TrimSpace(string(out)), "\n") {
+		if l != "" {
+			rows = append(rows, l)
+		}
+	}
+	return rows
+}
+
+// nbRowsOfEgressIP counts our reroute and SNAT rows that belong to EgressIP name.
+func (e *env) nbRowsOfEgressIP(name string) int {
+	n := 0
+	for _, table := range []string{"Logical_Router_Policy", "NAT"} {
+		for _, r := range e.nbOwned(table) {
+			if strings.Contains(r, `k8s.ovn.org/name="`+name+`"`) || strings.Contains(r, `k8s.ovn.org/name=`+name+`,`) || strings.HasSuffix(r, `k8s.ovn.org/name=`+name+`}"`) {
+				n++
+			}
+		}
+	}
+	return n
+}
+
+// inNode runs a command in a node's network namespace and returns its output.
+func (e *env) inNode(node string, argv ...string) string {
+	e.t.Helper()
+	ns, err := e.c.NodeNetns(node)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	out, err := exec.Command("ip", append([]string{"netns", "exec", ns}, argv...)...).CombinedOutput()
+	if err != nil && !strings.Contains(string(out), "No chain/target/match") && !strings.Contains(string(out), "does not exist") {
+		e.t.Fatalf("%v in %s: %v\n%s", argv, node, err, out)
+	}
+	return string(out)
+}
+
+// hostEgressState returns, for a node, our SNAT rules and the addresses in want found on its interfaces.
+func (e *env) hostEgressState(node string, ips ...string) (snatRules []string, addrs []string) {
+	rules := e.inNode(node, "iptables", "-t", "nat", "-S", "OVN-KUBE-EGRESSIP")
+	for _, l := range strings.Split(rules, "\n") {
+		if strings.Contains(l, "-j SNAT") {
+			snatRules = append(snatRules, l)
+		}
+	}
+	a := e.inNode(node, "ip", "-o", "addr", "show")
+	for _, ip := range ips {
+		if strings.Contains(a, " "+ip+"/") {
+			addrs = append(addrs, ip)
+		}
+	}
+	return snatRules, addrs
+}
