@@ -1,0 +1,270 @@
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"net/http"
+	"net/netip"
+	"regexp"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	egressipv1 "github.com/ovn-egressip/ovn-egressip/go-controller/pkg/crd/egressip/v1"
+)
+
+// probe is one request from the pod to the echo server.
+type probe struct {
+	at  time.Time
+	src netip.Addr
+	err error
+}
+
+// prober sends a request every interval (each in its own goroutine, so a lost
+// one does not delay the next) and records what the echo server saw.
+type prober struct {
+	mu     sync.Mutex
+	probes []probe
+	stop   chan struct{}
+	done   sync.WaitGroup
+}
+
+func startProber(e *env, ns, pod string, interval time.Duration) *prober {
+	p := &prober{stop: make(chan struct{})}
+	p.done.Add(1)
+	go func() {
+		defer p.done.Done()
+		t := time.NewTicker(interval)
+		defer t.Stop()
+		for {
+			select {
+			case <-p.stop:
+				return
+			case <-t.C:
+			}
+			p.done.Add(1)
+			go func(at time.Time) {
+				defer p.done.Done()
+				ctx, cancel := context.WithTimeout(context.Background(), 500*time.Millisecond)
+				defer cancel()
+				src, err := e.c.Request(ctx, ns, pod, "tcp", 400*time.Millisecond)
+				p.mu.Lock()
+				p.probes = append(p.probes, probe{at: at, src: src, err: err})
+				p.mu.Unlock()
+			}(time.Now())
+		}
+	}()
+	return p
+}
+
+func (p *prober) finish() []probe {
+	close(p.stop)
+	p.done.Wait()
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	out := append([]probe(nil), p.probes...)
+	sort.Slice(out, func(i, j int) bool { return out[i].at.Before(out[j].at) })
+	return out
+}
+
+// gap is the longest time, after failAt, between two consecutive probes that
+// reached the echo server with want as source; bad counts probes that arrived
+// with another source.
+func gap(probes []probe, failAt time.Time, want netip.Addr) (longest time.Duration, lost, bad int) {
+	last := failAt
+	for _, p := range probes {
+		if p.at.Before(failAt) {
+			if p.err == nil && p.src == want {
+				last = p.at
+			}
+			continue
+		}
+		switch {
+		case p.err != nil:
+			lost++
+		case p.src != want:
+			bad++
+		default:
+			if d := p.at.Sub(last); d > longest {
+				longest = d
+			}
+			last = p.at
+		}
+	}
+	return longest, lost, bad
+}
+
+func scrape(t *testing.T, addr, metric string) float64 {
+	t.Helper()
+	resp, err := http.Get("http://" + addr + "/metrics")
+	if err != nil {
+		t.Fatalf("scrape %s: %v", addr, err)
+	}
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(resp.Body)
+	re := regexp.MustCompile(`(?m)^` + regexp.QuoteMeta(metric) + `(\{[^}]*\})? ([0-9.e+-]+)$`)
+	sum := 0.0
+	for _, m := range re.FindAllStringSubmatch(string(body), -1) {
+		v, _ := strconv.ParseFloat(m[2], 64)
+		sum += v
+	}
+	return sum
+}
+
+// TestFailover kills the egress node's daemon, then cuts its management link,
+// while a served pod sends a request every 20 ms, and measures the gap until
+// requests arrive again with the same egress IP through the other node. It
+// prints the gaps (target: under 1 s with default settings; not asserted). The
+// recovered node rejoins the pool and takes a new IP, not the moved one.
+func TestFailover(t *testing.T) {
+	for _, mode := range []string{"shared", "local"} {
+		t.Run(mode, func(t *testing.T) {
+			e := newEnv(t, mode)
+			e.kubectl("", "create", "namespace", "prod")
+			e.kubectl("", "label", "namespace", "prod", "env=prod")
+			e.createPod("prod", "web1", "node1", web)
+			e.labelAssignable("node2", true)
+			e.labelAssignable("node3", true)
+			e.applyEgressIP("prod", []string{eipA}, map[string]string{"env": "prod"}, web)
+			egress := netip.MustParseAddr(eipA)
+			e.waitStatus("prod", "assigned", func(it []egressipv1.EgressIPStatusItem) bool { return len(it) == 1 })
+			e.eventually("prod", "web1", egress)
+			metrics := e.metrics["master-a"]
+
+			for _, failure := range []string{"kill-daemon", "cut-link"} {
+				t.Run(failure, func(t *testing.T) {
+					e.t = t
+					from := holder(e.getEgressIP("prod").Status.Items, eipA)
+					to := map[string]string{"node2": "node3", "node3": "node2"}[from]
+					unreachable0 := scrape(t, metrics, "ovnkube_master_egress_ips_node_unreachable_total")
+					rebalance0 := scrape(t, metrics, "ovnkube_master_egress_ips_rebalance_total")
+					p := startProber(e, "prod", "web1", 20*time.Millisecond)
+					time.Sleep(500 * time.Millisecond)
+					failAt := time.Now()
+					switch failure {
+					case "kill-daemon":
+						e.stopNode(from, syscall.SIGKILL)
+					case "cut-link":
+						e.inNode(from, "ip", "link", "set", "k8s-"+from, "down")
+					}
+					e.waitStatus("prod", "moved to "+to, func(it []egressipv1.EgressIPStatusItem) bool { return holder(it, eipA) == to })
+					moved := time.Since(failAt)
+					time.Sleep(2 * time.Second)
+					longest, lost, bad := gap(p.finish(), failAt, egress)
+					fmt.Printf("FAILOVER %s/%s: status moved after %s; longest gap between requests seen with %s: %s (lost %d, other source %d)\n",
+						mode, failure, moved.Round(time.Millisecond), eipA, longest.Round(time.Millisecond), lost, bad)
+					t.Logf("status moved after %s; gap %s; lost %d; wrong source %d", moved, longest, lost, bad)
+					if bad > 0 {
+						t.Errorf("%d requests left with a source other than the egress IP while another egress node was available", bad)
+					}
+					e.eventually("prod", "web1", egress)
+					if d := scrape(t, metrics, "ovnkube_master_egress_ips_node_unreachable_total") - unreachable0; d < 1 {
+						t.Errorf("node unreachable counter did not move (%v)", d)
+					}
+					if d := scrape(t, metrics, "ovnkube_master_egress_ips_rebalance_total") - rebalance0; d < 1 {
+						t.Errorf("rebalance counter did not move (%v)", d)
+					}
+
+					// Recovery: the node rejoins the pool, keeps nothing of the moved IP and takes a new one.
+					switch failure {
+					case "kill-daemon":
+						e.startNode(from)
+					case "cut-link":
+						e.inNode(from, "ip", "link", "set", "k8s-"+from, "up")
+					}
+					if mode == "local" {
+						waitHostClean(t, e, from, eipA)
+					}
+					e.applyEgressIP("second", []string{eipB}, map[string]string{"env": "none"}, nil)
+					items := e.waitStatus("second", "assigned to "+from, func(it []egressipv1.EgressIPStatusItem) bool { return holder(it, eipB) == from })
+					t.Logf("recovered node %s took %v", from, items)
+					if h := holder(e.getEgressIP("prod").Status.Items, eipA); h != to {
+						t.Errorf("the moved IP went back to %s; it must stay on %s", h, to)
+					}
+					e.kubectl("", "delete", "eip", "second")
+				})
+			}
+		})
+	}
+}
+
+// TestMasterHA runs two masters; the leader is killed during a change; the other
+// takes over, finishes the change, and leaves no stale or duplicate NB row.
+func TestMasterHA(t *testing.T) {
+	e := newEnv(t, "shared")
+	e.startMaster("master-b", "127.0.0.1:29102")
+	e.kubectl("", "create", "namespace", "prod")
+	e.kubectl("", "label", "namespace", "prod", "env=prod")
+	e.createPod("prod", "web1", "node1", web)
+	e.createPod("prod", "web3", "node3", web)
+	e.labelAssignable("node2", true)
+	e.labelAssignable("node3", true)
+	e.applyEgressIP("prod", []string{eipA}, map[string]string{"env": "prod"}, web)
+	e.waitStatus("prod", "assigned", func(it []egressipv1.EgressIPStatusItem) bool { return len(it) == 1 })
+	e.eventually("prod", "web1", netip.MustParseAddr(eipA))
+
+	leader := e.leaderName(t)
+	other := map[string]string{"master-a": "master-b", "master-b": "master-a"}[leader]
+	t.Logf("leader %s; killing it during a change", leader)
+	e.applyEgressIP("prod", []string{eipA, eipB}, map[string]string{"env": "prod"}, web)
+	e.stopMaster(leader, syscall.SIGKILL)
+	start := time.Now()
+	e.waitStatus("prod", "two IPs", func(it []egressipv1.EgressIPStatusItem) bool { return len(it) == 2 })
+	t.Logf("%s finished the change %s after the leader died", other, time.Since(start))
+	if got := e.leaderName(t); got != other {
+		t.Errorf("leader is %s, want %s", got, other)
+	}
+	e.eventually("prod", "web1", netip.MustParseAddr(eipA), netip.MustParseAddr(eipB))
+
+	// One reroute policy per served pod IP, one SNAT per (pod, egress IP).
+	seen := map[string]int{}
+	for _, table := range []string{"Logical_Router_Policy", "NAT"} {
+		for _, r := range e.nbOwned(table) {
+			seen[table+" "+r]++
+		}
+	}
+	reroutes, snats := 0, 0
+	for k, n := range seen {
+		if n > 1 {
+			t.Errorf("duplicate NB row (%d): %s", n, k)
+		}
+		if strings.Contains(k, "rule=reroute") || strings.Contains(k, `rule="reroute"`) {
+			reroutes++
+		}
+		if strings.HasPrefix(k, "NAT ") {
+			snats++
+		}
+	}
+	if reroutes != 2 || snats != 4 {
+		t.Errorf("want 2 reroute policies and 4 SNAT rows, got %d and %d: %v", reroutes, snats, seen)
+	}
+}
+
+// leaderName maps the Lease holder (hostname_pid) to the master's name.
+func (e *env) leaderName(t *testing.T) string {
+	t.Helper()
+	deadline := time.Now().Add(20 * time.Second)
+	for time.Now().Before(deadline) {
+		l, err := e.c.Client().CoordinationV1().Leases("kube-system").Get(context.Background(), "ovn-egressip-master", metav1.GetOptions{})
+		if err == nil && l.Spec.HolderIdentity != nil {
+			e.mu.Lock()
+			for name, cmd := range e.masters {
+				if strings.HasSuffix(*l.Spec.HolderIdentity, "_"+strconv.Itoa(cmd.Process.Pid)) {
+					e.mu.Unlock()
+					return name
+				}
+			}
+			e.mu.Unlock()
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	t.Fatal("no live master holds the Lease")
+	return ""
+}
