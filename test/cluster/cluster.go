@@ -237,10 +237,18 @@ func upOVN(ctx context.Context, p paths, mode, helper string, waitHelper func() 
 	if err := attachPorts(ctx, p, rootLinks); err != nil {
 		return err
 	}
+	logf("%d node namespaces and the external host plumbed", len(nodes))
+	var jobs []func(context.Context) error
 	for _, n := range nodes {
-		if err := inNetns(ctx, NodeNetnsName(n.Name), nodeHostScript(n, mode)); err != nil {
-			return fmt.Errorf("node %s host setup: %w", n.Name, err)
-		}
+		jobs = append(jobs, func(ctx context.Context) error {
+			if err := inNetns(ctx, NodeNetnsName(n.Name), nodeHostScript(n, mode)); err != nil {
+				return fmt.Errorf("node %s host setup: %w", n.Name, err)
+			}
+			return nil
+		})
+	}
+	if err := parallel(ctx, jobs); err != nil {
+		return err
 	}
 	if err := waitHelper(); err != nil {
 		return err
@@ -249,6 +257,7 @@ func upOVN(ctx context.Context, p paths, mode, helper string, waitHelper func() 
 		"ip", "netns", "exec", ExternalNetns, helper, "echo-server", "--port", strconv.Itoa(EchoPort)); err != nil {
 		return fmt.Errorf("echo server: %w", err)
 	}
+	logf("node hosts configured, echo server started")
 	ports := []string{MgmtPort(hostPortSwitch)}
 	for _, n := range nodes {
 		ports = append(ports, MgmtPort(n.Name))

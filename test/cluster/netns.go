@@ -10,6 +10,8 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"golang.org/x/sync/errgroup"
 )
 
 // Interface and namespace names. Root-namespace interface names are at most 14 characters (15 is the kernel's limit
@@ -66,24 +68,31 @@ func (v veth) ovsPort() string {
 func plumb(ctx context.Context, p paths, vs []veth, attach bool) error {
 	var root strings.Builder
 	nsSet := map[string]bool{}
+	var jobs []func(context.Context) error
 	for _, v := range vs {
 		if v.Netns != "" && !nsSet[v.Netns] {
 			nsSet[v.Netns] = true
-			if err := addNetns(ctx, v.Netns); err != nil {
-				return err
-			}
+			jobs = append(jobs, func(ctx context.Context) error { return addNetns(ctx, v.Netns) })
 		}
 		fmt.Fprintf(&root, "link add %s type veth peer name %s\n", v.Host, v.peerTmp())
+	}
+	if err := parallel(ctx, jobs); err != nil {
+		return err
 	}
 	if err := runBatch(ctx, "", root.String()); err != nil {
 		return err
 	}
+	jobs = nil
 	for _, v := range vs {
 		for _, l := range []string{v.Host, v.peerTmp()} {
-			if _, err := run(ctx, "ethtool", "-K", l, "tx", "off"); err != nil {
+			jobs = append(jobs, func(ctx context.Context) error {
+				_, err := run(ctx, "ethtool", "-K", l, "tx", "off")
 				return err
-			}
+			})
 		}
+	}
+	if err := parallel(ctx, jobs); err != nil {
+		return err
 	}
 	root.Reset()
 	perNS := map[string]*strings.Builder{}
@@ -118,10 +127,12 @@ func plumb(ctx context.Context, p paths, vs []veth, attach bool) error {
 			fmt.Fprintf(perNS[v.Netns], "route add %s\n", r)
 		}
 	}
+	jobs = nil
 	for ns, b := range perNS {
-		if err := runBatch(ctx, ns, b.String()); err != nil {
-			return err
-		}
+		jobs = append(jobs, func(ctx context.Context) error { return runBatch(ctx, ns, b.String()) })
+	}
+	if err := parallel(ctx, jobs); err != nil {
+		return err
 	}
 	if !attach {
 		return nil
@@ -147,6 +158,17 @@ func attachPorts(ctx context.Context, p paths, vs []veth) error {
 		}
 	}
 	return nil
+}
+
+// parallel runs jobs a few at a time (they are mostly forks of ip/ethtool/sh waiting on the kernel) and returns the
+// first error.
+func parallel(ctx context.Context, jobs []func(context.Context) error) error {
+	g, gctx := errgroup.WithContext(ctx)
+	g.SetLimit(6)
+	for _, j := range jobs {
+		g.Go(func() error { return j(gctx) })
+	}
+	return g.Wait()
 }
 
 func addNetns(ctx context.Context, name string) error {
