@@ -412,3 +412,56 @@ func joinPrefixes(ps []netip.Prefix) string {
 	}
 	return strings.Join(s, ",")
 }
+
+// TestSharedGatewayInNetns: in shared gateway mode the node writes its egress
+// facts but programs nothing, even for an egress IP assigned to it; leftovers of
+// ours from an earlier local-mode run are removed once at start.
+func TestSharedGatewayInNetns(t *testing.T) {
+	hostnet.RequireRoot(t)
+	for _, backend := range []string{"legacy", "nft"} {
+		t.Run(backend, func(t *testing.T) {
+			tp := newTopo(t, backend)
+			foreign := tp.foreignState(t)
+			if err := tp.node.Do(func() error { return addr.AddHost(tp.ifindex(t, "eth0"), stalePlantedA, hostinfo.Proto) }); err != nil {
+				t.Fatal(err)
+			}
+			tp.node.Exec(t, tp.ipt, "-t", "nat", "-N", iptables.Chain)
+			tp.node.Exec(t, tp.ipt, "-t", "nat", "-I", "POSTROUTING", "1", "-j", iptables.Chain)
+
+			kube := kubefake.NewClientset(kubeObjects()...)
+			eips := eipfake.NewSimpleClientset(egressIP("eip-web", "web", eipV4.String()))
+			ctx, cancel := context.WithCancel(context.Background())
+			done := make(chan error, 1)
+			go func() {
+				done <- node.Run(ctx, node.Params{Kube: kube, EgressIP: eips, NodeName: "node1",
+					GatewayMode: node.GatewayModeShared, ResyncInterval: resync,
+					IPTablesPath: tp.ipt, IP6TablesPath: tp.ip6t, InNetns: tp.node.Do})
+			}()
+			defer func() {
+				cancel()
+				if err := <-done; err != nil {
+					t.Errorf("Run: %v", err)
+				}
+			}()
+			eventually(t, 10*time.Second, "egress facts published", func() (bool, string) {
+				n, err := kube.CoreV1().Nodes().Get(context.Background(), "node1", metav1.GetOptions{})
+				if err != nil {
+					return false, err.Error()
+				}
+				return n.Annotations[annotations.PrimaryIfAddr] == `{"ipv4":"172.18.0.10/16","ipv6":"fd00:18::10/64"}`, n.Annotations[annotations.PrimaryIfAddr]
+			})
+			eventually(t, 10*time.Second, "leftovers removed", func() (bool, string) {
+				a, rules, routes, chain, jump := tp.ours(t)
+				return len(a) == 0 && rules == "" && routes == "" && chain == "" && jump == "", joinPrefixes(a) + chain + jump
+			})
+			time.Sleep(resync + resync/2) // at least one periodic resync: still nothing programmed
+			if a, rules, routes, chain, jump := tp.ours(t); len(a) != 0 || rules != "" || routes != "" || chain != "" || jump != "" {
+				t.Fatalf("shared mode programmed the host: %v %q %q %q %q", a, rules, routes, chain, jump)
+			}
+			expectSource(t, tp, webV4, extV4, nodeV4)
+			if got := tp.foreignState(t); got != foreign {
+				t.Fatalf("foreign state changed:\nbefore:\n%s\nafter:\n%s", foreign, got)
+			}
+		})
+	}
+}

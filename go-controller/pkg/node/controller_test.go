@@ -1,0 +1,317 @@
+package node
+
+import (
+	"context"
+	"net/netip"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	kubefake "k8s.io/client-go/kubernetes/fake"
+
+	egressipv1 "github.com/ovn-egressip/ovn-egressip/go-controller/pkg/crd/egressip/v1"
+	eipfake "github.com/ovn-egressip/ovn-egressip/go-controller/pkg/crd/egressip/v1/apis/clientset/versioned/fake"
+	"github.com/ovn-egressip/ovn-egressip/go-controller/pkg/egressip/annotations"
+	"github.com/ovn-egressip/ovn-egressip/go-controller/pkg/node/hostegress"
+	"github.com/ovn-egressip/ovn-egressip/go-controller/pkg/node/hostinfo"
+)
+
+var mp = netip.MustParsePrefix
+
+// fakeHost is a host with a fixed Snapshot that records every Apply.
+type fakeHost struct {
+	mu      sync.Mutex
+	snap    hostinfo.Snapshot
+	applied []hostegress.State
+	notify  func()
+}
+
+func (f *fakeHost) Snapshot() (hostinfo.Snapshot, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.snap, nil
+}
+
+func (f *fakeHost) Apply(st hostegress.State) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.applied = append(f.applied, st)
+	return nil
+}
+
+func (f *fakeHost) Watch(ctx context.Context, notify func()) {
+	f.mu.Lock()
+	f.notify = notify
+	f.mu.Unlock()
+	<-ctx.Done()
+}
+
+func (f *fakeHost) last() (hostegress.State, int) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if len(f.applied) == 0 {
+		return hostegress.State{}, 0
+	}
+	return f.applied[len(f.applied)-1], len(f.applied)
+}
+
+func (f *fakeHost) setSnapshot(s hostinfo.Snapshot) {
+	f.mu.Lock()
+	f.snap = s
+	n := f.notify
+	f.mu.Unlock()
+	if n != nil {
+		n()
+	}
+}
+
+func hostSnap() hostinfo.Snapshot {
+	return hostinfo.Snapshot{
+		Links: []hostinfo.Link{{Index: 2, Name: "eth0", Up: true, Addrs: []hostinfo.Addr{
+			{Prefix: mp("172.18.0.10/16")}, {Prefix: mp("172.18.0.50/32"), Ours: true}}}},
+		Routes: []hostinfo.Route{{Dst: mp("0.0.0.0/0"), Gw: netip.MustParseAddr("172.18.0.100"), LinkIndex: 2}},
+	}
+}
+
+func testPod(name string, labels map[string]string, ip string) *corev1.Pod {
+	return &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "prod", Name: name, Labels: labels},
+		Status: corev1.PodStatus{Phase: corev1.PodRunning, PodIP: ip, PodIPs: []corev1.PodIP{{IP: ip}}}}
+}
+
+func testEIP(name, ip string) *egressipv1.EgressIP {
+	return &egressipv1.EgressIP{
+		ObjectMeta: metav1.ObjectMeta{Name: name},
+		Spec: egressipv1.EgressIPSpec{EgressIPs: []string{ip},
+			NamespaceSelector: metav1.LabelSelector{MatchLabels: map[string]string{"env": "prod"}}},
+		Status: egressipv1.EgressIPStatus{Items: []egressipv1.EgressIPStatusItem{{Node: "node1", EgressIP: ip}}},
+	}
+}
+
+type fixture struct {
+	kube  *kubefake.Clientset
+	eips  *eipfake.Clientset
+	host  *fakeHost
+	stop  func()
+	errCh chan error
+}
+
+func start(t *testing.T, mode string, kubeObjs []runtime.Object, eips ...runtime.Object) *fixture {
+	t.Helper()
+	f := &fixture{
+		kube: kubefake.NewClientset(append([]runtime.Object{
+			&corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "node1"}},
+			&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "prod", Labels: map[string]string{"env": "prod"}}},
+		}, kubeObjs...)...),
+		eips:  eipfake.NewSimpleClientset(eips...),
+		host:  &fakeHost{snap: hostSnap()},
+		errCh: make(chan error, 1),
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	go func() {
+		f.errCh <- Run(ctx, Params{Kube: f.kube, EgressIP: f.eips, NodeName: "node1", GatewayMode: mode,
+			ResyncInterval: 50 * time.Millisecond, host: f.host})
+	}()
+	f.stop = func() {
+		cancel()
+		select {
+		case err := <-f.errCh:
+			if err != nil {
+				t.Errorf("Run: %v", err)
+			}
+		case <-time.After(5 * time.Second):
+			t.Error("Run did not return")
+		}
+	}
+	t.Cleanup(func() {
+		if ctx.Err() == nil {
+			f.stop()
+		}
+	})
+	return f
+}
+
+func waitFor(t *testing.T, what string, cond func() (bool, string)) {
+	t.Helper()
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		ok, detail := cond()
+		if ok {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s: %s", what, detail)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+func snatPods(st hostegress.State) string {
+	var s []string
+	for _, r := range st.SNAT {
+		s = append(s, r.PodIP.String()+">"+r.EgressIPAddr.String())
+	}
+	return strings.Join(s, ",")
+}
+
+func countActions(c *kubefake.Clientset, verb, resource string) int {
+	n := 0
+	for _, a := range c.Actions() {
+		if a.GetVerb() == verb && a.GetResource().Resource == resource {
+			n++
+		}
+	}
+	return n
+}
+
+func TestLocalModeFollowsPodsNamespacesAndEgressIPs(t *testing.T) {
+	web := map[string]string{"app": "web"}
+	f := start(t, GatewayModeLocal, []runtime.Object{testPod("a", web, "10.244.1.3")}, testEIP("eip1", "172.18.0.50"))
+	ctx := context.Background()
+	waitFor(t, "first pod served", func() (bool, string) {
+		st, _ := f.host.last()
+		return snatPods(st) == "10.244.1.3>172.18.0.50" && len(st.Addresses) == 1, snatPods(st)
+	})
+
+	if _, err := f.kube.CoreV1().Pods("prod").Create(ctx, testPod("b", web, "10.244.2.3"), metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "new pod served", func() (bool, string) {
+		st, _ := f.host.last()
+		return snatPods(st) == "10.244.1.3>172.18.0.50,10.244.2.3>172.18.0.50", snatPods(st)
+	})
+	if err := f.kube.CoreV1().Pods("prod").Delete(ctx, "a", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "deleted pod unserved", func() (bool, string) {
+		st, _ := f.host.last()
+		return snatPods(st) == "10.244.2.3>172.18.0.50", snatPods(st)
+	})
+	ns, _ := f.kube.CoreV1().Namespaces().Get(ctx, "prod", metav1.GetOptions{})
+	ns.Labels = map[string]string{"env": "dev"}
+	if _, err := f.kube.CoreV1().Namespaces().Update(ctx, ns, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "namespace relabelled out", func() (bool, string) {
+		st, _ := f.host.last()
+		return len(st.SNAT) == 0 && len(st.Addresses) == 1, snatPods(st)
+	})
+	if err := f.eips.K8sV1().EgressIPs().Delete(ctx, "eip1", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "EgressIP deleted: empty host state", func() (bool, string) {
+		st, _ := f.host.last()
+		return st.Empty(), snatPods(st)
+	})
+}
+
+func TestFactsPatchedOnlyOnChange(t *testing.T) {
+	f := start(t, GatewayModeLocal, nil, testEIP("eip1", "172.18.0.50"))
+	ctx := context.Background()
+	waitFor(t, "facts published", func() (bool, string) {
+		n, _ := f.kube.CoreV1().Nodes().Get(ctx, "node1", metav1.GetOptions{})
+		return n.Annotations[annotations.PrimaryIfAddr] == `{"ipv4":"172.18.0.10/16"}` &&
+			n.Annotations[annotations.HostCIDRs] == `["172.18.0.10/16"]`, n.Annotations[annotations.HostCIDRs]
+	})
+	// Several resyncs (50 ms) later, still one patch.
+	_, before := f.host.last()
+	waitFor(t, "a few resyncs", func() (bool, string) { _, n := f.host.last(); return n >= before+4, "" })
+	if n := countActions(f.kube, "patch", "nodes"); n != 1 {
+		t.Fatalf("%d node patches, want 1", n)
+	}
+	// An address change (netlink event) updates host-cidrs.
+	s := hostSnap()
+	s.Links[0].Addrs = append(s.Links[0].Addrs, hostinfo.Addr{Prefix: mp("172.18.0.11/16"), Secondary: true})
+	f.host.setSnapshot(s)
+	waitFor(t, "host-cidrs updated", func() (bool, string) {
+		n, _ := f.kube.CoreV1().Nodes().Get(ctx, "node1", metav1.GetOptions{})
+		return n.Annotations[annotations.HostCIDRs] == `["172.18.0.10/16","172.18.0.11/16"]`, n.Annotations[annotations.HostCIDRs]
+	})
+	if n := countActions(f.kube, "patch", "nodes"); n != 2 {
+		t.Fatalf("%d node patches, want 2", n)
+	}
+}
+
+func TestProblemsBecomeOneEvent(t *testing.T) {
+	f := start(t, GatewayModeLocal, nil, testEIP("bad", "10.99.0.1"))
+	events := func() []corev1.Event {
+		evs, err := f.kube.CoreV1().Events("").List(context.Background(), metav1.ListOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var out []corev1.Event
+		for _, e := range evs.Items {
+			if e.InvolvedObject.Name == "bad" {
+				out = append(out, e)
+			}
+		}
+		return out
+	}
+	waitFor(t, "event on the EgressIP", func() (bool, string) { return len(events()) > 0, "none" })
+	_, before := f.host.last()
+	waitFor(t, "several more syncs", func() (bool, string) { _, n := f.host.last(); return n >= before+4, "" })
+	time.Sleep(100 * time.Millisecond) // let the event sink catch up
+	evs := events()
+	if len(evs) != 1 || evs[0].Count != 1 || evs[0].Reason != "EgressIPNotHostable" || !strings.Contains(evs[0].Message, "10.99.0.1") {
+		t.Fatalf("want one EgressIPNotHostable event with count 1, got %+v", evs)
+	}
+}
+
+func TestSharedModeProgramsNothing(t *testing.T) {
+	f := start(t, GatewayModeShared, []runtime.Object{testPod("a", nil, "10.244.1.3")}, testEIP("eip1", "172.18.0.50"))
+	ctx := context.Background()
+	waitFor(t, "facts published", func() (bool, string) {
+		n, _ := f.kube.CoreV1().Nodes().Get(ctx, "node1", metav1.GetOptions{})
+		_, ok := n.Annotations[annotations.PrimaryIfAddr]
+		return ok, ""
+	})
+	time.Sleep(200 * time.Millisecond) // several resyncs
+	f.host.mu.Lock()
+	applied := append([]hostegress.State(nil), f.host.applied...)
+	f.host.mu.Unlock()
+	if len(applied) != 1 || !applied[0].Empty() {
+		t.Fatalf("shared mode applied %d states (%+v); want exactly one empty cleanup", len(applied), applied)
+	}
+	for _, a := range f.kube.Actions() {
+		if r := a.GetResource().Resource; r == "pods" || r == "namespaces" {
+			t.Fatalf("shared mode watches %s: %v", r, a)
+		}
+	}
+}
+
+func TestMissingGatewayIsReportedAndHostStillProgrammed(t *testing.T) {
+	f := start(t, GatewayModeLocal, []runtime.Object{testPod("a", nil, "10.244.1.3")}, testEIP("eip1", "172.18.0.50"))
+	s := hostSnap()
+	s.Routes = nil
+	f.host.setSnapshot(s)
+	waitFor(t, "event on the Node", func() (bool, string) {
+		evs, _ := f.kube.CoreV1().Events("").List(context.Background(), metav1.ListOptions{})
+		for _, e := range evs.Items {
+			if e.InvolvedObject.Kind == "Node" && e.Reason == "EgressFactsUnknown" {
+				return true, ""
+			}
+		}
+		return false, "no EgressFactsUnknown event"
+	})
+	st, _ := f.host.last()
+	if len(st.SNAT) != 1 {
+		t.Fatalf("host not programmed while facts fail: %+v", st)
+	}
+}
+
+func TestParamsValidation(t *testing.T) {
+	kube, eips := kubefake.NewClientset(), eipfake.NewSimpleClientset()
+	for _, p := range []Params{
+		{EgressIP: eips, NodeName: "n", GatewayMode: "local"},
+		{Kube: kube, EgressIP: eips, GatewayMode: "local"},
+		{Kube: kube, EgressIP: eips, NodeName: "n", GatewayMode: "gateway"},
+		{Kube: kube, EgressIP: eips, NodeName: "n", GatewayMode: "shared", ResyncInterval: -time.Second},
+	} {
+		if err := Run(context.Background(), p); err == nil {
+			t.Errorf("Run(%+v) accepted", p)
+		}
+	}
+}
