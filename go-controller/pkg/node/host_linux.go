@@ -93,6 +93,11 @@ func (h *linuxHost) Apply(st hostegress.State) error {
 				added = append(added, a)
 			}
 		}
+		if len(added) > 0 {
+			if err := verifyMarked(added); err != nil {
+				return err // nothing else is programmed with addresses we could not mark
+			}
+		}
 		rst, err := iproute.Sync(st.Rules, st.Routes)
 		if err != nil {
 			errs = append(errs, err)
@@ -121,4 +126,32 @@ func (h *linuxHost) Apply(st hostegress.State) error {
 		}
 		return errors.Join(errs...)
 	})
+}
+
+// verifyMarked checks that the kernel kept our IFA_PROTO mark on the addresses just
+// added. Kernels before Linux 6.1 silently drop the attribute: such an address
+// could never be recognised (nor removed) as ours, so it is deleted again and an
+// error says why.
+func verifyMarked(added []hostegress.Address) error {
+	list, err := addr.List()
+	if err != nil {
+		return err
+	}
+	marked := map[addrKey]bool{}
+	for _, e := range list {
+		if e.Proto == hostinfo.Proto {
+			marked[addrKey{e.LinkIndex, e.Prefix}] = true
+		}
+	}
+	var errs []error
+	for _, a := range added {
+		p := netip.PrefixFrom(a.IP, a.IP.BitLen())
+		if marked[addrKey{a.LinkIndex, p}] {
+			continue
+		}
+		_ = addr.Delete(a.LinkIndex, p)
+		errs = append(errs, fmt.Errorf("egress IP %s on %s: the kernel did not keep the address protocol mark "+
+			"(IFA_PROTO, Linux 6.1 or later); the address was removed again", a.IP, a.Link))
+	}
+	return errors.Join(errs...)
 }

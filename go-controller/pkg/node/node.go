@@ -10,6 +10,22 @@
 // same single key; each sync recomputes the whole desired host state from the
 // caches and a fresh kernel snapshot, and converges (see egressfacts, hostegress,
 // and the writers addr, iproute, iptables, garp).
+//
+// What we own on the host, and how it is recognised (nothing else is touched):
+//   - egress IP addresses: /32 or /128 with address protocol 201 (IFA_PROTO,
+//     Linux 6.1+; hostinfo.Proto), IFA_F_NOPREFIXROUTE; IPv6 also nodad and
+//     preferred_lft 0 (never picked as a source address by the host);
+//   - ip rules "from <podIP> lookup 7000+ifindex priority 6000" with protocol 201,
+//     and routes with protocol 201 in those tables (copies of the egress
+//     interface's main-table routes), only for egress IPs off the default route's
+//     interface;
+//   - the nat chain OVN-KUBE-EGRESSIP (iptables and ip6tables; every rule in it,
+//     each commented "ovn-egressip eip=<name>") and the POSTROUTING rule jumping
+//     to it (first position, comment "ovn-egressip").
+//
+// Each sync treats everything carrying these marks as stale until the desired
+// state claims it: so start-up repair, drift repair and removal on unassignment
+// are the same code path.
 package node
 
 import (

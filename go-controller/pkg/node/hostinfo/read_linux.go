@@ -65,40 +65,43 @@ func convertRoute(family int, r netlink.Route) (Route, bool) {
 	if r.Type != unix.RTN_UNICAST || r.LinkIndex == 0 || len(r.MultiPath) > 0 {
 		return Route{}, false
 	}
-	out := Route{LinkIndex: r.LinkIndex, Scope: uint8(r.Scope), Metric: r.Priority}
-	if r.Dst == nil {
-		if family == netlink.FAMILY_V4 {
-			out.Dst = netip.PrefixFrom(netip.IPv4Unspecified(), 0)
-		} else {
-			out.Dst = netip.PrefixFrom(netip.IPv6Unspecified(), 0)
-		}
-	} else {
-		ip, ok := netip.AddrFromSlice(r.Dst.IP)
-		if !ok {
-			return Route{}, false
-		}
-		ones, _ := r.Dst.Mask.Size()
-		if family == netlink.FAMILY_V4 {
-			ip = ip.Unmap()
-		}
-		out.Dst = netip.PrefixFrom(ip, ones).Masked()
-	}
-	if ip, ok := netip.AddrFromSlice(r.Gw); ok && r.Gw != nil {
-		out.Gw = unmapIf(ip, family)
-	}
-	if ip, ok := netip.AddrFromSlice(r.Src); ok && r.Src != nil {
-		out.Src = unmapIf(ip, family)
-	}
+	out, ok := FromNetlinkRoute(family, r)
 	// The kernel's IPv6 multicast and link-local routes are not copied anywhere.
-	if out.Dst.Addr().Is6() && (out.Dst.Addr().IsMulticast() || out.Dst.Addr().IsLinkLocalUnicast()) {
+	if !ok || out.Dst.Addr().Is6() && (out.Dst.Addr().IsMulticast() || out.Dst.Addr().IsLinkLocalUnicast()) {
 		return Route{}, false
 	}
 	return out, true
 }
 
-func unmapIf(ip netip.Addr, family int) netip.Addr {
-	if family == netlink.FAMILY_V4 {
-		return ip.Unmap()
+// FromNetlinkRoute converts a netlink route of the given family (a nil Dst is the
+// default route); false when its destination is unreadable.
+func FromNetlinkRoute(family int, r netlink.Route) (Route, bool) {
+	unmap := func(ip net.IP) netip.Addr {
+		a, _ := netip.AddrFromSlice(ip)
+		if family == netlink.FAMILY_V4 {
+			return a.Unmap()
+		}
+		return a
 	}
-	return ip
+	out := Route{LinkIndex: r.LinkIndex, Scope: uint8(r.Scope), Metric: r.Priority}
+	switch {
+	case r.Dst == nil && family == netlink.FAMILY_V4:
+		out.Dst = netip.PrefixFrom(netip.IPv4Unspecified(), 0)
+	case r.Dst == nil:
+		out.Dst = netip.PrefixFrom(netip.IPv6Unspecified(), 0)
+	default:
+		ip := unmap(r.Dst.IP)
+		if !ip.IsValid() {
+			return Route{}, false
+		}
+		ones, _ := r.Dst.Mask.Size()
+		out.Dst = netip.PrefixFrom(ip, ones).Masked()
+	}
+	if r.Gw != nil {
+		out.Gw = unmap(r.Gw)
+	}
+	if r.Src != nil {
+		out.Src = unmap(r.Src)
+	}
+	return out, true
 }

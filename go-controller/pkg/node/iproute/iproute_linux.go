@@ -166,23 +166,8 @@ func syncRoutes(want []hostegress.Route, st *Stats) error {
 }
 
 func routeKeyOf(family int, r netlink.Route) (routeKey, bool) {
-	hr := hostinfo.Route{LinkIndex: r.LinkIndex, Scope: uint8(r.Scope), Metric: r.Priority}
-	if r.Dst == nil {
-		if family == netlink.FAMILY_V4 {
-			hr.Dst = netip.PrefixFrom(netip.IPv4Unspecified(), 0)
-		} else {
-			hr.Dst = netip.PrefixFrom(netip.IPv6Unspecified(), 0)
-		}
-	} else {
-		hr.Dst = toPrefix(r.Dst).Masked()
-	}
-	if r.Gw != nil {
-		hr.Gw = toAddr(r.Gw, family)
-	}
-	if r.Src != nil {
-		hr.Src = toAddr(r.Src, family)
-	}
-	return keyOf(hostegress.Route{Table: r.Table, Route: hr}), hr.Dst.IsValid()
+	hr, ok := hostinfo.FromNetlinkRoute(family, r)
+	return keyOf(hostegress.Route{Table: r.Table, Route: hr}), ok
 }
 
 func familyOf(ip netip.Addr) int {
@@ -190,14 +175,6 @@ func familyOf(ip netip.Addr) int {
 		return netlink.FAMILY_V4
 	}
 	return netlink.FAMILY_V6
-}
-
-func toAddr(ip net.IP, family int) netip.Addr {
-	a, _ := netip.AddrFromSlice(ip)
-	if family == netlink.FAMILY_V4 {
-		return a.Unmap()
-	}
-	return a
 }
 
 func toPrefix(n *net.IPNet) netip.Prefix {
