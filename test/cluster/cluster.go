@@ -386,7 +386,7 @@ func (c *Cluster) Close() {
 
 // Down stops the cluster in stateDir and removes everything it made: processes (by pidfile), every process inside
 // its network namespaces, the namespaces, the root-namespace veths, the OVS bridges, and its files in stateDir.
-// It is idempotent.
+// It is idempotent, and does nothing when no cluster was brought up from stateDir.
 func Down(ctx context.Context, stateDir string) error {
 	abs, err := filepath.Abs(stateDir)
 	if err != nil {
@@ -396,6 +396,9 @@ func Down(ctx context.Context, stateDir string) error {
 }
 
 func teardown(ctx context.Context, p paths, keepLogs bool) error {
+	if _, err := os.Stat(p.run()); err != nil {
+		return nil // no cluster was brought up from this state directory: touch nothing
+	}
 	var errs []error
 	var pids []int
 	// kube-apiserver first: it shuts down in about a second while etcd runs, but hangs if etcd goes first.

@@ -1,7 +1,10 @@
 package cluster
 
 import (
+	"context"
 	"net/netip"
+	"os"
+	"path/filepath"
 	"testing"
 )
 
@@ -92,3 +95,18 @@ func TestInterfaceNamesFitTheKernelLimit(t *testing.T) {
 }
 
 func netipMust(s string) netip.Addr { return netip.MustParseAddr(s) }
+
+// Down on a state directory that never held a cluster touches nothing (another cluster's namespaces may exist).
+func TestDownWithoutStateTouchesNothing(t *testing.T) {
+	dir := t.TempDir()
+	keep := filepath.Join(dir, "keep-me")
+	if err := os.WriteFile(keep, []byte("x"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := Down(context.Background(), dir); err != nil {
+		t.Fatalf("Down: %v", err)
+	}
+	if _, err := os.Stat(keep); err != nil {
+		t.Errorf("Down removed a file it did not make: %v", err)
+	}
+}
