@@ -169,8 +169,21 @@ func (c *Controller) Run(ctx context.Context, workers int) error {
 	if c.stopRec != nil {
 		defer c.stopRec()
 	}
-	c.factory.Start(ctx.Done())
 	defer c.factory.Shutdown()
+	if err := c.startInformers(ctx); err != nil {
+		return err
+	}
+	c.log.Info("Started", "clusterID", c.clusterID, "providers", len(c.providers), "workers", workers)
+	for range workers {
+		go wait.UntilWithContext(ctx, c.worker, time.Second)
+	}
+	<-ctx.Done()
+	return nil
+}
+
+// startInformers starts the informers (they stop with ctx) and waits until their caches are filled.
+func (c *Controller) startInformers(ctx context.Context) error {
+	c.factory.Start(ctx.Done())
 	go c.cfgs.RunWithContext(ctx)
 	for _, p := range c.providers {
 		go p.shadows.RunWithContext(ctx)
@@ -178,11 +191,6 @@ func (c *Controller) Run(ctx context.Context, workers int) error {
 	if !cache.WaitForNamedCacheSyncWithContext(ctx, c.synced...) {
 		return fmt.Errorf("%s: caches did not sync", Component)
 	}
-	c.log.Info("Started", "clusterID", c.clusterID, "providers", len(c.providers), "workers", workers)
-	for range workers {
-		go wait.UntilWithContext(ctx, c.worker, time.Second)
-	}
-	<-ctx.Done()
 	return nil
 }
 

@@ -5,7 +5,6 @@ import (
 	"k8s.io/client-go/kubernetes"
 	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
 	"k8s.io/client-go/tools/record"
-	"k8s.io/klog/v2"
 )
 
 // NewRecorder returns an Event recorder that writes core/v1 Events through client as component, and the function
@@ -16,9 +15,4 @@ func NewRecorder(client kubernetes.Interface, component string) (record.EventRec
 	b.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: client.CoreV1().Events("")})
 	r := b.NewRecorder(Scheme(), corev1.EventSource{Component: component})
 	return r, b.Shutdown
-}
-
-// Logger is the klog logger the controllers use, named after component.
-func Logger(component string) klog.Logger {
-	return klog.Background().WithName(component)
 }

@@ -126,19 +126,27 @@ func (c *Controller) Run(ctx context.Context, workers int) error {
 	if c.stopRec != nil {
 		defer c.stopRec()
 	}
-	c.factory.Start(ctx.Done())
 	defer c.factory.Shutdown()
-	for _, inf := range []cache.SharedIndexInformer{c.shadows, c.cfgs, c.conns} {
-		go inf.RunWithContext(ctx)
-	}
-	if !cache.WaitForNamedCacheSyncWithContext(ctx, c.synced...) {
-		return fmt.Errorf("%s: caches did not sync", Component)
+	if err := c.startInformers(ctx); err != nil {
+		return err
 	}
 	c.log.Info("Started", "clusterID", c.clusterID, "workers", workers)
 	for range workers {
 		go wait.UntilWithContext(ctx, c.worker, time.Second)
 	}
 	<-ctx.Done()
+	return nil
+}
+
+// startInformers starts the informers (they stop with ctx) and waits until their caches are filled.
+func (c *Controller) startInformers(ctx context.Context) error {
+	c.factory.Start(ctx.Done())
+	for _, inf := range []cache.SharedIndexInformer{c.shadows, c.cfgs, c.conns} {
+		go inf.RunWithContext(ctx)
+	}
+	if !cache.WaitForNamedCacheSyncWithContext(ctx, c.synced...) {
+		return fmt.Errorf("%s: caches did not sync", Component)
+	}
 	return nil
 }
 
