@@ -66,6 +66,7 @@ for i in $(seq 1 100); do
   [[ $n == 2 ]] && break; sleep 0.2
 done
 show kubectl get eip
+show kubectl get eip egressip-prod -o jsonpath='{range .status.items[*]}{.egressIP}{" is held by "}{.node}{"\n"}{end}'
 
 step "6. Requests from each pod to the external echo server (172.18.0.100:9000), and the source IP it saw"
 sleep 1

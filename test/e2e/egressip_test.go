@@ -78,16 +78,14 @@ func runEgressIPCases(t *testing.T, mode string) {
 		from := holder(e.getEgressIP("prod").Status.Items, eipA)
 		to := map[string]string{"node2": "node3", "node3": "node2"}[from]
 		e.labelAssignable(from, false)
+		defer e.labelAssignable(from, true)
 		e.waitStatus("prod", "moved to "+to, func(it []egressipv1.EgressIPStatusItem) bool { return holder(it, eipA) == to })
 		e.eventually("prod", "web1", egress)
 		e.eventually("prod", "web3", egress)
 		if mode == "local" {
 			waitHostClean(t, e, from, eipA)
-			if rules, addrs := e.hostEgressState(to, eipA); len(rules) == 0 || len(addrs) != 1 {
-				t.Errorf("new holder %s: SNAT rules %v, addresses %v", to, rules, addrs)
-			}
+			waitHostHas(t, e, to, eipA)
 		}
-		e.labelAssignable(from, true)
 	})
 
 	t.Run("2-two-ips-on-two-nodes", func(t *testing.T) {
@@ -180,6 +178,7 @@ func runEgressIPCases(t *testing.T, mode string) {
 		e.eventually("prod", "web4", egress)
 		e.stopMaster("master-a", syscall.SIGKILL)
 		e.labelAssignable(from, false)
+		defer e.labelAssignable(from, true)
 		e.deletePod("prod", "web4")
 		e.applyEgressIP("prod", []string{eipC}, map[string]string{"env": "prod"}, web)
 		e.startMaster("master-a", "127.0.0.1:29101")
@@ -199,7 +198,6 @@ func runEgressIPCases(t *testing.T, mode string) {
 		if mode == "local" {
 			waitHostClean(t, e, from, eipA)
 		}
-		e.labelAssignable(from, true)
 	})
 
 	t.Run("4-delete-egressip", func(t *testing.T) {
@@ -235,12 +233,28 @@ func waitHostClean(t *testing.T, e *env, node string, ips ...string) {
 	t.Helper()
 	deadline := time.Now().Add(10 * time.Second)
 	for {
-		rules, addrs := e.hostEgressState(node, ips...)
-		if len(rules) == 0 && len(addrs) == 0 {
+		rules, addrs, err := e.hostEgressState(node, ips...)
+		if err == nil && len(rules) == 0 && len(addrs) == 0 {
 			return
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("node %s still has SNAT rules %v and egress addresses %v", node, rules, addrs)
+			t.Fatalf("node %s still has SNAT rules %v and egress addresses %v (%v)", node, rules, addrs, err)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// waitHostHas waits until node holds ip and has SNAT rules to it.
+func waitHostHas(t *testing.T, e *env, node, ip string) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		rules, addrs, err := e.hostEgressState(node, ip)
+		if err == nil && len(addrs) == 1 && strings.Contains(strings.Join(rules, "\n"), "--to-source "+ip) {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("node %s: want %s with SNAT rules, have rules %v addresses %v (%v)", node, ip, rules, addrs, err)
 		}
 		time.Sleep(100 * time.Millisecond)
 	}

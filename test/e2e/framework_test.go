@@ -88,7 +88,13 @@ func newEnv(t *testing.T, mode string) *env {
 	t.Cleanup(func() {
 		e.stopAll()
 		if t.Failed() {
-			t.Logf("logs kept in %s", dir)
+			keep := dir + "-logs"
+			_ = os.RemoveAll(keep)
+			if out, err := exec.Command("cp", "-a", filepath.Join(dir, "log"), keep).CombinedOutput(); err == nil {
+				t.Logf("logs kept in %s", keep)
+			} else {
+				t.Logf("could not keep logs: %v %s", err, out)
+			}
 		}
 		c.Close()
 		dctx, dcancel := context.WithTimeout(context.Background(), 2*time.Minute)
@@ -374,30 +380,47 @@ func (e *env) nbRowsOfEgressIP(name string) int {
 // inNode runs a command in a node's network namespace and returns its output.
 func (e *env) inNode(node string, argv ...string) string {
 	e.t.Helper()
-	ns, err := e.c.NodeNetns(node)
+	out, err := e.tryInNode(node, argv...)
 	if err != nil {
 		e.t.Fatal(err)
 	}
-	out, err := exec.Command("ip", append([]string{"netns", "exec", ns}, argv...)...).CombinedOutput()
-	if err != nil && !strings.Contains(string(out), "No chain/target/match") && !strings.Contains(string(out), "does not exist") {
-		e.t.Fatalf("%v in %s: %v\n%s", argv, node, err, out)
-	}
-	return string(out)
+	return out
 }
 
-// hostEgressState returns, for a node, our SNAT rules and the addresses in want found on its interfaces.
-func (e *env) hostEgressState(node string, ips ...string) (snatRules []string, addrs []string) {
-	rules := e.inNode(node, "iptables", "-t", "nat", "-S", "OVN-KUBE-EGRESSIP")
+func (e *env) tryInNode(node string, argv ...string) (string, error) {
+	ns, err := e.c.NodeNetns(node)
+	if err != nil {
+		return "", err
+	}
+	out, err := exec.Command("ip", append([]string{"netns", "exec", ns}, argv...)...).CombinedOutput()
+	if err != nil {
+		return string(out), fmt.Errorf("%v in %s: %v: %s", argv, node, err, out)
+	}
+	return string(out), nil
+}
+
+// hostEgressState returns, for a node, our SNAT rules and the addresses in ips
+// found on its interfaces. A missing chain means no rules; other failures are
+// returned for the caller to retry.
+func (e *env) hostEgressState(node string, ips ...string) (snatRules []string, addrs []string, err error) {
+	rules, err := e.tryInNode(node, "iptables", "-t", "nat", "-S", "OVN-KUBE-EGRESSIP")
+	// iptables-nft 1.8.9 calls a missing chain "incompatible".
+	if err != nil && !strings.Contains(rules, "No chain/target/match") && !strings.Contains(rules, "does not exist") && !strings.Contains(rules, "is incompatible") {
+		return nil, nil, err
+	}
 	for _, l := range strings.Split(rules, "\n") {
 		if strings.Contains(l, "-j SNAT") {
 			snatRules = append(snatRules, l)
 		}
 	}
-	a := e.inNode(node, "ip", "-o", "addr", "show")
+	a, err := e.tryInNode(node, "ip", "-o", "addr", "show")
+	if err != nil {
+		return nil, nil, err
+	}
 	for _, ip := range ips {
 		if strings.Contains(a, " "+ip+"/") {
 			addrs = append(addrs, ip)
 		}
 	}
-	return snatRules, addrs
+	return snatRules, addrs, nil
 }

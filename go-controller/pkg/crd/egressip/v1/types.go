@@ -15,7 +15,7 @@ import (
 // +kubebuilder:object:root=true
 // +kubebuilder:resource:path=egressips,scope=Cluster,shortName=eip
 // +kubebuilder:subresource:status
-// +kubebuilder:printcolumn:name="EgressIPs",type=string,JSONPath=".spec.egressIPs[*]"
+// +kubebuilder:printcolumn:name="EgressIPs",type=string,JSONPath=".spec.egressIPs"
 // +kubebuilder:printcolumn:name="Assigned Node",type=string,JSONPath=".status.items[*].node"
 // +kubebuilder:printcolumn:name="Assigned EgressIPs",type=string,JSONPath=".status.items[*].egressIP"
 type EgressIP struct {
