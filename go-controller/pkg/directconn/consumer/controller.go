@@ -16,6 +16,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/labels"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
 	"k8s.io/apimachinery/pkg/util/wait"
@@ -206,7 +207,12 @@ func (c *Controller) processNext(ctx context.Context) bool {
 	}
 	defer c.queue.Done(key)
 	if err := c.sync(ctx, key); err != nil {
-		c.log.Error(err, "Sync failed, will retry", "endpointSlice", key)
+		if apierrors.IsAlreadyExists(err) || apierrors.IsConflict(err) {
+			// our cache was behind a write of ours: expected now and then, the retry converges
+			c.log.V(2).Info("Sync raced with a write, will retry", "endpointSlice", key, "err", err.Error())
+		} else {
+			c.log.Error(err, "Sync failed, will retry", "endpointSlice", key)
+		}
 		c.queue.AddRateLimited(key)
 		return true
 	}

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	discoveryv1 "k8s.io/api/discovery/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
 	"k8s.io/apimachinery/pkg/util/wait"
@@ -162,7 +163,12 @@ func (c *Controller) processNext(ctx context.Context) bool {
 	}
 	defer c.queue.Done(key)
 	if err := c.sync(ctx, key); err != nil {
-		c.log.Error(err, "Sync failed, will retry", "shadowEndpointSlice", key)
+		if apierrors.IsAlreadyExists(err) || apierrors.IsConflict(err) {
+			// our cache was behind a write of ours: expected now and then, the retry converges
+			c.log.V(2).Info("Sync raced with a write, will retry", "shadowEndpointSlice", key, "err", err.Error())
+		} else {
+			c.log.Error(err, "Sync failed, will retry", "shadowEndpointSlice", key)
+		}
 		c.queue.AddRateLimited(key)
 		return true
 	}

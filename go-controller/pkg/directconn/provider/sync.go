@@ -71,8 +71,12 @@ func (c *Controller) write(ctx context.Context, existing, desired *discoveryv1.E
 	if existing == nil {
 		created, err := client.Create(ctx, desired, metav1.CreateOptions{})
 		if apierrors.IsAlreadyExists(err) {
-			return nil, fmt.Errorf("EndpointSlice %s exists and is not managed by %s: not touching it",
-				klogKey(desired), directconn.ManagedBy)
+			live, gerr := client.Get(ctx, desired.Name, metav1.GetOptions{})
+			if gerr == nil && live.Labels[discoveryv1.LabelManagedBy] != directconn.ManagedBy {
+				return nil, fmt.Errorf("EndpointSlice %s exists and is not managed by %s: not touching it",
+					klogKey(desired), directconn.ManagedBy)
+			}
+			return nil, err // ours, not in the cache yet: retried
 		}
 		if err == nil {
 			c.log.V(2).Info("Created EndpointSlice", "endpointSlice", klogKey(created))

@@ -1,0 +1,130 @@
+package integration
+
+import (
+	"context"
+	"testing"
+
+	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/utils/ptr"
+
+	netv1beta1 "github.com/ovn-egressip/ovn-egressip/go-controller/pkg/crd/liqo/networking/v1beta1"
+	"github.com/ovn-egressip/ovn-egressip/go-controller/pkg/directconn"
+	"github.com/ovn-egressip/ovn-egressip/go-controller/pkg/directconn/kube"
+	"github.com/ovn-egressip/ovn-egressip/test/apiserver"
+)
+
+// cluster is one running control plane and its clients.
+type cluster struct {
+	id   string
+	env  *apiserver.Env
+	kube kubernetes.Interface
+	dyn  dynamic.Interface
+}
+
+func startCluster(t *testing.T, id string) *cluster {
+	t.Helper()
+	env := apiserver.Start(t)
+	c := &cluster{id: id, env: env}
+	var err error
+	if c.kube, err = kubernetes.NewForConfig(env.Config); err != nil {
+		t.Fatal(err)
+	}
+	if c.dyn, err = dynamic.NewForConfig(env.Config); err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
+func (c *cluster) namespace(t *testing.T, name string) {
+	t.Helper()
+	if _, err := c.kube.CoreV1().Namespaces().Create(context.Background(),
+		&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name}}, metav1.CreateOptions{}); err != nil {
+		t.Fatalf("%s: namespace %s: %v", c.id, name, err)
+	}
+}
+
+// configuration creates this cluster's Configuration for cluster remote: its pod CIDR real is seen as view.
+func (c *cluster) configuration(t *testing.T, remote, real, view string) {
+	t.Helper()
+	ns := "liqo-tenant-" + remote
+	c.namespace(t, ns)
+	cfg := &netv1beta1.Configuration{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: remote, Labels: map[string]string{directconn.RemoteClusterIDLabel: remote}},
+		Spec:       netv1beta1.ConfigurationSpec{Remote: netv1beta1.ClusterConfig{CIDR: netv1beta1.ClusterConfigCIDR{Pod: []netv1beta1.CIDR{netv1beta1.CIDR(real)}}}},
+		Status:     netv1beta1.ConfigurationStatus{Remote: &netv1beta1.ClusterConfig{CIDR: netv1beta1.ClusterConfigCIDR{Pod: []netv1beta1.CIDR{netv1beta1.CIDR(view)}}}},
+	}
+	c.createWithStatus(t, netv1beta1.ConfigurationResource, netv1beta1.SchemeGroupVersion.WithKind("Configuration"), cfg)
+}
+
+// connection creates this cluster's Connection to cluster remote with status v (in liqo-tenant-<remote>, which
+// configuration created).
+func (c *cluster) connection(t *testing.T, remote string, v netv1beta1.ConnectionStatusValue) {
+	t.Helper()
+	conn := &netv1beta1.Connection{
+		ObjectMeta: metav1.ObjectMeta{Namespace: "liqo-tenant-" + remote, Name: "gw-" + remote, Labels: map[string]string{directconn.RemoteClusterIDLabel: remote}},
+		Status:     netv1beta1.ConnectionStatus{Value: v},
+	}
+	c.createWithStatus(t, netv1beta1.ConnectionResource, netv1beta1.SchemeGroupVersion.WithKind("Connection"), conn)
+}
+
+// setConnection changes the status of this cluster's Connection to cluster remote.
+func (c *cluster) setConnection(t *testing.T, remote string, v netv1beta1.ConnectionStatusValue) {
+	t.Helper()
+	ctx := context.Background()
+	r := c.dyn.Resource(netv1beta1.ConnectionResource).Namespace("liqo-tenant-" + remote)
+	u, err := r.Get(ctx, "gw-"+remote, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	u.Object["status"] = map[string]interface{}{"value": string(v)}
+	if _, err := r.UpdateStatus(ctx, u, metav1.UpdateOptions{}); err != nil {
+		t.Fatalf("%s: Connection to %s status %s: %v", c.id, remote, v, err)
+	}
+}
+
+type statusObject interface {
+	metav1.Object
+	runtime.Object
+}
+
+func (c *cluster) createWithStatus(t *testing.T, gvr schema.GroupVersionResource, gvk schema.GroupVersionKind, obj statusObject) {
+	t.Helper()
+	ctx := context.Background()
+	u, err := kube.ToUnstructured(obj, gvk)
+	if err != nil {
+		t.Fatal(err)
+	}
+	status := u.Object["status"]
+	r := c.dyn.Resource(gvr).Namespace(obj.GetNamespace())
+	created, err := r.Create(ctx, u, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatalf("%s: create %s %s: %v", c.id, gvk.Kind, obj.GetName(), err)
+	}
+	created.Object["status"] = status // the status subresource ignores status on create
+	if _, err := r.UpdateStatus(ctx, created, metav1.UpdateOptions{}); err != nil {
+		t.Fatalf("%s: status of %s %s: %v", c.id, gvk.Kind, obj.GetName(), err)
+	}
+}
+
+func (c *cluster) node(t *testing.T, name string, labels map[string]string) {
+	t.Helper()
+	if _, err := c.kube.CoreV1().Nodes().Create(context.Background(),
+		&corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: labels}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func virtualNode(cluster string) map[string]string {
+	return map[string]string{directconn.NodeTypeLabel: directconn.VirtualNodeType, directconn.RemoteClusterIDLabel: cluster}
+}
+
+func endpoint(node, addr string) discoveryv1.Endpoint {
+	return discoveryv1.Endpoint{Addresses: []string{addr}, NodeName: ptr.To(node),
+		Conditions: discoveryv1.EndpointConditions{Ready: ptr.To(true)}}
+}
