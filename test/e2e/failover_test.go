@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"net/netip"
 	"regexp"
@@ -15,9 +16,13 @@ import (
 	"testing"
 	"time"
 
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	egressipv1 "github.com/ovn-egressip/ovn-egressip/go-controller/pkg/crd/egressip/v1"
+	"github.com/ovn-egressip/ovn-egressip/go-controller/pkg/healthcheck"
 )
 
 // probe is one request from the pod to the echo server.
@@ -182,6 +187,7 @@ func TestFailover(t *testing.T) {
 					if mode == "local" {
 						waitHostClean(t, e, from, eipA)
 					}
+					e.waitHealthy(from)
 					e.applyEgressIP("second", []string{eipB}, map[string]string{"env": "none"}, nil)
 					items := e.waitStatus("second", "assigned to "+from, func(it []egressipv1.EgressIPStatusItem) bool { return holder(it, eipB) == from })
 					t.Logf("recovered node %s took %v", from, items)
@@ -223,27 +229,35 @@ func TestMasterHA(t *testing.T) {
 	}
 	e.eventually("prod", "web1", netip.MustParseAddr(eipA), netip.MustParseAddr(eipB))
 
-	// One reroute policy per served pod IP, one SNAT per (pod, egress IP).
-	seen := map[string]int{}
-	for _, table := range []string{"Logical_Router_Policy", "NAT"} {
-		for _, r := range e.nbOwned(table) {
-			seen[table+" "+r]++
+	// One reroute policy per served pod IP, one SNAT per (pod, egress IP), no duplicates.
+	deadline := time.Now().Add(15 * time.Second)
+	for {
+		seen := map[string]int{}
+		reroutes, snats := 0, 0
+		var dups []string
+		for _, table := range []string{"Logical_Router_Policy", "NAT"} {
+			for _, r := range e.nbOwned(table) {
+				seen[table+" "+r]++
+				if seen[table+" "+r] > 1 {
+					dups = append(dups, table+" "+r)
+				}
+				if table == "NAT" {
+					snats++
+				} else if strings.Contains(r, "=reroute") {
+					reroutes++
+				}
+			}
 		}
-	}
-	reroutes, snats := 0, 0
-	for k, n := range seen {
-		if n > 1 {
-			t.Errorf("duplicate NB row (%d): %s", n, k)
+		if len(dups) > 0 {
+			t.Fatalf("duplicate NB rows: %v", dups)
 		}
-		if strings.Contains(k, "rule=reroute") || strings.Contains(k, `rule="reroute"`) {
-			reroutes++
+		if reroutes == 2 && snats == 4 {
+			break
 		}
-		if strings.HasPrefix(k, "NAT ") {
-			snats++
+		if time.Now().After(deadline) {
+			t.Fatalf("want 2 reroute policies and 4 SNAT rows, got %d and %d: %v", reroutes, snats, seen)
 		}
-	}
-	if reroutes != 2 || snats != 4 {
-		t.Errorf("want 2 reroute policies and 4 SNAT rows, got %d and %d: %v", reroutes, snats, seen)
+		time.Sleep(100 * time.Millisecond)
 	}
 }
 
@@ -267,4 +281,33 @@ func (e *env) leaderName(t *testing.T) string {
 	}
 	t.Fatal("no live master holds the Lease")
 	return ""
+}
+
+// waitHealthy waits until node's egress health server answers from the host
+// (where the master runs), then for the master's next probes to see it.
+func (e *env) waitHealthy(node string) {
+	e.t.Helper()
+	n, err := e.c.Node(node)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
+		conn, err := grpc.NewClient(net.JoinHostPort(n.MgmtIP.String(), "9107"), grpc.WithTransportCredentials(insecure.NewCredentials()))
+		if err == nil {
+			resp, cerr := healthpb.NewHealthClient(conn).Check(ctx, &healthpb.HealthCheckRequest{Service: healthcheck.ServiceName})
+			conn.Close()
+			if cerr == nil && resp.GetStatus() == healthpb.HealthCheckResponse_SERVING {
+				cancel()
+				time.Sleep(time.Second)
+				return
+			}
+		}
+		cancel()
+		if time.Now().After(deadline) {
+			e.t.Fatalf("node %s: egress health server does not answer on %s:9107", node, n.MgmtIP)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
 }

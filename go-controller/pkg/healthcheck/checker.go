@@ -33,6 +33,10 @@ type CheckerConfig struct {
 	// Timeout bounds one probe (the reachability total timeout). 0 disables
 	// probing: every target is reported reachable.
 	Timeout time.Duration
+	// FailureThreshold is how many probes in a row must fail before a node is
+	// declared unreachable (one success makes it reachable again). 0 means 2:
+	// one slow answer on a loaded machine must not move every IP of a node.
+	FailureThreshold int
 	// Targets returns the nodes to probe now; it is called once per Interval.
 	Targets func() []Target
 	// OnChange is called (from the checker's goroutine) after a node's
@@ -49,12 +53,16 @@ type Checker struct {
 
 	mu          sync.Mutex
 	unreachable map[string]bool
+	failures    map[string]int // consecutive failed probes per node
 	probers     map[string]*prober
 }
 
 // NewChecker returns a Checker; call Run to start probing.
 func NewChecker(cfg CheckerConfig) *Checker {
-	return &Checker{cfg: cfg, unreachable: map[string]bool{}, probers: map[string]*prober{}}
+	if cfg.FailureThreshold <= 0 {
+		cfg.FailureThreshold = 2
+	}
+	return &Checker{cfg: cfg, unreachable: map[string]bool{}, failures: map[string]int{}, probers: map[string]*prober{}}
 }
 
 // Reachable reports whether node passed its latest probe (nodes never probed are reachable).
@@ -103,6 +111,7 @@ func (c *Checker) refresh(ctx context.Context) {
 			delete(c.probers, node)
 			if !ok {
 				delete(c.unreachable, node)
+				delete(c.failures, node)
 			}
 		}
 	}
@@ -130,11 +139,17 @@ func (c *Checker) record(node string, ok bool, took time.Duration) {
 	was := !c.unreachable[node]
 	if ok {
 		delete(c.unreachable, node)
+		delete(c.failures, node)
 	} else {
-		c.unreachable[node] = true
+		c.failures[node]++
+		if c.failures[node] >= c.cfg.FailureThreshold {
+			c.unreachable[node] = true
+		}
 	}
+	now := !c.unreachable[node]
 	c.mu.Unlock()
-	if was != ok {
+	if was != now {
+		ok = now
 		if ok {
 			klog.Infof("egress node %s is reachable again", node)
 		} else {

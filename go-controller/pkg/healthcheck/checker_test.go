@@ -121,3 +121,24 @@ func TestCheckerDisabled(t *testing.T) {
 		t.Fatal("a disabled checker probes nothing and reports every node reachable")
 	}
 }
+
+func TestCheckerNeedsConsecutiveFailures(t *testing.T) {
+	var changes []bool
+	c := NewChecker(CheckerConfig{Timeout: time.Second, FailureThreshold: 3,
+		OnChange: func(_ string, ok bool) { changes = append(changes, ok) }})
+	c.probers["n"] = &prober{}
+	for _, ok := range []bool{false, false, true, false, false} {
+		c.record("n", ok, 0)
+	}
+	if !c.Reachable("n") || len(changes) != 0 {
+		t.Fatalf("two failures in a row out of a threshold of three must not flip the node: %v", changes)
+	}
+	c.record("n", false, 0)
+	if c.Reachable("n") || len(changes) != 1 || changes[0] {
+		t.Fatalf("the third failure in a row makes the node unreachable: %v", changes)
+	}
+	c.record("n", true, 0)
+	if !c.Reachable("n") || len(changes) != 2 || !changes[1] {
+		t.Fatalf("one success makes it reachable again: %v", changes)
+	}
+}
