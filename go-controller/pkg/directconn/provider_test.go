@@ -110,7 +110,7 @@ func TestBuildEndpointSlice(t *testing.T) {
 			cfgs:         []*netv1beta1.Configuration{configuration("cluster-c", []string{"10.244.0.0/16"}, nil)},
 			conns:        []*netv1beta1.Connection{connection("cluster-c", netv1beta1.Connected)},
 			wantAddrs:    []string{"10.244.1.5", "10.244.2.4", "10.71.3.7"},
-			wantProblems: []string{ReasonRemapFailed + `: cluster cluster-c: Configuration liqo-tenant-cluster-c/cluster-c has no status.remote yet (remapping not done): indirect address kept (addresses 10.71.3.7)`},
+			wantProblems: []string{ReasonRemapFailed + `: cluster cluster-c: no status.remote in Configuration liqo-tenant-cluster-c/cluster-c yet (remapping not done): indirect address kept (addresses 10.71.3.7)`},
 		},
 		{
 			name: "several CIDRs per cluster, several listed addresses",

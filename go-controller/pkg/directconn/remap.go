@@ -23,18 +23,18 @@ func CIDRMapFromConfiguration(cfg *netv1beta1.Configuration) (CIDRMap, error) {
 	name := cfg.Namespace + "/" + cfg.Name
 	reals, err := parsePrefixes(cfg.Spec.Remote.CIDR.Pod)
 	if err != nil {
-		return CIDRMap{}, fmt.Errorf("Configuration %s spec.remote.cidr.pod: %w", name, err)
+		return CIDRMap{}, fmt.Errorf("spec.remote.cidr.pod of Configuration %s: %w", name, err)
 	}
 	if cfg.Status.Remote == nil {
-		return CIDRMap{}, fmt.Errorf("Configuration %s has no status.remote yet (remapping not done)", name)
+		return CIDRMap{}, fmt.Errorf("no status.remote in Configuration %s yet (remapping not done)", name)
 	}
 	views, err := parsePrefixes(cfg.Status.Remote.CIDR.Pod)
 	if err != nil {
-		return CIDRMap{}, fmt.Errorf("Configuration %s status.remote.cidr.pod: %w", name, err)
+		return CIDRMap{}, fmt.Errorf("status.remote.cidr.pod of Configuration %s: %w", name, err)
 	}
 	if len(reals) != len(views) {
-		return CIDRMap{}, fmt.Errorf("Configuration %s has %d spec.remote.cidr.pod entries but %d in status",
-			name, len(reals), len(views))
+		return CIDRMap{}, fmt.Errorf("%d spec.remote.cidr.pod entries but %d in status in Configuration %s",
+			len(reals), len(views), name)
 	}
 	return CIDRMap{Real: reals, View: views}, nil
 }

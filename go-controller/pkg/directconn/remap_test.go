@@ -149,9 +149,9 @@ func TestCIDRMapFromConfigurationErrors(t *testing.T) {
 		wantErr    string
 	}{
 		{"no status yet", []string{"10.244.0.0/16"}, nil, "no status.remote"},
-		{"lengths differ", []string{"10.244.0.0/16", "10.1.0.0/16"}, []string{"10.72.0.0/16"}, "2 spec.remote.cidr.pod entries but 1"},
-		{"spec does not parse", []string{"10.244.0.0"}, []string{"10.72.0.0/16"}, "spec.remote.cidr.pod: entry 0"},
-		{"status does not parse", []string{"10.244.0.0/16"}, []string{"nope"}, "status.remote.cidr.pod: entry 0"},
+		{"lengths differ", []string{"10.244.0.0/16", "10.1.0.0/16"}, []string{"10.72.0.0/16"}, "2 spec.remote.cidr.pod entries but 1 in status"},
+		{"spec does not parse", []string{"10.244.0.0"}, []string{"10.72.0.0/16"}, "spec.remote.cidr.pod of Configuration liqo-tenant-c/c: entry 0"},
+		{"status does not parse", []string{"10.244.0.0/16"}, []string{"nope"}, "status.remote.cidr.pod of Configuration liqo-tenant-c/c: entry 0"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
