@@ -12,14 +12,11 @@ package consumer
 import (
 	"context"
 	"fmt"
-	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/labels"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
-	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
@@ -98,9 +95,7 @@ func New(cfg Config) (*Controller, error) {
 		recorder:   cfg.Recorder,
 		log:        klog.Background().WithName(Component),
 		factory:    informers.NewSharedInformerFactory(cfg.Kube, 0),
-		queue: workqueue.NewTypedRateLimitingQueueWithConfig(
-			workqueue.DefaultTypedControllerRateLimiter[cache.ObjectName](),
-			workqueue.TypedRateLimitingQueueConfig[cache.ObjectName]{Name: Component}),
+		queue:      kube.NewQueue(Component),
 	}
 	for _, ns := range cfg.Namespaces {
 		c.namespaces[ns] = true
@@ -175,10 +170,7 @@ func (c *Controller) Run(ctx context.Context, workers int) error {
 		return err
 	}
 	c.log.Info("Started", "clusterID", c.clusterID, "providers", len(c.providers), "workers", workers)
-	for range workers {
-		go wait.UntilWithContext(ctx, c.worker, time.Second)
-	}
-	<-ctx.Done()
+	kube.RunWorkers(ctx, c.queue, workers, c.sync, c.log, "endpointSlice")
 	return nil
 }
 
@@ -193,31 +185,6 @@ func (c *Controller) startInformers(ctx context.Context) error {
 		return fmt.Errorf("%s: caches did not sync", Component)
 	}
 	return nil
-}
-
-func (c *Controller) worker(ctx context.Context) {
-	for c.processNext(ctx) {
-	}
-}
-
-func (c *Controller) processNext(ctx context.Context) bool {
-	key, quit := c.queue.Get()
-	if quit {
-		return false
-	}
-	defer c.queue.Done(key)
-	if err := c.sync(ctx, key); err != nil {
-		if apierrors.IsAlreadyExists(err) || apierrors.IsConflict(err) {
-			// our cache was behind a write of ours: expected now and then, the retry converges
-			c.log.V(2).Info("Sync raced with a write, will retry", "endpointSlice", key, "err", err.Error())
-		} else {
-			c.log.Error(err, "Sync failed, will retry", "endpointSlice", key)
-		}
-		c.queue.AddRateLimited(key)
-		return true
-	}
-	c.queue.Forget(key)
-	return true
 }
 
 func (c *Controller) watched(ns string) bool { return len(c.namespaces) == 0 || c.namespaces[ns] }

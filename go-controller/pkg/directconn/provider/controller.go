@@ -8,13 +8,10 @@ package provider
 import (
 	"context"
 	"fmt"
-	"time"
 
 	discoveryv1 "k8s.io/api/discovery/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
-	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
@@ -73,9 +70,7 @@ func New(cfg Config) (*Controller, error) {
 		kube:      cfg.Kube,
 		recorder:  cfg.Recorder,
 		log:       klog.Background().WithName(Component),
-		queue: workqueue.NewTypedRateLimitingQueueWithConfig(
-			workqueue.DefaultTypedControllerRateLimiter[cache.ObjectName](),
-			workqueue.TypedRateLimitingQueueConfig[cache.ObjectName]{Name: Component}),
+		queue:     kube.NewQueue(Component),
 	}
 	if c.recorder == nil {
 		c.recorder, c.stopRec = kube.NewRecorder(cfg.Kube, Component)
@@ -132,10 +127,7 @@ func (c *Controller) Run(ctx context.Context, workers int) error {
 		return err
 	}
 	c.log.Info("Started", "clusterID", c.clusterID, "workers", workers)
-	for range workers {
-		go wait.UntilWithContext(ctx, c.worker, time.Second)
-	}
-	<-ctx.Done()
+	kube.RunWorkers(ctx, c.queue, workers, c.sync, c.log, "shadowEndpointSlice")
 	return nil
 }
 
@@ -149,31 +141,6 @@ func (c *Controller) startInformers(ctx context.Context) error {
 		return fmt.Errorf("%s: caches did not sync", Component)
 	}
 	return nil
-}
-
-func (c *Controller) worker(ctx context.Context) {
-	for c.processNext(ctx) {
-	}
-}
-
-func (c *Controller) processNext(ctx context.Context) bool {
-	key, quit := c.queue.Get()
-	if quit {
-		return false
-	}
-	defer c.queue.Done(key)
-	if err := c.sync(ctx, key); err != nil {
-		if apierrors.IsAlreadyExists(err) || apierrors.IsConflict(err) {
-			// our cache was behind a write of ours: expected now and then, the retry converges
-			c.log.V(2).Info("Sync raced with a write, will retry", "shadowEndpointSlice", key, "err", err.Error())
-		} else {
-			c.log.Error(err, "Sync failed, will retry", "shadowEndpointSlice", key)
-		}
-		c.queue.AddRateLimited(key)
-		return true
-	}
-	c.queue.Forget(key)
-	return true
 }
 
 func (c *Controller) enqueue(obj interface{}) {
