@@ -182,7 +182,13 @@ func TestFailover(t *testing.T) {
 					case "kill-daemon":
 						e.startNode(from)
 					case "cut-link":
+						// Link down dropped the cluster route of the management port: put both back.
+						n, err := e.c.Node(from)
+						if err != nil {
+							t.Fatal(err)
+						}
 						e.inNode(from, "ip", "link", "set", "k8s-"+from, "up")
+						e.inNode(from, "ip", "route", "replace", "10.244.0.0/16", "via", n.RouterIP.String(), "dev", "k8s-"+from)
 					}
 					if mode == "local" {
 						waitHostClean(t, e, from, eipA)
