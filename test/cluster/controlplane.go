@@ -25,15 +25,6 @@ func freeLoopbackPort() (int, error) {
 	return l.Addr().(*net.TCPAddr).Port, nil
 }
 
-// checkPortFree fails with a one-line cause when addr (host:port) is already bound on this machine.
-func checkPortFree(addr string) error {
-	l, err := net.Listen("tcp", addr)
-	if err != nil {
-		return fmt.Errorf("port %s is in use (%v)", addr, err)
-	}
-	return l.Close()
-}
-
 // startEtcd starts etcd on free loopback ports with its data in p.etcdData() and returns its client URL.
 func startEtcd(p paths, etcdBin string) (string, error) {
 	client, err := freeLoopbackPort()
