@@ -25,6 +25,13 @@ const (
 	NodeSubnets = "k8s.ovn.org/node-subnets"
 	// GatewayRouterLRPIfAddr is JSON {"ipv4":"100.64.0.2/16","ipv6":...}: the node's gateway router join IPs.
 	GatewayRouterLRPIfAddr = "k8s.ovn.org/node-gateway-router-lrp-ifaddr"
+	// EgressIPsReady is the node daemon's JSON list of egress IPs (canonical address
+	// strings, sorted, e.g. ["172.18.0.33","fc00::33"]) that the node holds and has
+	// fully programmed in local gateway mode: address present, GARP / unsolicited NA
+	// sent, SNAT rules for every pod it serves applied. The master reroutes to a
+	// holder only once the IP it holds is listed here (make-before-break). Not
+	// written in shared gateway mode.
+	EgressIPsReady = "k8s.ovn.org/egress-ips-ready"
 )
 
 // IfAddr is the JSON shape {"ipv4": CIDR, "ipv6": CIDR} used by several node annotations.
