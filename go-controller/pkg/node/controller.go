@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"net/netip"
 	"time"
 
@@ -25,6 +26,7 @@ import (
 	eipscheme "github.com/ovn-egressip/ovn-egressip/go-controller/pkg/crd/egressip/v1/apis/clientset/versioned/scheme"
 	eipinformers "github.com/ovn-egressip/ovn-egressip/go-controller/pkg/crd/egressip/v1/apis/informers/externalversions"
 	eiplisters "github.com/ovn-egressip/ovn-egressip/go-controller/pkg/crd/egressip/v1/apis/listers/egressip/v1"
+	"github.com/ovn-egressip/ovn-egressip/go-controller/pkg/egressip/annotations"
 	"github.com/ovn-egressip/ovn-egressip/go-controller/pkg/node/egressfacts"
 	"github.com/ovn-egressip/ovn-egressip/go-controller/pkg/node/hostegress"
 	"github.com/ovn-egressip/ovn-egressip/go-controller/pkg/node/hostinfo"
@@ -184,7 +186,8 @@ func (c *controller) processNext(ctx context.Context) bool {
 	return true
 }
 
-// sync publishes the egress facts and, in local gateway mode, converges the host.
+// sync converges the host (local gateway mode) and then publishes the egress facts
+// and which egress IPs are ready, in one Node patch.
 func (c *controller) sync(ctx context.Context) error {
 	eips, err := c.eips.List(labels.Everything())
 	if err != nil {
@@ -195,23 +198,26 @@ func (c *controller) sync(ctx context.Context) error {
 		return fmt.Errorf("read host network state: %w", err)
 	}
 	var errs []error
-	if err := c.syncFacts(ctx, snap, eips); err != nil {
-		errs = append(errs, err)
-	}
+	var ready map[netip.Addr]bool
 	if c.p.GatewayMode == GatewayModeLocal {
-		errs = append(errs, c.syncHost(snap, eips))
+		ready, err = c.syncHost(snap, eips)
+		errs = append(errs, err)
 	} else if !c.cleanedUp {
 		// Shared gateway mode programs nothing; leftovers of ours (from an earlier
 		// run in local mode) are removed once, best effort.
-		if err := c.p.host.Apply(hostegress.State{}); err != nil {
+		if _, err := c.p.host.Apply(hostegress.State{}); err != nil {
 			klog.ErrorS(err, "Removing leftover egress IP host state failed", "node", c.p.NodeName)
 		}
 		c.cleanedUp = true
 	}
+	errs = append(errs, c.publish(ctx, snap, eips, ready))
 	return errors.Join(errs...)
 }
 
-func (c *controller) syncFacts(ctx context.Context, snap hostinfo.Snapshot, eips []*egressipv1.EgressIP) error {
+// publish patches the own Node, only when something changed: the egress facts
+// (when the gateway interface is known) and, in local gateway mode, the egress IPs
+// ready (annotations.EgressIPsReady; removed in shared gateway mode).
+func (c *controller) publish(ctx context.Context, snap hostinfo.Snapshot, eips []*egressipv1.EgressIP, ready map[netip.Addr]bool) error {
 	node, err := c.nodes.Get(c.p.NodeName)
 	if apierrors.IsNotFound(err) {
 		return fmt.Errorf("node %s not found", c.p.NodeName)
@@ -219,31 +225,38 @@ func (c *controller) syncFacts(ctx context.Context, snap hostinfo.Snapshot, eips
 	if err != nil {
 		return err
 	}
+	set := map[string]*string{}
+	var factsErr error
 	gw, err := egressfacts.GatewayLink(snap, c.p.GatewayInterface)
 	if err != nil {
 		if msg := err.Error(); msg != c.lastFactsErr {
 			c.lastFactsErr = msg
 			c.recorder.Eventf(nodeRef(node), corev1.EventTypeWarning, "EgressFactsUnknown", "node %s: %v", node.Name, err)
 		}
-		return fmt.Errorf("node %s: egress facts: %w", node.Name, err)
+		factsErr = fmt.Errorf("node %s: egress facts: %w", node.Name, err)
+	} else {
+		c.lastFactsErr = ""
+		facts := egressfacts.Compute(snap, gw, statusIPs(eips))
+		maps.Copy(set, egressfacts.Changes(node.Annotations, facts))
 	}
-	c.lastFactsErr = ""
-	facts := egressfacts.Compute(snap, gw, statusIPs(eips))
-	patch, changed := egressfacts.Patch(node.Annotations, facts)
-	if !changed {
-		return nil
+	if v, changed := egressfacts.ReadyChange(node.Annotations, ready, c.p.GatewayMode == GatewayModeLocal); changed {
+		set[annotations.EgressIPsReady] = v
 	}
+	if len(set) == 0 {
+		return factsErr
+	}
+	patch := egressfacts.MergePatch(set)
 	if _, err := c.p.Kube.CoreV1().Nodes().Patch(ctx, node.Name, types.MergePatchType, patch, metav1.PatchOptions{}); err != nil {
-		return fmt.Errorf("node %s: patch egress facts: %w", node.Name, err)
+		return errors.Join(factsErr, fmt.Errorf("node %s: patch egress facts: %w", node.Name, err))
 	}
 	klog.InfoS("Published egress facts", "node", node.Name, "gatewayInterface", gw.Name, "patch", string(patch))
-	return nil
+	return factsErr
 }
 
-func (c *controller) syncHost(snap hostinfo.Snapshot, eips []*egressipv1.EgressIP) error {
+func (c *controller) syncHost(snap hostinfo.Snapshot, eips []*egressipv1.EgressIP) (map[netip.Addr]bool, error) {
 	nsList, err := c.namespaces.List(labels.Everything())
 	if err != nil {
-		return err
+		return nil, err
 	}
 	namespaces := make(map[string]*corev1.Namespace, len(nsList))
 	for _, ns := range nsList {
@@ -251,16 +264,17 @@ func (c *controller) syncHost(snap hostinfo.Snapshot, eips []*egressipv1.EgressI
 	}
 	pods, err := c.pods.List(labels.Everything())
 	if err != nil {
-		return err
+		return nil, err
 	}
 	st, problems := hostegress.Compute(hostegress.Input{
 		NodeName: c.p.NodeName, EgressIPs: eips, Namespaces: namespaces, Pods: pods, Host: snap,
 	})
 	c.report(eips, problems)
-	if err := c.p.host.Apply(st); err != nil {
-		return fmt.Errorf("node %s: program egress IPs: %w", c.p.NodeName, err)
+	ready, err := c.p.host.Apply(st)
+	if err != nil {
+		return ready, fmt.Errorf("node %s: program egress IPs: %w", c.p.NodeName, err)
 	}
-	return nil
+	return ready, nil
 }
 
 // report logs every problem and sends an Event on the EgressIP the first time a

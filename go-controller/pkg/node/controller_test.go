@@ -2,6 +2,7 @@ package node
 
 import (
 	"context"
+	"fmt"
 	"net/netip"
 	"strings"
 	"sync"
@@ -22,12 +23,14 @@ import (
 
 var mp = netip.MustParsePrefix
 
-// fakeHost is a host with a fixed Snapshot that records every Apply.
+// fakeHost is a host with a fixed Snapshot that records every Apply. Apply
+// reports every address of the state as ready except those in notReady.
 type fakeHost struct {
-	mu      sync.Mutex
-	snap    hostinfo.Snapshot
-	applied []hostegress.State
-	notify  func()
+	mu       sync.Mutex
+	snap     hostinfo.Snapshot
+	applied  []hostegress.State
+	notify   func()
+	notReady map[netip.Addr]bool
 }
 
 func (f *fakeHost) Snapshot() (hostinfo.Snapshot, error) {
@@ -36,11 +39,29 @@ func (f *fakeHost) Snapshot() (hostinfo.Snapshot, error) {
 	return f.snap, nil
 }
 
-func (f *fakeHost) Apply(st hostegress.State) error {
+func (f *fakeHost) Apply(st hostegress.State) (map[netip.Addr]bool, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.applied = append(f.applied, st)
-	return nil
+	ready := map[netip.Addr]bool{}
+	var err error
+	for _, a := range st.Addresses {
+		if f.notReady[a.IP] {
+			err = fmt.Errorf("fake: %s not programmed", a.IP)
+			continue
+		}
+		ready[a.IP] = true
+	}
+	return ready, err
+}
+
+func (f *fakeHost) setNotReady(ips ...string) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.notReady = map[netip.Addr]bool{}
+	for _, ip := range ips {
+		f.notReady[netip.MustParseAddr(ip)] = true
+	}
 }
 
 func (f *fakeHost) Watch(ctx context.Context, notify func()) {
@@ -101,11 +122,20 @@ type fixture struct {
 
 func start(t *testing.T, mode string, kubeObjs []runtime.Object, eips ...runtime.Object) *fixture {
 	t.Helper()
+	objs := []runtime.Object{
+		&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "prod", Labels: map[string]string{"env": "prod"}}},
+	}
+	hasNode := false
+	for _, o := range kubeObjs {
+		if n, ok := o.(*corev1.Node); ok && n.Name == "node1" {
+			hasNode = true
+		}
+	}
+	if !hasNode { // kubeObjs may bring its own node1
+		objs = append(objs, &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "node1"}})
+	}
 	f := &fixture{
-		kube: kubefake.NewClientset(append([]runtime.Object{
-			&corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "node1"}},
-			&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "prod", Labels: map[string]string{"env": "prod"}}},
-		}, kubeObjs...)...),
+		kube:  kubefake.NewClientset(append(objs, kubeObjs...)...),
 		eips:  eipfake.NewSimpleClientset(eips...),
 		host:  &fakeHost{snap: hostSnap()},
 		errCh: make(chan error, 1),

@@ -21,7 +21,12 @@ import (
 // host match a desired State. The Linux implementation is linuxHost; tests use a fake.
 type host interface {
 	Snapshot() (hostinfo.Snapshot, error)
-	Apply(st hostegress.State) error
+	// Apply makes the host match st and returns the egress IPs of st.Addresses that
+	// are now fully programmed: the address is present (ours), it has been
+	// announced (GARP / unsolicited NA) by this process, and the policy routing and
+	// SNAT chain synced without error, so every pod st serves with it leaves with
+	// it. The set is what the node publishes as annotations.EgressIPsReady.
+	Apply(st hostegress.State) (ready map[netip.Addr]bool, err error)
 	// Watch calls notify on every host network change until ctx is done.
 	Watch(ctx context.Context, notify func())
 }
@@ -33,13 +38,18 @@ type linuxHost struct {
 	inNetns  func(func() error) error
 	ipt      *iptables.Syncer
 	announce func(ifName string, ip netip.Addr) error
+	// announced are the addresses of ours this process has announced (Apply runs on
+	// the controller's single worker only). A wanted address missing from it is
+	// announced by the next Apply: a failed announcement is retried, and a
+	// restarted daemon announces again what it holds.
+	announced map[addrKey]bool
 }
 
 func newLinuxHost(inNetns func(func() error) error, cfg iptables.Config) *linuxHost {
 	if inNetns == nil {
 		inNetns = func(fn func() error) error { return fn() }
 	}
-	return &linuxHost{inNetns: inNetns, ipt: iptables.New(cfg), announce: garp.Announce}
+	return &linuxHost{inNetns: inNetns, ipt: iptables.New(cfg), announce: garp.Announce, announced: map[addrKey]bool{}}
 }
 
 func (h *linuxHost) Snapshot() (hostinfo.Snapshot, error) {
@@ -58,11 +68,14 @@ type addrKey struct {
 }
 
 // Apply converges the host in make-before-break order: add missing egress IP
-// addresses, sync ip rules and routes, sync the SNAT chain, announce the new
-// addresses (GARP / unsolicited NA), and only then delete addresses of ours that
-// are no longer wanted. It keeps going after an error and returns them all.
-func (h *linuxHost) Apply(st hostegress.State) error {
-	return h.inNetns(func() error {
+// addresses, sync ip rules and routes, sync the SNAT chain, announce the addresses
+// not yet announced (GARP / unsolicited NA), and only then delete addresses of
+// ours that are no longer wanted. It keeps going after an error and returns them
+// all, with the egress IPs that are fully programmed (see host.Apply): none when
+// the policy routing or the SNAT chain could not be synced.
+func (h *linuxHost) Apply(st hostegress.State) (map[netip.Addr]bool, error) {
+	ready := map[netip.Addr]bool{}
+	err := h.inNetns(func() error {
 		have, err := addr.List()
 		if err != nil {
 			return err
@@ -76,10 +89,12 @@ func (h *linuxHost) Apply(st hostegress.State) error {
 		var errs []error
 		var added []hostegress.Address
 		wanted := map[addrKey]bool{}
+		held := map[addrKey]bool{} // wanted and present as ours
 		for _, a := range st.Addresses {
 			k := addrKey{a.LinkIndex, netip.PrefixFrom(a.IP, a.IP.BitLen())}
 			wanted[k] = true
 			if _, ok := ours[k]; ok {
+				held[k] = true
 				continue
 			}
 			err := addr.AddHost(a.LinkIndex, a.IP, hostinfo.Proto)
@@ -97,21 +112,44 @@ func (h *linuxHost) Apply(st hostegress.State) error {
 			if err := verifyMarked(added); err != nil {
 				return err // nothing else is programmed with addresses we could not mark
 			}
+			for _, a := range added {
+				held[addrKey{a.LinkIndex, netip.PrefixFrom(a.IP, a.IP.BitLen())}] = true
+			}
 		}
+		synced := true
 		rst, err := iproute.Sync(st.Rules, st.Routes)
 		if err != nil {
 			errs = append(errs, err)
+			synced = false
 		}
 		if rst != (iproute.Stats{}) {
 			klog.V(2).InfoS("Synced egress ip rules and routes", "stats", rst)
 		}
 		if err := h.ipt.Sync(st.SNAT); err != nil {
 			errs = append(errs, err)
+			synced = false
 		}
-		for _, a := range added {
-			if err := h.announce(a.Link, a.IP); err != nil {
-				// The address works without it; neighbours learn it when their entry expires.
-				klog.ErrorS(err, "Announcing egress IP failed", "ip", a.IP, "link", a.Link)
+		for k := range h.announced {
+			if !held[k] {
+				delete(h.announced, k)
+			}
+		}
+		for _, a := range st.Addresses {
+			k := addrKey{a.LinkIndex, netip.PrefixFrom(a.IP, a.IP.BitLen())}
+			if !held[k] {
+				continue
+			}
+			if !h.announced[k] {
+				if err := h.announce(a.Link, a.IP); err != nil {
+					// The address works without it, but a neighbour holding the previous
+					// holder's MAC would keep sending replies there: not ready, retried.
+					errs = append(errs, fmt.Errorf("EgressIP %s: %w", a.EgressIP, err))
+					continue
+				}
+				h.announced[k] = true
+			}
+			if synced {
+				ready[a.IP] = true
 			}
 		}
 		for k, e := range ours {
@@ -126,6 +164,7 @@ func (h *linuxHost) Apply(st hostegress.State) error {
 		}
 		return errors.Join(errs...)
 	})
+	return ready, err
 }
 
 // verifyMarked checks that the kernel kept our IFA_PROTO mark on the addresses just

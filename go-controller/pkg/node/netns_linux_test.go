@@ -266,6 +266,23 @@ func testLocalGateway(t *testing.T, backend string) {
 	}
 	t.Cleanup(stop)
 
+	// Readiness is published only after the host is programmed: once the Node
+	// lists both egress IPs, their addresses and the SNAT rule are in place.
+	ready := func() string {
+		n, err := kube.CoreV1().Nodes().Get(context.Background(), "node1", metav1.GetOptions{})
+		if err != nil {
+			return err.Error()
+		}
+		return n.Annotations[annotations.EgressIPsReady]
+	}
+	eventually(t, 10*time.Second, "egress-ips-ready lists both egress IPs", func() (bool, string) {
+		v := ready()
+		return v == `["172.18.0.50","fd00:18::50"]`, v
+	})
+	if a, _, _, chain, _ := tp.ours(t); len(a) != 2 || !strings.Contains(chain, "-s 10.244.1.3/32") {
+		t.Fatalf("egress-ips-ready published before the host was programmed: addrs %v, chain %q", a, chain)
+	}
+
 	// 1. Assignment + start-up repair.
 	took := eventually(t, 10*time.Second, "egress IPs programmed and leftovers removed", func() (bool, string) {
 		a, rules, routes, chain, jump := tp.ours(t)
@@ -346,6 +363,10 @@ func testLocalGateway(t *testing.T, backend string) {
 	if rules := tp.ourRules(t); !strings.Contains(rules, "from 10.244.1.4/32 lookup "+strconv.Itoa(hostegress.TableBase+eth1Idx)) {
 		t.Fatalf("policy rule for the db pod missing:\n%s", rules)
 	}
+	eventually(t, 5*time.Second, "egress-ips-ready lists the secondary egress IP", func() (bool, string) {
+		v := ready()
+		return v == `["172.18.0.50","192.168.50.50","fd00:18::50"]`, v
+	})
 
 	// 4. Unassignment: everything of ours goes, traffic uses the node IP again.
 	for _, name := range []string{"eip-web", "eip-db"} {
@@ -366,6 +387,10 @@ func testLocalGateway(t *testing.T, backend string) {
 	expectSource(t, tp, webV4, extV4, nodeV4)
 	expectSource(t, tp, dbV4, extV4, nodeV4)
 	expectSource(t, tp, webV6, extV6, nodeV6)
+	eventually(t, 5*time.Second, "egress-ips-ready empty after unassignment", func() (bool, string) {
+		v := ready()
+		return v == `[]`, v
+	})
 	if got := tp.foreignState(t); got != foreign {
 		t.Fatalf("foreign state changed:\nbefore:\n%s\nafter:\n%s", foreign, got)
 	}

@@ -4,6 +4,10 @@
 // host so that pods served by an egress IP this node holds leave with it: the
 // address, the SNAT rules (chain OVN-KUBE-EGRESSIP), policy routing, and a
 // gratuitous ARP / unsolicited neighbour advertisement when an address appears.
+// In local gateway mode it also publishes, after each sync, which egress IPs it
+// holds and has fully programmed (k8s.ovn.org/egress-ips-ready): the master
+// reroutes pods to this node only for those, so a moved IP never sends traffic
+// here before the SNAT rules exist (make-before-break).
 //
 // One controller does it all: informers on EgressIPs, Namespaces, Pods and the
 // own Node, plus netlink address/route events and a periodic resync, all queue the

@@ -124,6 +124,16 @@ func Values(f Facts) (primary string, primaryOK bool, hostCIDRs string) {
 // carry f, and false when nothing needs to change. Values are compared as
 // parsed facts, so an equivalent hand-written value is left alone.
 func Patch(current map[string]string, f Facts) ([]byte, bool) {
+	set := Changes(current, f)
+	if len(set) == 0 {
+		return nil, false
+	}
+	return MergePatch(set), true
+}
+
+// Changes returns the annotation changes that make current carry f: annotation
+// name -> new value, nil meaning "remove". Empty when nothing needs to change.
+func Changes(current map[string]string, f Facts) map[string]*string {
 	primaryVal, primaryOK, cidrsVal := Values(f)
 	set := map[string]*string{}
 	cur, has := current[annotations.PrimaryIfAddr]
@@ -136,11 +146,14 @@ func Patch(current map[string]string, f Facts) ([]byte, bool) {
 	if curC, has := current[annotations.HostCIDRs]; !has || !sameCIDRs(curC, f.HostCIDRs) {
 		set[annotations.HostCIDRs] = &cidrsVal
 	}
-	if len(set) == 0 {
-		return nil, false
-	}
+	return set
+}
+
+// MergePatch renders annotation changes (name -> value, nil = remove) as a JSON
+// merge patch of a Node's metadata.annotations.
+func MergePatch(set map[string]*string) []byte {
 	b, _ := json.Marshal(map[string]any{"metadata": map[string]any{"annotations": set}})
-	return b, true
+	return b
 }
 
 func samePrimary(value string, want annotations.DualPrefix) bool {

@@ -1,0 +1,123 @@
+package node
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+
+	"github.com/ovn-egressip/ovn-egressip/go-controller/pkg/egressip/annotations"
+)
+
+func readyValue(t *testing.T, f *fixture) (string, bool) {
+	t.Helper()
+	n, err := f.kube.CoreV1().Nodes().Get(context.Background(), "node1", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	v, ok := n.Annotations[annotations.EgressIPsReady]
+	return v, ok
+}
+
+func waitReady(t *testing.T, f *fixture, want string) {
+	t.Helper()
+	waitFor(t, "egress-ips-ready = "+want, func() (bool, string) {
+		v, ok := readyValue(t, f)
+		return ok && v == want, v
+	})
+}
+
+// fewSyncs waits until the controller has applied the host state n more times.
+func fewSyncs(t *testing.T, f *fixture, n int) {
+	t.Helper()
+	_, before := f.host.last()
+	waitFor(t, "more syncs", func() (bool, string) { _, k := f.host.last(); return k >= before+n, "" })
+}
+
+func TestReadyAnnotationFollowsProgrammedEgressIPs(t *testing.T) {
+	web := map[string]string{"app": "web"}
+	f := start(t, GatewayModeLocal, []runtime.Object{testPod("a", web, "10.244.1.3")}, testEIP("eip1", "172.18.0.50"))
+	ctx := context.Background()
+
+	// Held and programmed: listed, in the same patch as the egress facts.
+	waitReady(t, f, `["172.18.0.50"]`)
+	n, _ := f.kube.CoreV1().Nodes().Get(ctx, "node1", metav1.GetOptions{})
+	if _, ok := n.Annotations[annotations.PrimaryIfAddr]; !ok {
+		t.Fatalf("facts not published with readiness: %v", n.Annotations)
+	}
+	fewSyncs(t, f, 4)
+	if k := countActions(f.kube, "patch", "nodes"); k != 1 {
+		t.Fatalf("%d node patches, want 1 (facts and readiness together, then nothing)", k)
+	}
+
+	// A second egress IP whose programming fails: held but not listed.
+	f.host.setNotReady("172.18.0.60")
+	if _, err := f.eips.K8sV1().EgressIPs().Create(ctx, testEIP("eip2", "172.18.0.60"), metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "eip2 applied", func() (bool, string) {
+		st, _ := f.host.last()
+		return len(st.Addresses) == 2, snatPods(st)
+	})
+	fewSyncs(t, f, 3)
+	if v, _ := readyValue(t, f); v != `["172.18.0.50"]` {
+		t.Fatalf("egress-ips-ready = %s while 172.18.0.60 is not programmed", v)
+	}
+	// Programming succeeds: listed (sorted).
+	f.host.setNotReady()
+	waitReady(t, f, `["172.18.0.50","172.18.0.60"]`)
+
+	// The IP moves to another node: removed at once.
+	eip, _ := f.eips.K8sV1().EgressIPs().Get(ctx, "eip1", metav1.GetOptions{})
+	eip.Status.Items[0].Node = "node2"
+	if _, err := f.eips.K8sV1().EgressIPs().Update(ctx, eip, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	waitReady(t, f, `["172.18.0.60"]`)
+	// The last one goes: an empty list, not a missing annotation.
+	if err := f.eips.K8sV1().EgressIPs().Delete(ctx, "eip2", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	waitReady(t, f, `[]`)
+	fewSyncs(t, f, 4)
+	if k := countActions(f.kube, "patch", "nodes"); k != 4 {
+		t.Fatalf("%d node patches, want 4 (one per change of value)", k)
+	}
+}
+
+func TestReadyAnnotationKeepsEquivalentValue(t *testing.T) {
+	node := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "node1", Annotations: map[string]string{
+		annotations.PrimaryIfAddr:  `{"ipv4":"172.18.0.10/16"}`,
+		annotations.HostCIDRs:      `["172.18.0.10/16"]`,
+		annotations.EgressIPsReady: `[ "::ffff:172.18.0.50" ]`, // same set, other spelling
+	}}}
+	f := start(t, GatewayModeLocal, []runtime.Object{node}, testEIP("eip1", "172.18.0.50"))
+	waitFor(t, "host programmed", func() (bool, string) { st, _ := f.host.last(); return len(st.Addresses) == 1, "" })
+	fewSyncs(t, f, 4)
+	if k := countActions(f.kube, "patch", "nodes"); k != 0 {
+		t.Fatalf("%d node patches for an unchanged value, want 0", k)
+	}
+}
+
+func TestSharedModeRemovesReadyAnnotation(t *testing.T) {
+	node := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "node1", Annotations: map[string]string{
+		annotations.EgressIPsReady: `["172.18.0.50"]`, // left by an earlier run in local mode
+	}}}
+	f := start(t, GatewayModeShared, []runtime.Object{node, testPod("a", nil, "10.244.1.3")}, testEIP("eip1", "172.18.0.50"))
+	waitFor(t, "readiness removed, facts published", func() (bool, string) {
+		n, _ := f.kube.CoreV1().Nodes().Get(context.Background(), "node1", metav1.GetOptions{})
+		_, ready := n.Annotations[annotations.EgressIPsReady]
+		_, facts := n.Annotations[annotations.PrimaryIfAddr]
+		return !ready && facts, ""
+	})
+	time.Sleep(200 * time.Millisecond) // several resyncs
+	if v, ok := readyValue(t, f); ok {
+		t.Fatalf("shared mode wrote egress-ips-ready = %s", v)
+	}
+	if k := countActions(f.kube, "patch", "nodes"); k != 1 {
+		t.Fatalf("%d node patches, want 1", k)
+	}
+}
