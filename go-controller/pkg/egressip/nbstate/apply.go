@@ -8,9 +8,11 @@ import (
 	"github.com/ovn-org/libovsdb/ovsdb"
 )
 
-// Client is the part of a libovsdb client Apply uses: the cache-backed API and Transact.
+// Client is the part of a libovsdb client Apply uses: its cache, the cache-backed
+// API (to build operations) and Transact.
 type Client interface {
 	client.API
+	CacheReader
 	Transact(ctx context.Context, ops ...ovsdb.Operation) ([]ovsdb.OperationResult, error)
 }
 

@@ -242,3 +242,66 @@ func lookupRouter(t *testing.T, c client.Client, name string) string {
 	}
 	return lrs[0].UUID
 }
+
+// TestApplyGroupedNexthopSwitch: moving an EgressIP that serves several pods
+// switches all their reroute next hops with one update operation, leaves a
+// foreign policy carrying look-alike external_ids (but no owner key) alone, and
+// ends with exactly the desired rows.
+func TestApplyGroupedNexthopSwitch(t *testing.T) {
+	for _, srv := range servers {
+		t.Run(srv.name, func(t *testing.T) {
+			s := srv.start(t)
+			c := s.Client(t)
+			setupTopology(t, c)
+			ctx := context.Background()
+			three := func(node string) State {
+				return Desired(Input{
+					Mode: SharedGateway, ClusterSubnets: prefixes("10.244.0.0/16"), JoinSubnets: prefixes("100.64.0.0/16"), Nodes: testNodes(),
+					EgressIPs: []EgressIP{{Name: "eip1", Assigned: []Assignment{assigned(node, "172.18.0.33")},
+						Pods: []Pod{pod("ns1", "p1", "10.244.1.5"), pod("ns1", "p2", "10.244.1.6"), pod("ns1", "p3", "10.244.1.7")}}},
+				})
+			}
+			lookalike := &nbdb.LogicalRouterPolicy{UUID: "look", Priority: 100, Action: "reroute", Match: "ip4.src == 10.244.9.9",
+				Nexthops: []string{"100.64.0.9"}, ExternalIDs: map[string]string{NameKey: "eip1", RuleKey: RuleReroute, FamilyKey: FamilyIPv4, OwnerTypeKey: OwnerEgressIP}}
+			ops := create(t, c, lookalike)
+			cr := &nbdb.LogicalRouter{UUID: lookupRouter(t, c, ClusterRouter)}
+			m, _ := c.Where(cr).Mutate(cr, model.Mutation{Field: &cr.Policies, Mutator: ovsdb.MutateOperationInsert, Value: []string{"look"}})
+			transact(t, c, append(ops, m...))
+
+			if _, err := Apply(ctx, c, three("node-a")); err != nil {
+				t.Fatal(err)
+			}
+			before := foreign(t, c)
+			cur, err := ReadCurrent(ctx, c)
+			if err != nil {
+				t.Fatal(err)
+			}
+			plan := Diff(three("node-b"), cur)
+			ops, err = Ops(c, plan)
+			if err != nil {
+				t.Fatal(err)
+			}
+			policyUpdates := 0
+			for _, op := range ops {
+				if op.Op == ovsdb.OperationUpdate && op.Table == nbdb.LogicalRouterPolicyTable {
+					policyUpdates++
+				}
+			}
+			if policyUpdates != 1 {
+				t.Errorf("%d policy update operations for 3 next hop switches, want 1", policyUpdates)
+			}
+			transact(t, c, ops)
+			if got, want := ours(t, c), Dump(three("node-b")); !slices.Equal(got, want) {
+				t.Errorf("NB rows:\n got:\n  %s\n want:\n  %s", strings.Join(got, "\n  "), strings.Join(want, "\n  "))
+			}
+			if got := foreign(t, c); !slices.Equal(got, before) {
+				t.Errorf("foreign rows changed:\n got  %v\n want %v", got, before)
+			}
+			var look []nbdb.LogicalRouterPolicy
+			_ = c.WhereCache(func(p *nbdb.LogicalRouterPolicy) bool { return p.UUID != "" && p.Match == "ip4.src == 10.244.9.9" }).List(ctx, &look)
+			if len(look) != 1 || !slices.Equal(look[0].Nexthops, []string{"100.64.0.9"}) {
+				t.Errorf("look-alike foreign policy changed: %+v", look)
+			}
+		})
+	}
+}

@@ -4,42 +4,62 @@ import (
 	"context"
 	"fmt"
 
-	"github.com/ovn-org/libovsdb/client"
+	"github.com/ovn-org/libovsdb/cache"
 
 	"github.com/ovn-egressip/ovn-egressip/go-controller/pkg/nbdb"
 )
 
+// CacheReader is a libovsdb client's cache (client.Client has it).
+type CacheReader interface {
+	Cache() *cache.TableCache
+}
+
 // ReadCurrent reads, from the libovsdb client's cache, the rows we own and the
 // routers (name -> UUID; on duplicate names the lowest UUID). The cache must
 // monitor Logical_Router (name, policies, nat), Logical_Router_Policy, NAT and
-// Address_Set.
-func ReadCurrent(ctx context.Context, c client.API) (Current, error) {
+// Address_Set. Rows are read without copying (cache objects are replaced, never
+// changed, on update): the rows in Current are READ ONLY.
+func ReadCurrent(ctx context.Context, c CacheReader) (Current, error) {
 	cur := NewCurrent()
+	tc := c.Cache()
+	if tc == nil {
+		return Current{}, fmt.Errorf("no NB cache (not connected)")
+	}
+	var routers []*nbdb.LogicalRouter
+	var policies []*nbdb.LogicalRouterPolicy
+	var nats []*nbdb.NAT
+	var sets []*nbdb.AddressSet
+	if err := rows(tc, nbdb.LogicalRouterTable, func(r *nbdb.LogicalRouter) { routers = append(routers, r) }); err != nil {
+		return Current{}, err
+	}
+	if err := rows(tc, nbdb.LogicalRouterPolicyTable, func(p *nbdb.LogicalRouterPolicy) {
+		if Owned(p.ExternalIDs) {
+			policies = append(policies, p)
+		}
+	}); err != nil {
+		return Current{}, err
+	}
+	if err := rows(tc, nbdb.NATTable, func(n *nbdb.NAT) {
+		if Owned(n.ExternalIDs) {
+			nats = append(nats, n)
+		}
+	}); err != nil {
+		return Current{}, err
+	}
+	if err := rows(tc, nbdb.AddressSetTable, func(s *nbdb.AddressSet) { sets = append(sets, s) }); err != nil {
+		return Current{}, err
+	}
+	if ctx.Err() != nil {
+		return Current{}, ctx.Err()
+	}
 
-	var routers []nbdb.LogicalRouter
-	if err := c.List(ctx, &routers); err != nil {
-		return Current{}, fmt.Errorf("list Logical_Router: %w", err)
+	policyByUUID := make(map[string]*nbdb.LogicalRouterPolicy, len(policies))
+	for _, p := range policies {
+		policyByUUID[p.UUID] = p
 	}
-	var policies []nbdb.LogicalRouterPolicy
-	if err := c.WhereCache(func(p *nbdb.LogicalRouterPolicy) bool { return Owned(p.ExternalIDs) }).List(ctx, &policies); err != nil {
-		return Current{}, fmt.Errorf("list Logical_Router_Policy: %w", err)
-	}
-	var nats []nbdb.NAT
-	if err := c.WhereCache(func(n *nbdb.NAT) bool { return Owned(n.ExternalIDs) }).List(ctx, &nats); err != nil {
-		return Current{}, fmt.Errorf("list NAT: %w", err)
-	}
-	var sets []nbdb.AddressSet
-	if err := c.List(ctx, &sets); err != nil {
-		return Current{}, fmt.Errorf("list Address_Set: %w", err)
-	}
-
-	policyByUUID := map[string]*nbdb.LogicalRouterPolicy{}
-	for i := range policies {
-		policyByUUID[policies[i].UUID] = &policies[i]
-	}
-	natByUUID := map[string]*nbdb.NAT{}
-	for i := range nats {
-		natByUUID[nats[i].UUID] = &nats[i]
+	natByUUID := make(map[string]*nbdb.NAT, len(nats))
+	for _, n := range nats {
+		natByUUID[n.UUID] = n
 	}
 	for _, r := range routers {
 		if old, ok := cur.Routers[r.Name]; !ok || r.UUID < old {
@@ -73,8 +93,7 @@ func ReadCurrent(ctx context.Context, c client.API) (Current, error) {
 			}
 		}
 	}
-	for i := range sets {
-		s := &sets[i]
+	for _, s := range sets {
 		if !Owned(s.ExternalIDs) {
 			cur.ForeignAddressSets[s.Name] = true
 			continue
@@ -100,7 +119,7 @@ func ReadCurrent(ctx context.Context, c client.API) (Current, error) {
 // addRouted files a policy or NAT row referenced by router r under its Key, or as
 // stale when its IDs do not parse or another row already has the Key (the lowest
 // UUID wins).
-func addRouted[T any](cur *Current, rows map[Key]*T, table string, r nbdb.LogicalRouter, row *T, uuid string, ext map[string]string) {
+func addRouted[T any](cur *Current, rows map[Key]*T, table string, r *nbdb.LogicalRouter, row *T, uuid string, ext map[string]string) {
 	ids, ok := ParseIDs(ext)
 	if !ok {
 		cur.Stale = append(cur.Stale, Ref{Table: table, UUID: uuid, RouterUUID: r.UUID})
@@ -131,4 +150,20 @@ func uuidOf(row any) string {
 		return r.UUID
 	}
 	return ""
+}
+
+// rows calls f with every row of table, uncopied (read only).
+func rows[T any](tc *cache.TableCache, table string, f func(*T)) error {
+	rc := tc.Table(table)
+	if rc == nil {
+		return fmt.Errorf("table %s is not monitored", table)
+	}
+	for _, m := range rc.RowsShallow() {
+		row, ok := m.(*T)
+		if !ok {
+			return fmt.Errorf("table %s: unexpected model %T", table, m)
+		}
+		f(row)
+	}
+	return nil
 }

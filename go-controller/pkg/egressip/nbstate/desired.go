@@ -3,6 +3,7 @@ package nbstate
 import (
 	"fmt"
 	"net/netip"
+	"slices"
 	"sort"
 	"strings"
 
@@ -91,8 +92,8 @@ func (s State) Len() int { return len(s.Policies) + len(s.NATs) + len(s.AddressS
 // the shared rows). Per family of the cluster subnets it holds the shared rows:
 // no-reroute policies (priority 102, allow) pod-to-pod, pod-to-join (when a join
 // subnet of that family is given) and pod-to-node, and the served-pods and node-ips
-// address sets. Per served pod IP of a family in which its EgressIP has assigned IPs
-// on nodes with a next hop: one reroute policy (priority 100) on ovn_cluster_router
+// address sets. Per served pod IP of a cluster subnet family in which its EgressIP
+// has assigned IPs on nodes with a next hop: one reroute policy (priority 100) on ovn_cluster_router
 // whose nexthops are those nodes' join IPs (shared) or management IPs (local),
 // sorted; in shared mode also one SNAT row per such node on GR_<node>.
 func Desired(in Input) State {
@@ -102,10 +103,11 @@ func Desired(in Input) State {
 	}
 	served := map[string][]string{} // family -> served pod IPs
 	claimed := map[netip.Addr]bool{}
+	clusterFamilies := families(in.ClusterSubnets)
 	for _, e := range in.EgressIPs {
-		addEgressIP(&st, in, e, claimed, served)
+		addEgressIP(&st, in, e, clusterFamilies, claimed, served)
 	}
-	for _, fam := range families(in.ClusterSubnets) {
+	for _, fam := range clusterFamilies {
 		addClusterRows(&st, in, fam, served[fam])
 	}
 	return st
@@ -143,8 +145,15 @@ func holders(in Input, e EgressIP) map[string][]holder {
 	return out
 }
 
-func addEgressIP(st *State, in Input, e EgressIP, claimed map[netip.Addr]bool, served map[string][]string) {
+func addEgressIP(st *State, in Input, e EgressIP, clusterFamilies []string, claimed map[netip.Addr]bool, served map[string][]string) {
 	byFamily := holders(in, e)
+	for fam := range byFamily {
+		if !slices.Contains(clusterFamilies, fam) {
+			// No cluster subnet of this family: without its no-reroute policies,
+			// pod-to-pod traffic would be rerouted too. Serve nothing in it.
+			delete(byFamily, fam)
+		}
+	}
 	for _, pod := range e.Pods {
 		podKey := pod.Namespace + "/" + pod.Name
 		seenFamily := map[string]bool{}

@@ -147,16 +147,16 @@ func TestDesired(t *testing.T) {
 			},
 		},
 		{
-			name: "several cluster subnets, no join subnet; an IPv6-only EgressIP reroutes nothing in an IPv4 cluster",
+			name: "several cluster subnets, no join subnet; an IPv6 EgressIP reroutes nothing in an IPv4 cluster (even a pod with an IPv6 address)",
 			in: Input{
 				Mode:           SharedGateway,
 				ClusterSubnets: prefixes("10.244.0.0/16", "10.128.0.0/14"),
-				Nodes:          map[string]Node{"node-c": testNodes()["node-c"]},
+				Nodes:          map[string]Node{"node-a": testNodes()["node-a"]},
 				EgressIPs: []EgressIP{{Name: "eip6", Assigned: []Assignment{assigned("node-a", "fc00::33")},
-					Pods: []Pod{pod("ns1", "p1", "10.244.1.5")}}},
+					Pods: []Pod{pod("ns1", "p1", "10.244.1.5", "fd00:10:244:1::5")}}},
 			},
 			want: []string{
-				`address-set egressip_node_ips_v4 [172.18.0.13] owner-type=Cluster,rule=node-ips,ip-family=ip4`,
+				`address-set egressip_node_ips_v4 [172.18.0.11] owner-type=Cluster,rule=node-ips,ip-family=ip4`,
 				`address-set egressip_served_pods_v4 [] owner-type=Cluster,rule=served-pods,ip-family=ip4`,
 				`policy ovn_cluster_router 102 allow "ip4.src == {10.244.0.0/16, 10.128.0.0/14} && ip4.dst == {10.244.0.0/16, 10.128.0.0/14}" owner-type=Cluster,rule=pod-to-pod,ip-family=ip4`,
 				v4PodToNode,

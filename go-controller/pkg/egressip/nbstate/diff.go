@@ -88,13 +88,13 @@ func (p Plan) Counts() (inserts, updates, deletes int) {
 }
 
 // Diff compares desired with current and returns the changes that make NB equal
-// to desired for the rows we own. Rows we do not own are never in the plan.
+// to desired for the rows we own. Rows we do not own are never in the plan. Only
+// the changes are sorted, so a sync with little to change costs little.
 func Diff(desired State, cur Current) Plan {
 	var p Plan
 	var ins, upd, del []Change
 
-	for _, k := range sortedKeys(desired.AddressSets) {
-		want := desired.AddressSets[k]
+	for k, want := range desired.AddressSets {
 		have, ok := cur.Rows.AddressSets[k]
 		switch {
 		case !ok && cur.ForeignAddressSets[want.Name]:
@@ -105,8 +105,7 @@ func Diff(desired State, cur Current) Plan {
 			upd = append(upd, Change{Op: Update, Table: nbdb.AddressSetTable, Key: k, UUID: have.UUID, Row: want, Old: have})
 		}
 	}
-	for _, k := range sortedKeys(desired.Policies) {
-		want := desired.Policies[k]
+	for k, want := range desired.Policies {
 		have, ok := cur.Rows.Policies[k]
 		router, hasRouter := cur.Routers[k.Router]
 		switch {
@@ -118,8 +117,7 @@ func Diff(desired State, cur Current) Plan {
 			upd = append(upd, Change{Op: Update, Table: nbdb.LogicalRouterPolicyTable, Key: k, UUID: have.UUID, Row: want, Old: have})
 		}
 	}
-	for _, k := range sortedKeys(desired.NATs) {
-		want := desired.NATs[k]
+	for k, want := range desired.NATs {
 		have, ok := cur.Rows.NATs[k]
 		router, hasRouter := cur.Routers[k.Router]
 		switch {
@@ -132,39 +130,61 @@ func Diff(desired State, cur Current) Plan {
 		}
 	}
 
-	for _, k := range sortedKeys(cur.Rows.AddressSets) {
+	for k, have := range cur.Rows.AddressSets {
 		if _, ok := desired.AddressSets[k]; !ok {
-			del = append(del, Change{Op: Delete, Table: nbdb.AddressSetTable, Key: k, UUID: cur.Rows.AddressSets[k].UUID})
+			del = append(del, Change{Op: Delete, Table: nbdb.AddressSetTable, Key: k, UUID: have.UUID})
 		}
 	}
-	for _, k := range sortedKeys(cur.Rows.Policies) {
+	for k, have := range cur.Rows.Policies {
 		if _, ok := desired.Policies[k]; !ok {
-			del = append(del, Change{Op: Delete, Table: nbdb.LogicalRouterPolicyTable, Key: k,
-				UUID: cur.Rows.Policies[k].UUID, RouterUUID: cur.Routers[k.Router]})
+			del = append(del, Change{Op: Delete, Table: nbdb.LogicalRouterPolicyTable, Key: k, UUID: have.UUID, RouterUUID: cur.Routers[k.Router]})
 		}
 	}
-	for _, k := range sortedKeys(cur.Rows.NATs) {
+	for k, have := range cur.Rows.NATs {
 		if _, ok := desired.NATs[k]; !ok {
-			del = append(del, Change{Op: Delete, Table: nbdb.NATTable, Key: k,
-				UUID: cur.Rows.NATs[k].UUID, RouterUUID: cur.Routers[k.Router]})
+			del = append(del, Change{Op: Delete, Table: nbdb.NATTable, Key: k, UUID: have.UUID, RouterUUID: cur.Routers[k.Router]})
 		}
 	}
-	stale := append([]Ref(nil), cur.Stale...)
-	sort.Slice(stale, func(i, j int) bool {
-		if stale[i].Table != stale[j].Table {
-			return stale[i].Table < stale[j].Table
-		}
-		if stale[i].UUID != stale[j].UUID {
-			return stale[i].UUID < stale[j].UUID
-		}
-		return stale[i].RouterUUID < stale[j].RouterUUID
-	})
-	for _, r := range stale {
-		del = append(del, Change{Op: Delete, Table: r.Table, UUID: r.UUID, RouterUUID: r.RouterUUID})
+	sortChanges(ins)
+	sortChanges(upd)
+	sortChanges(del)
+	stale := make([]Change, 0, len(cur.Stale))
+	for _, r := range cur.Stale {
+		stale = append(stale, Change{Op: Delete, Table: r.Table, UUID: r.UUID, RouterUUID: r.RouterUUID})
 	}
+	sortChanges(stale)
+	sort.Slice(p.Skipped, func(i, j int) bool { return p.Skipped[i].String() < p.Skipped[j].String() })
 
-	p.Changes = append(append(append(p.Changes, ins...), upd...), del...)
+	p.Changes = make([]Change, 0, len(ins)+len(upd)+len(del)+len(stale))
+	p.Changes = append(append(append(append(p.Changes, ins...), upd...), del...), stale...)
 	return p
+}
+
+// tableOrder is the order of tables within each group of changes.
+var tableOrder = map[string]int{nbdb.AddressSetTable: 0, nbdb.LogicalRouterPolicyTable: 1, nbdb.NATTable: 2}
+
+// sortChanges orders changes by table, then Key, then UUID and router.
+func sortChanges(cs []Change) {
+	keys := make([]string, len(cs))
+	for i, c := range cs {
+		keys[i] = c.Key.String() + "\x00" + c.UUID + "\x00" + c.RouterUUID
+	}
+	idx := make([]int, len(cs))
+	for i := range idx {
+		idx[i] = i
+	}
+	sort.Slice(idx, func(a, b int) bool {
+		ca, cb := cs[idx[a]], cs[idx[b]]
+		if ta, tb := tableOrder[ca.Table], tableOrder[cb.Table]; ta != tb {
+			return ta < tb
+		}
+		return keys[idx[a]] < keys[idx[b]]
+	})
+	sorted := make([]Change, len(cs))
+	for i, j := range idx {
+		sorted[i] = cs[j]
+	}
+	copy(cs, sorted)
 }
 
 func policyEqual(a, b *nbdb.LogicalRouterPolicy) bool {
@@ -185,6 +205,9 @@ func addressSetEqual(a, b *nbdb.AddressSet) bool {
 func sameSet(a, b []string) bool {
 	if len(a) != len(b) {
 		return false
+	}
+	if slices.Equal(a, b) {
+		return true
 	}
 	as, bs := slices.Clone(a), slices.Clone(b)
 	slices.Sort(as)

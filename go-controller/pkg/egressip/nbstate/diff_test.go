@@ -3,6 +3,7 @@ package nbstate
 import (
 	"fmt"
 	"slices"
+	"sort"
 	"strings"
 	"testing"
 
@@ -187,8 +188,8 @@ func TestDiff(t *testing.T) {
 				"insert Logical_Router_Policy pod-to-node/ip4 uuid-cluster-router",
 				"insert Logical_Router_Policy pod-to-pod/ip4 uuid-cluster-router",
 				"insert Logical_Router_Policy reroute/ip4 uuid-cluster-router",
-				"skip  node-ips",
 				"skip GR_node-a snat",
+				"skip  node-ips",
 			},
 		},
 	}
@@ -207,4 +208,22 @@ func TestSetDiff(t *testing.T) {
 	if !slices.Equal(add, []string{"d"}) || !slices.Equal(del, []string{"b"}) {
 		t.Fatalf("setDiff = +%v -%v, want +[d] -[b]", add, del)
 	}
+}
+
+// sortedKeys returns the keys of m in String order (deterministic output).
+func sortedKeys[V any](m map[Key]V) []Key {
+	type named struct {
+		s string
+		k Key
+	}
+	all := make([]named, 0, len(m))
+	for k := range m {
+		all = append(all, named{k.String(), k})
+	}
+	sort.Slice(all, func(i, j int) bool { return all[i].s < all[j].s })
+	keys := make([]Key, len(all))
+	for i, n := range all {
+		keys[i] = n.k
+	}
+	return keys
 }

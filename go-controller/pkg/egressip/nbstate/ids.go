@@ -25,7 +25,6 @@ package nbstate
 
 import (
 	"net/netip"
-	"sort"
 	"strings"
 )
 
@@ -184,22 +183,4 @@ func setSuffix(family string) string {
 		return "v6"
 	}
 	return "v4"
-}
-
-// sortedKeys returns the keys of m in String order (deterministic output).
-func sortedKeys[V any](m map[Key]V) []Key {
-	type named struct {
-		s string
-		k Key
-	}
-	all := make([]named, 0, len(m))
-	for k := range m {
-		all = append(all, named{k.String(), k})
-	}
-	sort.Slice(all, func(i, j int) bool { return all[i].s < all[j].s })
-	keys := make([]Key, len(all))
-	for i, n := range all {
-		keys[i] = n.k
-	}
-	return keys
 }

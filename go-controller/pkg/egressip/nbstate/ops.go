@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"maps"
 	"slices"
+	"strings"
 
 	"github.com/ovn-org/libovsdb/client"
 	"github.com/ovn-org/libovsdb/model"
@@ -17,24 +18,32 @@ import (
 // is where a reroute switches its next hops), then the removals. Policy and NAT
 // rows are removed by dropping them from their router (OVSDB garbage-collects
 // unreferenced non-root rows), so a row shared with a router we do not know of is
-// never deleted under it. api must be bound to the cache that Current was read from.
+// never deleted under it.
+//
+// New rows are built with api.Create (the libovsdb mapper); updates, mutations and
+// deletes name their rows by UUID (or by our external_ids) directly, without a
+// cache lookup per row. A next hop switch of many reroute policies of one
+// EgressIP (a move) is one update whose condition selects that EgressIP's reroute
+// policies of that family by external_ids.
 func Ops(api client.API, plan Plan) ([]ovsdb.Operation, error) {
-	b := opsBuilder{api: api, added: map[refKey][]string{}, removed: map[refKey][]string{}, removing: map[string]bool{}}
+	b := opsBuilder{api: api, added: map[refKey][]ovsdb.UUID{}, removed: map[refKey][]ovsdb.UUID{}, removing: map[refKey]map[string]bool{}}
+	grouped := b.groupNexthopSwitches(plan.Changes)
 	for i, c := range plan.Changes {
 		var err error
-		switch c.Op {
-		case Insert:
+		switch {
+		case c.Op == Insert:
 			err = b.insert(i, c)
-		case Update:
+		case c.Op == Update && grouped[i]:
+		case c.Op == Update:
 			err = b.update(c)
-		case Delete:
+		case c.Op == Delete:
 			err = b.remove(c)
 		}
 		if err != nil {
 			return nil, fmt.Errorf("%s %s %s: %w", c.Op, c.Table, c.Key, err)
 		}
 	}
-	return b.finish()
+	return b.finish(), nil
 }
 
 type opsBuilder struct {
@@ -42,16 +51,23 @@ type opsBuilder struct {
 	inserts  []ovsdb.Operation
 	updates  []ovsdb.Operation
 	deletes  []ovsdb.Operation
-	added    map[refKey][]string // new policy/NAT rows (named UUIDs) per router column
-	removed  map[refKey][]string // rows to drop per router column
-	removing map[string]bool     // "<router column> <row uuid>" already in removed
-	order    []refKey            // router columns in first-seen order (deterministic output)
+	added    map[refKey][]ovsdb.UUID // new policy/NAT rows (named UUIDs) per router column
+	removed  map[refKey][]ovsdb.UUID // rows to drop per router column
+	removing map[refKey]map[string]bool
+	order    []refKey // router columns in first-seen order (deterministic output)
 }
 
 // refKey is one reference column of one router: its policies or its nat.
 type refKey struct {
 	router string // UUID
 	nat    bool   // the nat column (else policies)
+}
+
+func (k refKey) column() string {
+	if k.nat {
+		return "nat"
+	}
+	return "policies"
 }
 
 func (b *opsBuilder) note(key refKey) {
@@ -89,108 +105,139 @@ func (b *opsBuilder) insert(i int, c Change) error {
 	if c.Table != nbdb.AddressSetTable {
 		key := refKey{router: c.RouterUUID, nat: c.Table == nbdb.NATTable}
 		b.note(key)
-		b.added[key] = append(b.added[key], named)
+		b.added[key] = append(b.added[key], ovsdb.UUID{GoUUID: named})
 	}
 	return nil
 }
 
 func (b *opsBuilder) update(c Change) error {
-	var ops []ovsdb.Operation
-	var err error
 	switch want := c.Row.(type) {
 	case *nbdb.LogicalRouterPolicy:
-		cp := *want
-		cp.UUID = c.UUID
-		ops, err = b.api.Where(&cp).Update(&cp, &cp.Priority, &cp.Match, &cp.Action, &cp.Nexthops, &cp.ExternalIDs)
+		b.updates = append(b.updates, updateOp(nbdb.LogicalRouterPolicyTable, whereUUID(c.UUID), ovsdb.Row{
+			"priority":     want.Priority,
+			"match":        want.Match,
+			"action":       want.Action,
+			"nexthops":     stringSet(want.Nexthops),
+			"external_ids": stringMap(want.ExternalIDs),
+		}))
 	case *nbdb.NAT:
-		cp := *want
-		cp.UUID = c.UUID
-		ops, err = b.api.Where(&cp).Update(&cp, &cp.Type, &cp.ExternalIP, &cp.LogicalIP, &cp.ExternalIDs)
+		b.updates = append(b.updates, updateOp(nbdb.NATTable, whereUUID(c.UUID), ovsdb.Row{
+			"type":         want.Type,
+			"external_ip":  want.ExternalIP,
+			"logical_ip":   want.LogicalIP,
+			"external_ids": stringMap(want.ExternalIDs),
+		}))
 	case *nbdb.AddressSet:
-		ops, err = b.updateAddressSet(c.UUID, want, c.Old.(*nbdb.AddressSet))
+		b.updateAddressSet(c.UUID, want, c.Old.(*nbdb.AddressSet))
 	default:
-		err = fmt.Errorf("unexpected row type %T", c.Row)
+		return fmt.Errorf("unexpected row type %T", c.Row)
 	}
-	b.updates = append(b.updates, ops...)
-	return err
+	return nil
 }
 
 // updateAddressSet mutates the addresses (only the difference travels, which keeps
 // a one-pod change small in a large set) and updates the name and external_ids
 // when they differ.
-func (b *opsBuilder) updateAddressSet(uuid string, want, have *nbdb.AddressSet) ([]ovsdb.Operation, error) {
-	target := &nbdb.AddressSet{UUID: uuid}
-	var ops []ovsdb.Operation
+func (b *opsBuilder) updateAddressSet(uuid string, want, have *nbdb.AddressSet) {
 	add, del := setDiff(want.Addresses, have.Addresses)
-	var muts []model.Mutation
+	var muts []ovsdb.Mutation
 	if len(del) > 0 {
-		muts = append(muts, model.Mutation{Field: &target.Addresses, Mutator: ovsdb.MutateOperationDelete, Value: del})
+		muts = append(muts, *ovsdb.NewMutation("addresses", ovsdb.MutateOperationDelete, stringSet(del)))
 	}
 	if len(add) > 0 {
-		muts = append(muts, model.Mutation{Field: &target.Addresses, Mutator: ovsdb.MutateOperationInsert, Value: add})
+		muts = append(muts, *ovsdb.NewMutation("addresses", ovsdb.MutateOperationInsert, stringSet(add)))
 	}
 	if len(muts) > 0 {
-		m, err := b.api.Where(target).Mutate(target, muts...)
-		if err != nil {
-			return nil, err
-		}
-		ops = append(ops, m...)
+		b.updates = append(b.updates, ovsdb.Operation{Op: ovsdb.OperationMutate, Table: nbdb.AddressSetTable, Where: whereUUID(uuid), Mutations: muts})
 	}
 	if want.Name != have.Name || !maps.Equal(want.ExternalIDs, have.ExternalIDs) {
-		cp := &nbdb.AddressSet{UUID: uuid, Name: want.Name, ExternalIDs: want.ExternalIDs}
-		u, err := b.api.Where(cp).Update(cp, &cp.Name, &cp.ExternalIDs)
-		if err != nil {
-			return nil, err
-		}
-		ops = append(ops, u...)
+		b.updates = append(b.updates, updateOp(nbdb.AddressSetTable, whereUUID(uuid), ovsdb.Row{
+			"name": want.Name, "external_ids": stringMap(want.ExternalIDs),
+		}))
 	}
-	return ops, nil
 }
 
 func (b *opsBuilder) remove(c Change) error {
 	if c.Table == nbdb.AddressSetTable {
-		ops, err := b.api.Where(&nbdb.AddressSet{UUID: c.UUID}).Delete()
-		b.deletes = append(b.deletes, ops...)
-		return err
+		b.deletes = append(b.deletes, ovsdb.Operation{Op: ovsdb.OperationDelete, Table: nbdb.AddressSetTable, Where: whereUUID(c.UUID)})
+		return nil
 	}
 	if c.RouterUUID == "" {
 		return fmt.Errorf("row %s has no router", c.UUID)
 	}
 	key := refKey{router: c.RouterUUID, nat: c.Table == nbdb.NATTable}
-	seen := fmt.Sprint(key, c.UUID)
-	if b.removing[seen] {
+	if b.removing[key] == nil {
+		b.removing[key] = map[string]bool{}
+	}
+	if b.removing[key][c.UUID] {
 		return nil
 	}
-	b.removing[seen] = true
+	b.removing[key][c.UUID] = true
 	b.note(key)
-	b.removed[key] = append(b.removed[key], c.UUID)
+	b.removed[key] = append(b.removed[key], ovsdb.UUID{GoUUID: c.UUID})
 	return nil
+}
+
+// nexthopGroup is the reroute policies of one EgressIP and family.
+type nexthopGroup struct{ name, family string }
+
+// groupNexthopSwitches finds policy updates that only switch the next hops of
+// reroute policies, groups them per EgressIP and family (Desired gives all of them
+// the same next hops), emits one update per group of two or more, and returns the
+// indexes of the changes it covered. The update selects rows by our external_ids
+// (owner key included), so rows of others are never matched; rows of that
+// EgressIP and family already right are rewritten with the same value.
+func (b *opsBuilder) groupNexthopSwitches(changes []Change) map[int]bool {
+	members := map[nexthopGroup][]int{}
+	nexthops := map[nexthopGroup][]string{}
+	mixed := map[nexthopGroup]bool{}
+	for i, c := range changes {
+		if c.Op != Update || c.Table != nbdb.LogicalRouterPolicyTable || c.Key.IDs.Rule != RuleReroute || c.Key.IDs.OwnerType != OwnerEgressIP {
+			continue
+		}
+		want, have := c.Row.(*nbdb.LogicalRouterPolicy), c.Old.(*nbdb.LogicalRouterPolicy)
+		if want.Priority != have.Priority || want.Match != have.Match || want.Action != have.Action || !maps.Equal(want.ExternalIDs, have.ExternalIDs) {
+			continue
+		}
+		g := nexthopGroup{c.Key.IDs.Name, c.Key.IDs.Family}
+		if prev, ok := nexthops[g]; ok && !sameSet(prev, want.Nexthops) {
+			mixed[g] = true
+		}
+		nexthops[g] = want.Nexthops
+		members[g] = append(members[g], i)
+	}
+	groups := make([]nexthopGroup, 0, len(members))
+	for g := range members {
+		groups = append(groups, g)
+	}
+	slices.SortFunc(groups, func(x, y nexthopGroup) int {
+		return strings.Compare(x.name+"\x00"+x.family, y.name+"\x00"+y.family)
+	})
+	covered := map[int]bool{}
+	for _, g := range groups {
+		if mixed[g] || len(members[g]) < 2 {
+			continue
+		}
+		ids := IDs{OwnerType: OwnerEgressIP, Name: g.name, Rule: RuleReroute, Family: g.family}.ExternalIDs()
+		where := []ovsdb.Condition{ovsdb.NewCondition("external_ids", ovsdb.ConditionIncludes, stringMap(ids))}
+		b.updates = append(b.updates, updateOp(nbdb.LogicalRouterPolicyTable, where, ovsdb.Row{"nexthops": stringSet(nexthops[g])}))
+		for _, i := range members[g] {
+			covered[i] = true
+		}
+	}
+	return covered
 }
 
 // finish assembles: inserts, router reference inserts, updates, router reference
 // removals, address set deletes.
-func (b *opsBuilder) finish() ([]ovsdb.Operation, error) {
+func (b *opsBuilder) finish() []ovsdb.Operation {
 	var refAdd, refDel []ovsdb.Operation
 	for _, key := range b.order {
-		routerUUID := key.router
-		r := &nbdb.LogicalRouter{UUID: routerUUID}
-		field := any(&r.Policies)
-		if key.nat {
-			field = &r.Nat
-		}
 		if uuids := b.added[key]; len(uuids) > 0 {
-			ops, err := b.api.Where(r).Mutate(r, model.Mutation{Field: field, Mutator: ovsdb.MutateOperationInsert, Value: uuids})
-			if err != nil {
-				return nil, fmt.Errorf("reference new rows from router %s: %w", routerUUID, err)
-			}
-			refAdd = append(refAdd, ops...)
+			refAdd = append(refAdd, mutateOp(nbdb.LogicalRouterTable, whereUUID(key.router), key.column(), ovsdb.MutateOperationInsert, uuids))
 		}
 		if uuids := b.removed[key]; len(uuids) > 0 {
-			ops, err := b.api.Where(r).Mutate(r, model.Mutation{Field: field, Mutator: ovsdb.MutateOperationDelete, Value: uuids})
-			if err != nil {
-				return nil, fmt.Errorf("drop rows from router %s: %w", routerUUID, err)
-			}
-			refDel = append(refDel, ops...)
+			refDel = append(refDel, mutateOp(nbdb.LogicalRouterTable, whereUUID(key.router), key.column(), ovsdb.MutateOperationDelete, uuids))
 		}
 	}
 	ops := make([]ovsdb.Operation, 0, len(b.inserts)+len(refAdd)+len(b.updates)+len(refDel)+len(b.deletes))
@@ -199,7 +246,40 @@ func (b *opsBuilder) finish() ([]ovsdb.Operation, error) {
 	ops = append(ops, b.updates...)
 	ops = append(ops, refDel...)
 	ops = append(ops, b.deletes...)
-	return ops, nil
+	return ops
+}
+
+func whereUUID(uuid string) []ovsdb.Condition {
+	return []ovsdb.Condition{ovsdb.NewCondition("_uuid", ovsdb.ConditionEqual, ovsdb.UUID{GoUUID: uuid})}
+}
+
+func updateOp(table string, where []ovsdb.Condition, row ovsdb.Row) ovsdb.Operation {
+	return ovsdb.Operation{Op: ovsdb.OperationUpdate, Table: table, Where: where, Row: row}
+}
+
+func mutateOp(table string, where []ovsdb.Condition, column string, mutator ovsdb.Mutator, uuids []ovsdb.UUID) ovsdb.Operation {
+	set := ovsdb.OvsSet{GoSet: make([]any, len(uuids))}
+	for i, u := range uuids {
+		set.GoSet[i] = u
+	}
+	return ovsdb.Operation{Op: ovsdb.OperationMutate, Table: table, Where: where,
+		Mutations: []ovsdb.Mutation{*ovsdb.NewMutation(column, mutator, set)}}
+}
+
+func stringSet(ss []string) ovsdb.OvsSet {
+	set := ovsdb.OvsSet{GoSet: make([]any, len(ss))}
+	for i, s := range ss {
+		set.GoSet[i] = s
+	}
+	return set
+}
+
+func stringMap(m map[string]string) ovsdb.OvsMap {
+	om := ovsdb.OvsMap{GoMap: make(map[any]any, len(m))}
+	for k, v := range m {
+		om.GoMap[k] = v
+	}
+	return om
 }
 
 // setDiff returns what to add to have and what to remove from it to get want.
