@@ -184,6 +184,19 @@ func (s *Server) Restart() {
 // to write the topology and read results. It is closed at cleanup.
 func (s *Server) Client(t testing.TB) client.Client {
 	t.Helper()
+	c := s.Conn(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if _, err := c.MonitorAll(ctx); err != nil {
+		t.Fatalf("monitor %s: %v", s.Addr, err)
+	}
+	return c
+}
+
+// Conn returns a connected libovsdb client with no monitor (an empty cache): it
+// can build and commit operations but reads nothing. It is closed at cleanup.
+func (s *Server) Conn(t testing.TB) client.Client {
+	t.Helper()
 	clientModel, err := nbdb.FullDatabaseModel()
 	if err != nil {
 		t.Fatal(err)
@@ -197,10 +210,6 @@ func (s *Server) Client(t testing.TB) client.Client {
 	defer cancel()
 	if err := c.Connect(ctx); err != nil {
 		t.Fatalf("connect to %s: %v", s.Addr, err)
-	}
-	if _, err := c.MonitorAll(ctx); err != nil {
-		c.Close()
-		t.Fatalf("monitor %s: %v", s.Addr, err)
 	}
 	t.Cleanup(c.Close)
 	return c

@@ -20,15 +20,18 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/kubernetes"
 	kubefake "k8s.io/client-go/kubernetes/fake"
 	k8stesting "k8s.io/client-go/testing"
 	"k8s.io/client-go/tools/record"
 
 	egressipv1 "github.com/ovn-egressip/ovn-egressip/go-controller/pkg/crd/egressip/v1"
+	egressipclientset "github.com/ovn-egressip/ovn-egressip/go-controller/pkg/crd/egressip/v1/apis/clientset/versioned"
 	eipfake "github.com/ovn-egressip/ovn-egressip/go-controller/pkg/crd/egressip/v1/apis/clientset/versioned/fake"
 	"github.com/ovn-egressip/ovn-egressip/go-controller/pkg/egressip/annotations"
 	"github.com/ovn-egressip/ovn-egressip/go-controller/pkg/egressip/nbstate"
 	"github.com/ovn-egressip/ovn-egressip/go-controller/pkg/nbdb"
+	"github.com/ovn-egressip/ovn-egressip/test/apiserver"
 	"github.com/ovn-egressip/ovn-egressip/test/nbserver"
 )
 
@@ -54,18 +57,20 @@ const harnessKey = "ovn-egressip-harness"
 // OVN-Kubernetes topology of three nodes, and a master that can be started and
 // stopped.
 type env struct {
-	t        *testing.T
-	kube     *kubefake.Clientset
-	eip      *eipfake.Clientset
+	t        testing.TB
+	kube     kubernetes.Interface
+	eip      egressipclientset.Interface
 	nb       *nbserver.Server
 	nbc      client.Client // the test's own view of NB
 	reg      *prometheus.Registry
-	recorder *record.FakeRecorder
+	recorder *record.FakeRecorder // nil with a real apiserver: Events are read back from it
 	reach    *fakeReach
 	mode     string
 
-	mu     sync.Mutex
-	events []string
+	mu        sync.Mutex
+	events    []string
+	syncStart time.Time
+	syncLog   []syncRecord // every completed sync
 
 	started atomic.Int64 // syncs started
 	syncs   atomic.Int64 // syncs completed
@@ -74,20 +79,35 @@ type env struct {
 	running bool
 }
 
-func newEnv(t *testing.T, start func(testing.TB) *nbserver.Server, mode string) *env {
+type syncRecord struct {
+	start, end time.Time
+	err        error
+}
+
+// syncsSince returns the syncs that started at or after t.
+func (e *env) syncsSince(t time.Time) []syncRecord {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	var out []syncRecord
+	for _, r := range e.syncLog {
+		if !r.start.Before(t) {
+			out = append(out, r)
+		}
+	}
+	return out
+}
+
+// newEnv uses client-go fake clientsets and a fake event recorder.
+func newEnv(t testing.TB, start func(testing.TB) *nbserver.Server, mode string) *env {
 	t.Helper()
+	eip := eipfake.NewSimpleClientset()
+	statusSubresource(eip)
 	e := &env{
 		t:        t,
-		kube:     kubefake.NewClientset(),
-		eip:      eipfake.NewSimpleClientset(),
-		nb:       start(t),
+		kube:     kubefake.NewSimpleClientset(), // NewClientset's field-managed tracker is ~100x slower per write
+		eip:      eip,
 		recorder: record.NewFakeRecorder(10000),
-		reach:    newFakeReach(),
-		mode:     mode,
 	}
-	statusSubresource(e.eip)
-	e.nbc = e.nb.Client(t)
-	e.topology(3)
 	go func() {
 		for ev := range e.recorder.Events {
 			e.mu.Lock()
@@ -95,10 +115,27 @@ func newEnv(t *testing.T, start func(testing.TB) *nbserver.Server, mode string) 
 			e.mu.Unlock()
 		}
 	}()
-	t.Cleanup(func() {
-		e.stop()
-	})
+	e.init(start, mode)
 	return e
+}
+
+// newAPIServerEnv uses a private kube-apiserver (test/apiserver) with our CRD, and
+// the master's own events broadcaster.
+func newAPIServerEnv(t testing.TB, start func(testing.TB) *nbserver.Server, mode string) *env {
+	t.Helper()
+	api := apiserver.Start(t)
+	e := &env{t: t, kube: kubernetes.NewForConfigOrDie(api.Config), eip: egressipclientset.NewForConfigOrDie(api.Config)}
+	e.init(start, mode)
+	return e
+}
+
+func (e *env) init(start func(testing.TB) *nbserver.Server, mode string) {
+	e.nb = start(e.t)
+	e.reach = newFakeReach()
+	e.mode = mode
+	e.nbc = e.nb.Client(e.t)
+	e.topology(3)
+	e.t.Cleanup(e.stop)
 }
 
 // statusSubresource makes the fake EgressIP client honour the status subresource:
@@ -133,17 +170,41 @@ func (e *env) params() Params {
 		JoinSubnets:     []netip.Prefix{netip.MustParsePrefix("100.64.0.0/16")},
 		Reachability:    e.reach,
 		Metrics:         e.reg,
-		Recorder:        e.recorder,
+		Recorder:        e.eventRecorder(),
 		MinSyncInterval: 10 * time.Millisecond,
 		ResyncPeriod:    -1,
 		NBTimeout:       10 * time.Second,
-		beforeSync:      func() { e.started.Add(1) },
-		afterSync:       func(error) { e.syncs.Add(1) },
+		beforeSync: func() {
+			e.mu.Lock()
+			e.syncStart = time.Now()
+			e.mu.Unlock()
+			e.started.Add(1)
+		},
+		afterSync: func(err error) {
+			e.mu.Lock()
+			e.syncLog = append(e.syncLog, syncRecord{start: e.syncStart, end: time.Now(), err: err})
+			e.mu.Unlock()
+			e.syncs.Add(1)
+		},
 	}
 }
 
-// start runs the master in the background.
+func (e *env) eventRecorder() record.EventRecorder {
+	if e.recorder == nil {
+		return nil // Run makes its own broadcaster
+	}
+	return e.recorder
+}
+
+// start runs the master in the background with e.params().
 func (e *env) start() {
+	e.t.Helper()
+	e.startWith(e.params())
+}
+
+// startWith runs the master with p (from e.params(), possibly edited) and waits
+// for its start-up sync.
+func (e *env) startWith(p Params) {
 	e.t.Helper()
 	if e.running {
 		e.t.Fatal("master already running")
@@ -152,7 +213,6 @@ func (e *env) start() {
 	e.cancel, e.done, e.running = cancel, make(chan error, 1), true
 	e.started.Store(0)
 	e.syncs.Store(0)
-	p := e.params()
 	go func() { e.done <- Run(ctx, p) }()
 	e.waitSyncs(1)
 }
@@ -207,6 +267,28 @@ func (e *env) eventually(what string, f func() error) {
 	}
 }
 
+// transact commits ops through the test's NB client.
+func (e *env) transact(ops ...ovsdb.Operation) {
+	e.t.Helper()
+	res, err := e.nbc.Transact(context.Background(), ops...)
+	if err == nil {
+		_, err = ovsdb.CheckOperationResults(res, ops)
+	}
+	if err != nil {
+		e.t.Fatalf("transact: %v", err)
+	}
+}
+
+// addRouter creates a logical router.
+func (e *env) addRouter(name string) {
+	e.t.Helper()
+	ops, err := e.nbc.Create(&nbdb.LogicalRouter{Name: name})
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	e.transact(ops...)
+}
+
 // topology creates ovn_cluster_router, GR_node1..n and harness rows that must
 // survive everything: a no-reroute policy, a node SNAT per GR, an address set.
 func (e *env) topology(n int) {
@@ -226,13 +308,7 @@ func (e *env) topology(n int) {
 	if err != nil {
 		e.t.Fatal(err)
 	}
-	res, err := e.nbc.Transact(context.Background(), ops...)
-	if err == nil {
-		_, err = ovsdb.CheckOperationResults(res, ops)
-	}
-	if err != nil {
-		e.t.Fatalf("create topology: %v", err)
-	}
+	e.transact(ops...)
 }
 
 // foreignRows dumps the rows we do not own, to check nothing touched them.
@@ -363,13 +439,31 @@ func (e *env) status(name string) ([]string, error) {
 	return out, nil
 }
 
+// eventLines returns the Events seen, as "<type> <reason> <message>".
+func (e *env) eventLines() []string {
+	e.t.Helper()
+	if e.recorder != nil {
+		e.mu.Lock()
+		defer e.mu.Unlock()
+		return slices.Clone(e.events)
+	}
+	list, err := e.kube.CoreV1().Events("").List(context.Background(), metav1.ListOptions{})
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	var out []string
+	for _, ev := range list.Items {
+		out = append(out, ev.Type+" "+ev.Reason+" "+ev.Message)
+	}
+	return out
+}
+
 // expectEvent waits for a Warning event with reason whose message contains every part.
 func (e *env) expectEvent(reason string, parts ...string) {
 	e.t.Helper()
 	e.eventually("event "+reason, func() error {
-		e.mu.Lock()
-		defer e.mu.Unlock()
-		for _, ev := range e.events {
+		events := e.eventLines()
+		for _, ev := range events {
 			if !strings.HasPrefix(ev, "Warning "+reason+" ") {
 				continue
 			}
@@ -381,14 +475,8 @@ func (e *env) expectEvent(reason string, parts ...string) {
 				return nil
 			}
 		}
-		return fmt.Errorf("no such event among %q", e.events)
+		return fmt.Errorf("no such event among %q", events)
 	})
-}
-
-func (e *env) eventCount() int {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	return len(e.events)
 }
 
 // metric returns the value of a counter or gauge (with label values for a vec).
@@ -442,11 +530,26 @@ func (e *env) create(obj runtime.Object) {
 	var err error
 	switch o := obj.(type) {
 	case *corev1.Node:
-		_, err = e.kube.CoreV1().Nodes().Create(ctx, o, metav1.CreateOptions{})
+		var created *corev1.Node
+		if created, err = e.kube.CoreV1().Nodes().Create(ctx, o, metav1.CreateOptions{}); err == nil {
+			created.Status = o.Status // a real apiserver ignores status on create
+			_, err = e.kube.CoreV1().Nodes().UpdateStatus(ctx, created, metav1.UpdateOptions{})
+		}
 	case *corev1.Namespace:
-		_, err = e.kube.CoreV1().Namespaces().Create(ctx, o, metav1.CreateOptions{})
+		if _, err = e.kube.CoreV1().Namespaces().Create(ctx, o, metav1.CreateOptions{}); err == nil {
+			// Pods need the namespace's default ServiceAccount (no controller-manager here).
+			sa := &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: "default", Namespace: o.Name}}
+			_, err = e.kube.CoreV1().ServiceAccounts(o.Name).Create(ctx, sa, metav1.CreateOptions{})
+		}
 	case *corev1.Pod:
-		_, err = e.kube.CoreV1().Pods(o.Namespace).Create(ctx, o, metav1.CreateOptions{})
+		if len(o.Spec.Containers) == 0 {
+			o.Spec.Containers = []corev1.Container{{Name: "c", Image: "none"}}
+		}
+		var created *corev1.Pod
+		if created, err = e.kube.CoreV1().Pods(o.Namespace).Create(ctx, o, metav1.CreateOptions{}); err == nil {
+			created.Status = o.Status
+			_, err = e.kube.CoreV1().Pods(o.Namespace).UpdateStatus(ctx, created, metav1.UpdateOptions{})
+		}
 	case *egressipv1.EgressIP:
 		_, err = e.eip.K8sV1().EgressIPs().Create(ctx, o, metav1.CreateOptions{})
 	default:
@@ -464,7 +567,12 @@ func (e *env) updateNode(name string, f func(*corev1.Node)) {
 		e.t.Fatal(err)
 	}
 	f(n)
-	if _, err := e.kube.CoreV1().Nodes().Update(context.Background(), n, metav1.UpdateOptions{}); err != nil {
+	updated, err := e.kube.CoreV1().Nodes().Update(context.Background(), n, metav1.UpdateOptions{})
+	if err == nil {
+		updated.Status = n.Status
+		_, err = e.kube.CoreV1().Nodes().UpdateStatus(context.Background(), updated, metav1.UpdateOptions{})
+	}
+	if err != nil {
 		e.t.Fatal(err)
 	}
 }
@@ -488,7 +596,12 @@ func (e *env) updatePod(ns, name string, f func(*corev1.Pod)) {
 		e.t.Fatal(err)
 	}
 	f(p)
-	if _, err := e.kube.CoreV1().Pods(ns).Update(context.Background(), p, metav1.UpdateOptions{}); err != nil {
+	updated, err := e.kube.CoreV1().Pods(ns).Update(context.Background(), p, metav1.UpdateOptions{})
+	if err == nil {
+		updated.Status = p.Status
+		_, err = e.kube.CoreV1().Pods(ns).UpdateStatus(context.Background(), updated, metav1.UpdateOptions{})
+	}
+	if err != nil {
 		e.t.Fatal(err)
 	}
 }
@@ -526,17 +639,6 @@ func (e *env) deleteEgressIP(name string) {
 	}
 }
 
-// statusWrites counts the UpdateStatus calls the fake EgressIP client received.
-func (e *env) statusWrites() int {
-	n := 0
-	for _, a := range e.eip.Actions() {
-		if a.GetVerb() == "update" && a.GetSubresource() == "status" {
-			n++
-		}
-	}
-	return n
-}
-
 // node i: InternalIP 172.18.0.1i on 172.18.0.0/16, join IP 100.64.0.(i+1),
 // subnet 10.244.i.0/24 (management IP 10.244.i.2), Ready; labelled if assignable.
 func node(i int, assignable bool) *corev1.Node {
@@ -560,6 +662,15 @@ func node(i int, assignable bool) *corev1.Node {
 	}
 	return n
 }
+
+func labelAssignable(n *corev1.Node) {
+	if n.Labels == nil {
+		n.Labels = map[string]string{}
+	}
+	n.Labels[annotations.EgressAssignableLabel] = ""
+}
+
+func unlabelAssignable(n *corev1.Node) { delete(n.Labels, annotations.EgressAssignableLabel) }
 
 func namespace(name string, labels map[string]string) *corev1.Namespace {
 	return &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: labels}}

@@ -2,7 +2,9 @@ package master
 
 import (
 	"fmt"
+	"net/netip"
 	"slices"
+	"strings"
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
@@ -33,7 +35,11 @@ func sn(node, egressIP, podIP, eip string) string {
 // dev, pods prod/web1 (node1), prod/web2 (node3), prod/db, dev/web3, and returns
 // the env with the master running.
 func cluster(t *testing.T, start func(testing.TB) *nbserver.Server, mode string) *env {
-	e := newEnv(t, start, mode)
+	return populate(newEnv(t, start, mode))
+}
+
+// populate creates the objects of cluster and starts the master.
+func populate(e *env) *env {
 	e.create(node(1, true))
 	e.create(node(2, true))
 	e.create(node(3, false))
@@ -99,7 +105,7 @@ func TestUnlabelMovesIP(t *testing.T) {
 		e.expectRows("on node1",
 			map[string]string{"prod/web1": rr("eip-prod", "10.244.1.5", "100.64.0.2"), "prod/web2": rr("eip-prod", "10.244.3.6", "100.64.0.2")},
 			[]string{sn("node1", "172.18.0.33", "10.244.1.5", "eip-prod"), sn("node1", "172.18.0.33", "10.244.3.6", "eip-prod")})
-		e.updateNode("node1", func(n *corev1.Node) { delete(n.Labels, annotations.EgressAssignableLabel) })
+		e.updateNode("node1", unlabelAssignable)
 		e.expectStatus("eip-prod", "172.18.0.33@node2")
 		e.expectRows("moved to node2",
 			map[string]string{"prod/web1": rr("eip-prod", "10.244.1.5", "100.64.0.3"), "prod/web2": rr("eip-prod", "10.244.3.6", "100.64.0.3")},
@@ -313,5 +319,51 @@ func TestLocalGatewayMode(t *testing.T) {
 				"prod/web1": rr("eip-prod", "10.244.1.5", "10.244.1.2", "10.244.2.2"),
 				"prod/web2": rr("eip-prod", "10.244.3.6", "10.244.1.2", "10.244.2.2"),
 			}, nil)
+	})
+}
+
+// TestDualStack: an EgressIP with an IPv4 and an IPv6 address (on two nodes, one
+// IP per node) reroutes each family of a dual-stack pod to the holder of that
+// family's egress IP, with SNAT of that family there.
+func TestDualStack(t *testing.T) {
+	forEachNB(t, func(t *testing.T, start func(testing.TB) *nbserver.Server) {
+		e := newEnv(t, start, "shared")
+		for i := 1; i <= 2; i++ {
+			n := node(i, true)
+			n.Annotations[annotations.PrimaryIfAddr] = fmt.Sprintf(`{"ipv4":"172.18.0.1%d/16","ipv6":"fc00::1%d/64"}`, i, i)
+			n.Annotations[annotations.GatewayRouterLRPIfAddr] = fmt.Sprintf(`{"ipv4":"100.64.0.%d/16","ipv6":"fd98::%d/64"}`, i+1, i+1)
+			n.Annotations[annotations.NodeSubnets] = fmt.Sprintf(`{"default":["10.244.%d.0/24","fd00:10:244:%d::/64"]}`, i, i)
+			e.create(n)
+		}
+		e.create(namespace("prod", prodNS))
+		p := pod("prod", "web1", "10.244.1.5", web)
+		p.Status.PodIPs = append(p.Status.PodIPs, corev1.PodIP{IP: "fd00:10:244:1::5"})
+		e.create(p)
+		params := e.params()
+		params.ClusterSubnets = []netip.Prefix{netip.MustParsePrefix("10.244.0.0/16"), netip.MustParsePrefix("fd00:10:244::/48")}
+		params.JoinSubnets = []netip.Prefix{netip.MustParsePrefix("100.64.0.0/16"), netip.MustParsePrefix("fd98::/64")}
+		e.startWith(params)
+
+		e.create(egressIP("eip-ds", 0, []string{"172.18.0.33", "fc00::33"}, prodNS, web))
+		e.expectStatus("eip-ds", "172.18.0.33@node1", "fc00::33@node2")
+		e.eventually("dual-stack rows", func() error {
+			got := e.ours()
+			for _, w := range []string{
+				`policy ovn_cluster_router 100 reroute "ip4.src == 10.244.1.5" nexthops=[100.64.0.2] owner-type=EgressIP,name=eip-ds,rule=reroute,ip-family=ip4,pod=prod/web1`,
+				`policy ovn_cluster_router 100 reroute "ip6.src == fd00:10:244:1::5" nexthops=[fd98::3] owner-type=EgressIP,name=eip-ds,rule=reroute,ip-family=ip6,pod=prod/web1`,
+				`nat GR_node1 snat 172.18.0.33 <- 10.244.1.5 owner-type=EgressIP,name=eip-ds,rule=snat,ip-family=ip4,pod=prod/web1,node=node1,egress-ip=172.18.0.33`,
+				`nat GR_node2 snat fc00::33 <- fd00:10:244:1::5 owner-type=EgressIP,name=eip-ds,rule=snat,ip-family=ip6,pod=prod/web1,node=node2,egress-ip=fc00::33`,
+				`policy ovn_cluster_router 102 allow "ip6.src == fd00:10:244::/48 && ip6.dst == fd98::/64" owner-type=Cluster,rule=pod-to-join,ip-family=ip6`,
+				`address-set egressip_served_pods_v6 [fd00:10:244:1::5] owner-type=Cluster,rule=served-pods,ip-family=ip6`,
+			} {
+				if !slices.Contains(got, w) {
+					return fmt.Errorf("missing\n  %s\nin\n  %s", w, strings.Join(got, "\n  "))
+				}
+			}
+			if len(got) != 14 { // 2 reroutes, 2 SNAT, 3+3 no-reroute, 2+2 sets
+				return fmt.Errorf("%d rows, want 14:\n  %s", len(got), strings.Join(got, "\n  "))
+			}
+			return nil
+		})
 	})
 }

@@ -2,7 +2,10 @@ package master
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/cenkalti/backoff/v4"
@@ -17,21 +20,78 @@ import (
 	"github.com/ovn-egressip/ovn-egressip/go-controller/pkg/nbdb"
 )
 
+// deadAfterSilentProbes unanswered probes in a row (each waiting at least 2 s)
+// make watchNB drop the connection.
+const deadAfterSilentProbes = 10
+
 // nbClient is what a sync needs of the NB connection.
 type nbClient interface {
 	nbstate.Client
+	// Connected reports whether the last liveness probe succeeded.
 	Connected() bool
+	// Guard returns a context that is also canceled when the connection is found
+	// lost, so that a sync does not wait for libovsdb to reconnect.
+	Guard(ctx context.Context) (context.Context, context.CancelFunc)
 }
 
-// countingNB counts the transactions sent (metric ovnkube_master_egress_ip_nb_transactions_total).
-type countingNB struct {
+// nbConn wraps the libovsdb client: it counts transactions (metric
+// ovnkube_master_egress_ip_nb_transactions_total) and tracks liveness itself,
+// because libovsdb's Connected() stays true while it reconnects.
+type nbConn struct {
 	client.Client
 	txns prometheus.Counter
+	up   atomic.Bool
+
+	mu   sync.Mutex
+	lost chan struct{} // closed when the connection is found lost; replaced when it is back
 }
 
-func (c countingNB) Transact(ctx context.Context, ops ...ovsdb.Operation) ([]ovsdb.OperationResult, error) {
+func newNBConn(c client.Client, txns prometheus.Counter) *nbConn {
+	conn := &nbConn{Client: c, txns: txns, lost: make(chan struct{})}
+	conn.up.Store(true)
+	return conn
+}
+
+// Transact fails at once when the connection is known to be lost (libovsdb would
+// block until it reconnects, then send operations computed from a cache that may
+// be stale).
+func (c *nbConn) Transact(ctx context.Context, ops ...ovsdb.Operation) ([]ovsdb.OperationResult, error) {
+	if !c.up.Load() {
+		return nil, client.ErrNotConnected
+	}
 	c.txns.Inc()
 	return c.Client.Transact(ctx, ops...)
+}
+
+func (c *nbConn) Guard(ctx context.Context) (context.Context, context.CancelFunc) {
+	c.mu.Lock()
+	lost := c.lost
+	c.mu.Unlock()
+	ctx, cancel := context.WithCancel(ctx)
+	go func() {
+		select {
+		case <-lost:
+			cancel()
+		case <-ctx.Done():
+		}
+	}()
+	return ctx, cancel
+}
+
+func (c *nbConn) Connected() bool { return c.up.Load() }
+
+// setUp records a probe result and reports the previous state.
+func (c *nbConn) setUp(up bool) (was bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	was = c.up.Swap(up)
+	switch {
+	case was && !up:
+		close(c.lost)
+	case !was && up:
+		c.lost = make(chan struct{})
+	}
+	return was
 }
 
 // newNBClient builds (does not connect) a libovsdb client whose cache holds only
@@ -54,6 +114,9 @@ func newNBClient(s settings) (client.Client, error) {
 	retry.InitialInterval = 100 * time.Millisecond
 	retry.MaxInterval = 5 * time.Second
 	retry.MaxElapsedTime = 0 // never give up (libovsdb panics when the backoff stops)
+	// Not WithInactivityCheck: in this libovsdb version its traffic channel is
+	// closed on disconnect while Transact may still send on it (a data race, and a
+	// possible panic). watchNB probes the connection instead.
 	opts := []client.Option{client.WithLogger(&logger), client.WithReconnect(s.NBTimeout, retry)}
 	for _, ep := range s.endpoints {
 		opts = append(opts, client.WithEndpoint(ep))
@@ -108,8 +171,10 @@ func connectNB(ctx context.Context, c client.Client, timeout time.Duration, addr
 
 // watchNB queues a full sync when a logical router appears or disappears (a
 // gateway router we could not write to may now exist) and when the connection comes
-// back after a loss (the cache was rebuilt; rows may have changed meanwhile).
-func watchNB(ctx context.Context, c client.Client, resync func()) {
+// back after a loss (the cache was rebuilt; rows may have changed meanwhile). The
+// connection is probed with an OVSDB echo every probeInterval; it counts as lost
+// only when libovsdb reports it is not connected.
+func watchNB(ctx context.Context, c *nbConn, probeInterval time.Duration, resync func()) {
 	c.Cache().AddEventHandler(&cache.EventHandlerFuncs{
 		AddFunc: func(table string, _ model.Model) {
 			if table == nbdb.LogicalRouterTable {
@@ -123,24 +188,40 @@ func watchNB(ctx context.Context, c client.Client, resync func()) {
 		},
 	})
 	go func() {
-		tick := time.NewTicker(200 * time.Millisecond)
+		tick := time.NewTicker(probeInterval)
 		defer tick.Stop()
-		was := true
+		silent := 0 // consecutive probes without an answer
 		for {
 			select {
 			case <-ctx.Done():
 				return
 			case <-tick.C:
 			}
-			now := c.Connected()
+			pctx, cancel := context.WithTimeout(ctx, max(2*time.Second, probeInterval))
+			err := c.Echo(pctx)
+			cancel()
+			if ctx.Err() != nil {
+				return
+			}
+			if err != nil && !errors.Is(err, client.ErrNotConnected) {
+				// A slow answer (the server is busy with a large transaction) is not a
+				// lost connection. Many in a row are (a peer gone without a TCP
+				// reset): drop the connection so that libovsdb reconnects.
+				if silent++; silent == deadAfterSilentProbes {
+					klog.InfoS("OVN Northbound does not answer; reconnecting", "probes", silent, "err", err)
+					c.Disconnect()
+				}
+				continue
+			}
+			silent = 0
+			was := c.setUp(err == nil)
 			switch {
-			case was && !now:
-				klog.InfoS("Lost the OVN Northbound connection; reconnecting")
-			case !was && now:
+			case was && err != nil:
+				klog.InfoS("Lost the OVN Northbound connection; reconnecting", "err", err)
+			case !was && err == nil:
 				klog.InfoS("Reconnected to OVN Northbound; full resync", "address", c.CurrentEndpoint())
 				resync()
 			}
-			was = now
 		}
 	}()
 }

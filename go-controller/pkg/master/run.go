@@ -20,6 +20,9 @@ import (
 	eipinformers "github.com/ovn-egressip/ovn-egressip/go-controller/pkg/crd/egressip/v1/apis/informers/externalversions"
 )
 
+// nbProbeInterval is how often the NB connection is probed (OVSDB echo).
+const nbProbeInterval = 500 * time.Millisecond
+
 // Run is the egress IP master. It connects to OVN Northbound (retrying until it
 // can), starts informers for EgressIP, Node, Namespace and Pod, waits for their
 // caches, syncs once (start-up sync: NB rows we own that nothing wants any more are
@@ -64,7 +67,8 @@ func Run(ctx context.Context, p Params) error {
 
 	kubeInf := informers.NewSharedInformerFactory(s.Kube, 0)
 	eipInf := eipinformers.NewSharedInformerFactory(s.EgressIP, 0)
-	c, err := newController(s, countingNB{Client: nb, txns: m.nbTransactions}, m, kubeInf, eipInf)
+	conn := newNBConn(nb, m.nbTransactions)
+	c, err := newController(s, conn, m, kubeInf, eipInf)
 	if err != nil {
 		return fmt.Errorf("master: %w", err)
 	}
@@ -77,7 +81,7 @@ func Run(ctx context.Context, p Params) error {
 	}
 	klog.InfoS("Egress IP master started", "gatewayMode", s.mode, "nb", s.NBAddress)
 
-	watchNB(ctx, nb, c.enqueue)
+	watchNB(ctx, conn, nbProbeInterval, c.enqueue)
 	if n, ok := s.Reachability.(ReachabilityNotifier); ok {
 		go forward(ctx, n.Changes(), c.enqueue)
 	}

@@ -147,9 +147,11 @@ func (c *controller) sync(ctx context.Context) error {
 	for _, e := range selection.Ordered(withStatus) {
 		nbIn.EgressIPs = append(nbIn.EgressIPs, toNB(e.Name, e.Status.Items, served.Served[e.Name]))
 	}
-	tctx, cancel := context.WithTimeout(ctx, c.s.NBTimeout)
-	plan, err := nbstate.Apply(tctx, c.nb, nbstate.Desired(nbIn))
-	cancel()
+	tctx, cancelTimeout := context.WithTimeout(ctx, c.s.NBTimeout)
+	gctx, cancelGuard := c.nb.Guard(tctx)
+	plan, err := nbstate.Apply(gctx, c.nb, nbstate.Desired(nbIn))
+	cancelGuard()
+	cancelTimeout()
 	c.noteSkipped(plan.Skipped)
 	if err != nil {
 		errs = append(errs, fmt.Errorf("program OVN Northbound: %w", err))

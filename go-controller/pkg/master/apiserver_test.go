@@ -1,0 +1,73 @@
+package master
+
+import (
+	"slices"
+	"testing"
+
+	egressipv1 "github.com/ovn-egressip/ovn-egressip/go-controller/pkg/crd/egressip/v1"
+	"github.com/ovn-egressip/ovn-egressip/test/nbserver"
+)
+
+// TestWithRealAPIServer runs the main flows against a real kube-apiserver (our CRD
+// with its status subresource, resourceVersions, real Events) and a real NB
+// ovsdb-server: assignment, a move, a bad request reported as an Event, a restart
+// with nothing changed (no write at all), and a restart after changes.
+func TestWithRealAPIServer(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts etcd and kube-apiserver")
+	}
+	e := populate(newAPIServerEnv(t, nbserver.Start, "shared"))
+
+	e.create(egressIP("eip-prod", 0, []string{"172.18.0.33", "172.18.0.44"}, prodNS, web))
+	e.expectStatus("eip-prod", "172.18.0.33@node1", "172.18.0.44@node2")
+	e.expectRows("assigned",
+		map[string]string{
+			"prod/web1": rr("eip-prod", "10.244.1.5", "100.64.0.2", "100.64.0.3"),
+			"prod/web2": rr("eip-prod", "10.244.3.6", "100.64.0.2", "100.64.0.3"),
+		},
+		[]string{
+			sn("node1", "172.18.0.33", "10.244.1.5", "eip-prod"), sn("node1", "172.18.0.33", "10.244.3.6", "eip-prod"),
+			sn("node2", "172.18.0.44", "10.244.1.5", "eip-prod"), sn("node2", "172.18.0.44", "10.244.3.6", "eip-prod"),
+		})
+
+	e.updateNode("node1", unlabelAssignable)
+	e.updateNode("node3", labelAssignable)
+	e.expectStatus("eip-prod", "172.18.0.33@node3", "172.18.0.44@node2")
+	e.expectRows("moved to node3",
+		map[string]string{
+			"prod/web1": rr("eip-prod", "10.244.1.5", "100.64.0.3", "100.64.0.4"),
+			"prod/web2": rr("eip-prod", "10.244.3.6", "100.64.0.3", "100.64.0.4"),
+		},
+		[]string{
+			sn("node3", "172.18.0.33", "10.244.1.5", "eip-prod"), sn("node3", "172.18.0.33", "10.244.3.6", "eip-prod"),
+			sn("node2", "172.18.0.44", "10.244.1.5", "eip-prod"), sn("node2", "172.18.0.44", "10.244.3.6", "eip-prod"),
+		})
+
+	e.create(egressIP("eip-taken", 5, []string{"172.18.0.44"}, map[string]string{"env": "dev"}, nil))
+	e.expectEvent("EgressIPConflict", "172.18.0.44", "eip-taken")
+
+	e.settle()
+	rows := e.ours()
+	e.stop()
+	e.start()
+	e.settle()
+	if got := e.metric(metricNBTransactions); got != 0 {
+		t.Errorf("restart with nothing changed: %v NB transactions, want 0", got)
+	}
+	if got := e.metric(metricStatusUpdateTotal); got != 0 {
+		t.Errorf("restart with nothing changed: %v status updates, want 0", got)
+	}
+	if got := e.ours(); !slices.Equal(got, rows) {
+		t.Errorf("rows changed across restart:\n got  %v\n want %v", got, rows)
+	}
+
+	e.stop()
+	e.deletePod("prod", "web1")
+	e.deleteEgressIP("eip-taken")
+	e.updateEgressIP("eip-prod", func(o *egressipv1.EgressIP) { o.Spec.EgressIPs = []string{"172.18.0.44"} })
+	e.start()
+	e.expectStatus("eip-prod", "172.18.0.44@node2")
+	e.expectRows("converged after restart",
+		map[string]string{"prod/web2": rr("eip-prod", "10.244.3.6", "100.64.0.3")},
+		[]string{sn("node2", "172.18.0.44", "10.244.3.6", "eip-prod")})
+}

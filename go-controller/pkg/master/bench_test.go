@@ -1,0 +1,246 @@
+package master
+
+import (
+	"context"
+	"fmt"
+	"net/netip"
+	"runtime"
+	"testing"
+	"time"
+
+	"github.com/ovn-org/libovsdb/client"
+	"github.com/ovn-org/libovsdb/model"
+	"github.com/ovn-org/libovsdb/ovsdb"
+	corev1 "k8s.io/api/core/v1"
+
+	"github.com/ovn-egressip/ovn-egressip/go-controller/pkg/egressip/nbstate"
+	"github.com/ovn-egressip/ovn-egressip/go-controller/pkg/nbdb"
+	"github.com/ovn-egressip/ovn-egressip/test/nbserver"
+)
+
+// BenchmarkProgramEgressIP programs one EgressIP over N pods into a real NB
+// ovsdb-server and, in the same run and database, commits the same rows in one raw
+// libovsdb transaction. It reports both times, their ratio (target <= 2) and the
+// NB transactions per reconcile.
+//
+// "controller" is the duration of the sync that handled the new EgressIP (status
+// write to the fake apiserver, selection, desired rows, diff, one transaction,
+// its own cache update), measured by the master's sync hooks; "raw" builds the
+// insert and router mutate operations of the same rows with a libovsdb client that
+// monitors nothing and commits them. Both run against the same server; the raw
+// commit runs while the master is stopped, so it is the floor (the master's own
+// client must also receive and cache the rows it wrote before the reply is read).
+//
+//	go test -run '^$' -bench ProgramEgressIP -benchtime 3x ./go-controller/pkg/master/
+func BenchmarkProgramEgressIP(b *testing.B) {
+	for _, pods := range []int{1000, 5000} {
+		b.Run(fmt.Sprintf("pods=%d", pods), func(b *testing.B) { benchProgram(b, pods) })
+	}
+}
+
+func benchProgram(b *testing.B, pods int) {
+	e := newEnv(b, nbserver.Start, "shared")
+	// No monitoring client of the test in this process during the measurements:
+	// only the master's (as in production) competes for the CPU.
+	e.nbc.Close()
+	e.nbc = e.nb.Conn(b)
+	e.create(node(1, true))
+	e.create(node(2, true))
+	e.create(namespace("prod", prodNS))
+	for i := 0; i < pods; i++ {
+		e.create(pod("prod", fmt.Sprintf("p%05d", i), benchPodIP(i).String(), web))
+	}
+	ctx := context.Background()
+
+	var controller, raw, steady, move time.Duration
+	var txns, reconciles float64
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		// Raw: the same rows, one hand-built transaction, while the master is
+		// stopped; then removed again.
+		runtime.GC()
+		raw += rawCommit(b, e, pods)
+		view := e.nb.Client(b)
+		if got := countReroutes(b, view); got != pods {
+			b.Fatalf("raw commit: %d reroutes, want %d", got, pods)
+		}
+		if _, err := nbstate.Apply(ctx, view, nbstate.NewState()); err != nil {
+			b.Fatal(err)
+		}
+		view.Close()
+
+		// Controller: a new EgressIP serving all pods.
+		e.start()
+		runtime.GC()
+		created := time.Now()
+		e.create(egressIP("bench", 0, []string{"172.18.0.33"}, prodNS, web))
+		e.expectMetric(1, metricNBTransactions)
+		e.settle()
+		syncs := e.syncsSince(created)
+		var first time.Duration
+		for _, s := range syncs {
+			if s.err != nil {
+				b.Fatalf("sync failed: %v", s.err)
+			}
+			if first == 0 {
+				first = s.end.Sub(s.start)
+			}
+		}
+		controller += first
+		txns += e.metric(metricNBTransactions)
+		reconciles += float64(len(syncs))
+		view = e.nb.Client(b)
+		if got := countReroutes(b, view); got != pods {
+			b.Fatalf("controller: %d reroutes, want %d", got, pods)
+		}
+		view.Close()
+
+		// A sync with nothing to change (a node label nobody selects on).
+		mark, done := time.Now(), e.syncs.Load()
+		e.updateNode("node2", func(n *corev1.Node) { n.Labels["bench"] = fmt.Sprint(i) })
+		e.waitSyncs(done + 1)
+		steady += firstSync(b, e.syncsSince(mark))
+
+		// Failover: the holder loses its label; the IP, its SNAT rows and every
+		// reroute next hop move to node2 in one transaction.
+		mark = time.Now()
+		e.updateNode("node1", unlabelAssignable)
+		e.expectMetric(2, metricNBTransactions)
+		e.settle()
+		move += firstSync(b, e.syncsSince(mark))
+		e.updateNode("node1", labelAssignable)
+
+		e.deleteEgressIP("bench")
+		e.expectMetric(3, metricNBTransactions)
+		e.settle()
+		e.stop()
+	}
+	b.StopTimer()
+	n := float64(b.N)
+	cms := float64(controller.Microseconds()) / 1000 / n
+	rms := float64(raw.Microseconds()) / 1000 / n
+	b.ReportMetric(cms, "controller-ms")
+	b.ReportMetric(rms, "raw-ms")
+	b.ReportMetric(cms/rms, "ratio")
+	b.ReportMetric(txns/reconciles, "txns/reconcile")
+	sms := float64(steady.Microseconds()) / 1000 / n
+	mms := float64(move.Microseconds()) / 1000 / n
+	b.ReportMetric(sms, "noop-sync-ms")
+	b.ReportMetric(mms, "move-sync-ms")
+	fmt.Printf("pods=%d: controller %.1f ms, raw transaction %.1f ms, ratio %.2f (target <= 2); %.0f NB transaction(s) in %.0f reconcile(s) after the EgressIP was created (%.2f per reconcile); no-op sync %.1f ms; move to another node %.1f ms\n",
+		pods, cms, rms, cms/rms, txns, reconciles, txns/reconciles, sms, mms)
+}
+
+// firstSync returns the duration of the first of syncs, failing on any error.
+func firstSync(b *testing.B, syncs []syncRecord) time.Duration {
+	if len(syncs) == 0 {
+		b.Fatal("no sync")
+	}
+	for _, s := range syncs {
+		if s.err != nil {
+			b.Fatalf("sync failed: %v", s.err)
+		}
+	}
+	return syncs[0].end.Sub(syncs[0].start)
+}
+
+func countReroutes(b *testing.B, c client.Client) int {
+	cur, err := nbstate.ReadCurrent(context.Background(), c)
+	if err != nil {
+		b.Fatal(err)
+	}
+	n := 0
+	for k := range cur.Rows.Policies {
+		if k.IDs.Rule == nbstate.RuleReroute {
+			n++
+		}
+	}
+	return n
+}
+
+func benchPodIP(i int) netip.Addr {
+	return netip.AddrFrom4([4]byte{10, 244, byte(1 + i/250), byte(2 + i%250)})
+}
+
+// rawCommit writes the rows the master would write for the bench EgressIP in one
+// transaction built directly with the libovsdb client, and returns how long it
+// took from the first operation built to the commit.
+func rawCommit(b *testing.B, e *env, pods int) time.Duration {
+	c := e.nbc // monitors nothing
+	in := nbstate.Input{
+		Mode:           nbstate.SharedGateway,
+		ClusterSubnets: []netip.Prefix{netip.MustParsePrefix("10.244.0.0/16")},
+		JoinSubnets:    []netip.Prefix{netip.MustParsePrefix("100.64.0.0/16")},
+		Nodes: map[string]nbstate.Node{"node1": {Name: "node1", JoinIPs: []netip.Addr{netip.MustParseAddr("100.64.0.2")},
+			Addresses: []netip.Addr{netip.MustParseAddr("172.18.0.11")}}},
+		EgressIPs: []nbstate.EgressIP{{Name: "bench", Assigned: []nbstate.Assignment{{Node: "node1", IP: netip.MustParseAddr("172.18.0.33")}}}},
+	}
+	for i := 0; i < pods; i++ {
+		in.EgressIPs[0].Pods = append(in.EgressIPs[0].Pods, nbstate.Pod{Namespace: "prod", Name: fmt.Sprintf("p%05d", i), IPs: []netip.Addr{benchPodIP(i)}})
+	}
+	st := nbstate.Desired(in)
+	view := e.nb.Client(b)
+	cur, err := nbstate.ReadCurrent(context.Background(), view)
+	if err != nil {
+		b.Fatal(err)
+	}
+	view.Close()
+	routers := cur.Routers
+
+	start := time.Now()
+	var ops []ovsdb.Operation
+	var policies []string
+	natsByRouter := map[string][]string{}
+	n := 0
+	named := func() string { n++; return fmt.Sprintf("raw%d", n) }
+	for _, p := range st.Policies {
+		cp := *p
+		cp.UUID = named()
+		policies = append(policies, cp.UUID)
+		o, err := c.Create(&cp)
+		if err != nil {
+			b.Fatal(err)
+		}
+		ops = append(ops, o...)
+	}
+	for k, nat := range st.NATs {
+		cp := *nat
+		cp.UUID = named()
+		natsByRouter[k.Router] = append(natsByRouter[k.Router], cp.UUID)
+		o, err := c.Create(&cp)
+		if err != nil {
+			b.Fatal(err)
+		}
+		ops = append(ops, o...)
+	}
+	for _, as := range st.AddressSets {
+		cp := *as
+		o, err := c.Create(&cp)
+		if err != nil {
+			b.Fatal(err)
+		}
+		ops = append(ops, o...)
+	}
+	cr := &nbdb.LogicalRouter{UUID: routers[nbstate.ClusterRouter]}
+	o, err := c.Where(cr).Mutate(cr, model.Mutation{Field: &cr.Policies, Mutator: ovsdb.MutateOperationInsert, Value: policies})
+	if err != nil {
+		b.Fatal(err)
+	}
+	ops = append(ops, o...)
+	for name, uuids := range natsByRouter {
+		gr := &nbdb.LogicalRouter{UUID: routers[name]}
+		o, err := c.Where(gr).Mutate(gr, model.Mutation{Field: &gr.Nat, Mutator: ovsdb.MutateOperationInsert, Value: uuids})
+		if err != nil {
+			b.Fatal(err)
+		}
+		ops = append(ops, o...)
+	}
+	res, err := c.Transact(context.Background(), ops...)
+	if err == nil {
+		_, err = ovsdb.CheckOperationResults(res, ops)
+	}
+	if err != nil {
+		b.Fatalf("raw transaction: %v", err)
+	}
+	return time.Since(start)
+}
