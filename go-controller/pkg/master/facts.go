@@ -17,12 +17,16 @@ import (
 type nodeFacts struct {
 	assign assign.Node
 	nb     nbstate.Node
+	// readyErr: the EgressIPsReady annotation does not parse (local mode).
+	readyErr error
 }
 
 // parseNode reads a node's labels, conditions and annotations. A labelled node
 // whose egress config or reroute next hop (join IP in shared mode, node subnet in
 // local mode) does not parse gets assign.Node.ConfigErr, naming the annotation.
-// reach is only asked about labelled nodes.
+// In local mode it also reads the egress IPs the node reports ready (a holder
+// becomes a reroute next hop only once its IP is there). reach is only asked
+// about labelled nodes.
 func parseNode(n *corev1.Node, mode nbstate.Mode, reach Reachability) nodeFacts {
 	f := nodeFacts{
 		assign: assign.Node{
@@ -56,6 +60,12 @@ func parseNode(n *corev1.Node, mode nbstate.Mode, reach Reachability) nodeFacts 
 	}
 	if mode == nbstate.LocalGateway && errSubnets != nil {
 		errs = append(errs, errSubnets)
+	}
+	if mode == nbstate.LocalGateway {
+		// Unparsable: nothing is ready there (the error names the annotation).
+		ready, err := annotations.ParseEgressIPsReady(n)
+		f.nb.ReadyEgressIPs = ready
+		f.readyErr = err
 	}
 	f.assign.ConfigErr = errors.Join(errs...)
 	return f

@@ -308,17 +308,62 @@ func TestBadInput(t *testing.T) {
 	})
 }
 
-// TestLocalGatewayMode: reroute to the management port IP, no SNAT rows.
+// ready sets the node's egress-ips-ready annotation (what its daemon publishes in
+// local gateway mode once the host is programmed).
+func ready(ips ...string) func(*corev1.Node) {
+	return func(n *corev1.Node) {
+		set := map[netip.Addr]bool{}
+		for _, ip := range ips {
+			set[netip.MustParseAddr(ip)] = true
+		}
+		n.Annotations[annotations.EgressIPsReady] = annotations.FormatEgressIPsReady(set)
+	}
+}
+
+// TestLocalGatewayMode: reroute to the management port IP of holders that report
+// the IP ready, no SNAT rows.
 func TestLocalGatewayMode(t *testing.T) {
 	forEachNB(t, func(t *testing.T, start func(testing.TB) *nbserver.Server) {
 		e := cluster(t, start, "local")
 		e.create(egressIP("eip-prod", 0, []string{"172.18.0.33", "172.18.0.44"}, prodNS, web))
 		e.expectStatus("eip-prod", "172.18.0.33@node1", "172.18.0.44@node2")
-		e.expectRows("local mode",
+		e.settle()
+		e.expectRows("no holder ready yet: no reroute", map[string]string{}, nil)
+
+		e.updateNode("node1", ready("172.18.0.33"))
+		e.expectRows("node1 ready",
+			map[string]string{
+				"prod/web1": rr("eip-prod", "10.244.1.5", "10.244.1.2"),
+				"prod/web2": rr("eip-prod", "10.244.3.6", "10.244.1.2"),
+			}, nil)
+		e.updateNode("node2", ready("172.18.0.44"))
+		e.expectRows("both ready",
 			map[string]string{
 				"prod/web1": rr("eip-prod", "10.244.1.5", "10.244.1.2", "10.244.2.2"),
 				"prod/web2": rr("eip-prod", "10.244.3.6", "10.244.1.2", "10.244.2.2"),
 			}, nil)
+	})
+}
+
+// TestLocalGatewayMakeBeforeBreak: when the IP moves, the reroute keeps the old
+// next hop until the new holder reports the IP ready, then switches.
+func TestLocalGatewayMakeBeforeBreak(t *testing.T) {
+	forEachNB(t, func(t *testing.T, start func(testing.TB) *nbserver.Server) {
+		e := cluster(t, start, "local")
+		e.updateNode("node1", ready("172.18.0.33"))
+		e.create(egressIP("eip-prod", 0, []string{"172.18.0.33"}, prodNS, web))
+		e.expectStatus("eip-prod", "172.18.0.33@node1")
+		onNode1 := map[string]string{"prod/web1": rr("eip-prod", "10.244.1.5", "10.244.1.2"), "prod/web2": rr("eip-prod", "10.244.3.6", "10.244.1.2")}
+		e.expectRows("on node1", onNode1, nil)
+
+		e.updateNode("node1", unlabelAssignable)
+		e.expectStatus("eip-prod", "172.18.0.33@node2")
+		e.settle()
+		e.expectRows("node2 not ready: still via node1", onNode1, nil)
+
+		e.updateNode("node2", ready("172.18.0.33"))
+		e.expectRows("switched to node2",
+			map[string]string{"prod/web1": rr("eip-prod", "10.244.1.5", "10.244.2.2"), "prod/web2": rr("eip-prod", "10.244.3.6", "10.244.2.2")}, nil)
 	})
 }
 

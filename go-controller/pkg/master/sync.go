@@ -72,7 +72,7 @@ func (c *controller) sync(ctx context.Context) error {
 	nbNodes := make(map[string]nbstate.Node, len(snap.nodes))
 	for _, n := range snap.nodes {
 		f := parseNode(n, c.s.mode, c.s.Reachability)
-		c.noteNode(f.assign)
+		c.noteNode(f.assign, f.readyErr)
 		assignNodes = append(assignNodes, f.assign)
 		nbNodes[n.Name] = f.nb
 	}
@@ -213,12 +213,14 @@ func (c *controller) countEgressIPs(eips []*egressipv1.EgressIP, programmed map[
 
 // noteNode logs, once per change, why a labelled node cannot host egress IPs, and
 // counts reachable -> unreachable transitions.
-func (c *controller) noteNode(n assign.Node) {
+func (c *controller) noteNode(n assign.Node, readyErr error) {
 	note := ""
 	switch {
 	case !n.Labelled:
 	case n.ConfigErr != nil:
 		note = "annotations: " + n.ConfigErr.Error()
+	case readyErr != nil:
+		note = "annotations: " + readyErr.Error() + " (no egress IP of it counts as ready)"
 	case !n.Ready:
 		note = "not Ready"
 	case !n.Reachable:

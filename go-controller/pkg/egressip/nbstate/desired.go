@@ -32,6 +32,10 @@ type Node struct {
 	ManagementIPs []netip.Addr
 	// Addresses are the node's own addresses: members of the node-ips address set.
 	Addresses []netip.Addr
+	// ReadyEgressIPs are the egress IPs the node reports fully programmed on its
+	// host (annotations.EgressIPsReady). In local gateway mode a holder becomes a
+	// reroute next hop only once the IP it holds is in this set (make-before-break).
+	ReadyEgressIPs map[netip.Addr]bool
 }
 
 // Assignment says Node holds IP (one status item, parsed).
@@ -74,6 +78,10 @@ type State struct {
 	Policies    map[Key]*nbdb.LogicalRouterPolicy
 	NATs        map[Key]*nbdb.NAT
 	AddressSets map[Key]*nbdb.AddressSet
+	// Keep (desired states only) names rows that must stay as they are in NB,
+	// if they exist: reroute policies whose new holder is not ready yet in local
+	// gateway mode keep pointing at the previous one until it is.
+	Keep map[Key]bool
 }
 
 // NewState returns an empty State.
@@ -82,6 +90,7 @@ func NewState() State {
 		Policies:    map[Key]*nbdb.LogicalRouterPolicy{},
 		NATs:        map[Key]*nbdb.NAT{},
 		AddressSets: map[Key]*nbdb.AddressSet{},
+		Keep:        map[Key]bool{},
 	}
 }
 
@@ -95,7 +104,10 @@ func (s State) Len() int { return len(s.Policies) + len(s.NATs) + len(s.AddressS
 // address sets. Per served pod IP of a cluster subnet family in which its EgressIP
 // has assigned IPs on nodes with a next hop: one reroute policy (priority 100) on ovn_cluster_router
 // whose nexthops are those nodes' join IPs (shared) or management IPs (local),
-// sorted; in shared mode also one SNAT row per such node on GR_<node>.
+// sorted; in shared mode also one SNAT row per such node on GR_<node>. In local
+// mode only holders whose node lists the IP in ReadyEgressIPs count; when an
+// EgressIP has holders of a family but none is ready, its reroute policies of that
+// family are in State.Keep (left as they are until a holder is ready).
 func Desired(in Input) State {
 	st := NewState()
 	if len(in.EgressIPs) == 0 {
@@ -113,16 +125,20 @@ func Desired(in Input) State {
 	return st
 }
 
-// holders returns, per family, the nodes holding an IP of e of that family and
-// having a next hop of that family, with that next hop and the egress IP.
+// holder is a node holding an egress IP of an EgressIP, with its next hop.
 type holder struct {
 	node     string
 	egressIP netip.Addr
 	nexthop  netip.Addr
 }
 
-func holders(in Input, e EgressIP) map[string][]holder {
+// holders returns, per family, the nodes holding an IP of e of that family that
+// can be next hops (known node, next hop of that family, in local mode: the IP is
+// ready there), sorted by next hop; and the families with holders none of which
+// is ready yet.
+func holders(in Input, e EgressIP) (map[string][]holder, map[string]bool) {
 	out := map[string][]holder{}
+	pending := map[string]bool{}
 	for _, a := range e.Assigned {
 		n, ok := in.Nodes[a.Node]
 		if !ok {
@@ -133,25 +149,36 @@ func holders(in Input, e EgressIP) map[string][]holder {
 			candidates = n.ManagementIPs
 		}
 		for _, nh := range candidates {
-			if nh.Is4() == a.IP.Is4() {
-				out[Family(a.IP)] = append(out[Family(a.IP)], holder{node: a.Node, egressIP: a.IP, nexthop: nh})
+			if nh.Is4() != a.IP.Is4() {
+				continue
+			}
+			if in.Mode == LocalGateway && !n.ReadyEgressIPs[a.IP] {
+				pending[Family(a.IP)] = true
 				break
 			}
+			out[Family(a.IP)] = append(out[Family(a.IP)], holder{node: a.Node, egressIP: a.IP, nexthop: nh})
+			break
 		}
 	}
-	for _, hs := range out {
+	for fam, hs := range out {
 		sort.Slice(hs, func(i, j int) bool { return hs[i].nexthop.Less(hs[j].nexthop) })
+		delete(pending, fam)
 	}
-	return out
+	return out, pending
 }
 
 func addEgressIP(st *State, in Input, e EgressIP, clusterFamilies []string, claimed map[netip.Addr]bool, served map[string][]string) {
-	byFamily := holders(in, e)
+	byFamily, pending := holders(in, e)
+	// No cluster subnet of a family: without its no-reroute policies, pod-to-pod
+	// traffic would be rerouted too. Serve nothing in it.
 	for fam := range byFamily {
 		if !slices.Contains(clusterFamilies, fam) {
-			// No cluster subnet of this family: without its no-reroute policies,
-			// pod-to-pod traffic would be rerouted too. Serve nothing in it.
 			delete(byFamily, fam)
+		}
+	}
+	for fam := range pending {
+		if !slices.Contains(clusterFamilies, fam) {
+			delete(pending, fam)
 		}
 	}
 	for _, pod := range e.Pods {
@@ -160,12 +187,17 @@ func addEgressIP(st *State, in Input, e EgressIP, clusterFamilies []string, clai
 		for _, ip := range pod.IPs {
 			fam := Family(ip)
 			hs := byFamily[fam]
-			if len(hs) == 0 || seenFamily[fam] || claimed[ip] {
+			if (len(hs) == 0 && !pending[fam]) || seenFamily[fam] || claimed[ip] {
 				continue
 			}
 			seenFamily[fam] = true
 			claimed[ip] = true
 			served[fam] = append(served[fam], ip.String())
+			if len(hs) == 0 { // holders, none ready: leave the current reroute, if any
+				ids := IDs{OwnerType: OwnerEgressIP, Name: e.Name, Rule: RuleReroute, Family: fam, Pod: podKey}
+				st.Keep[Key{Router: ClusterRouter, IDs: ids}] = true
+				continue
+			}
 			nexthops := make([]string, len(hs))
 			for i, h := range hs {
 				nexthops[i] = h.nexthop.String()

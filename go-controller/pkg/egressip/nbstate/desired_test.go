@@ -45,6 +45,20 @@ const (
 	v4NodeIPs   = `address-set egressip_node_ips_v4 [172.18.0.11 172.18.0.12 172.18.0.13] owner-type=Cluster,rule=node-ips,ip-family=ip4`
 )
 
+// readyNodes returns testNodes where node reports ips as ready (local gateway mode).
+func readyNodes(ready map[string][]string) map[string]Node {
+	nodes := testNodes()
+	for name, ips := range ready {
+		n := nodes[name]
+		n.ReadyEgressIPs = map[netip.Addr]bool{}
+		for _, ip := range addrs(ips...) {
+			n.ReadyEgressIPs[ip] = true
+		}
+		nodes[name] = n
+	}
+	return nodes
+}
+
 func TestDesired(t *testing.T) {
 	v4 := Input{
 		Mode:           SharedGateway,
@@ -97,9 +111,10 @@ func TestDesired(t *testing.T) {
 			},
 		},
 		{
-			name: "local: next hop is the management port IP, no SNAT",
+			name: "local: next hop is the management port IP of a ready holder, no SNAT",
 			in: with(v4, func(in *Input) {
 				in.Mode = LocalGateway
+				in.Nodes = readyNodes(map[string][]string{"node-b": {"172.18.0.33"}})
 				in.EgressIPs = []EgressIP{{Name: "eip1", Assigned: []Assignment{assigned("node-b", "172.18.0.33")},
 					Pods: []Pod{pod("ns1", "p1", "10.244.1.5")}}}
 			}),
@@ -178,6 +193,7 @@ func TestDesired(t *testing.T) {
 			name: "two pods with one IP: the first met keeps the rows",
 			in: with(v4, func(in *Input) {
 				in.Mode = LocalGateway
+				in.Nodes = readyNodes(map[string][]string{"node-a": {"172.18.0.33"}, "node-b": {"172.18.0.44"}})
 				in.EgressIPs = []EgressIP{
 					{Name: "first", Assigned: []Assignment{assigned("node-a", "172.18.0.33")}, Pods: []Pod{pod("ns1", "old", "10.244.1.5")}},
 					{Name: "second", Assigned: []Assignment{assigned("node-b", "172.18.0.44")}, Pods: []Pod{pod("ns2", "new", "10.244.1.5")}},
@@ -200,6 +216,37 @@ func TestDesired(t *testing.T) {
 				t.Errorf("rows:\n got:\n  %s\n want:\n  %s", strings.Join(got, "\n  "), strings.Join(want, "\n  "))
 			}
 		})
+	}
+}
+
+// TestDesiredLocalReady: in local gateway mode a holder is a next hop only once
+// it reports its IP ready; with holders but none ready, the reroute is kept as is.
+func TestDesiredLocalReady(t *testing.T) {
+	in := func(ready map[string][]string) Input {
+		return Input{
+			Mode: LocalGateway, ClusterSubnets: prefixes("10.244.0.0/16"), JoinSubnets: prefixes("100.64.0.0/16"), Nodes: readyNodes(ready),
+			EgressIPs: []EgressIP{{Name: "eip1", Assigned: []Assignment{assigned("node-a", "172.18.0.33"), assigned("node-b", "172.18.0.44")},
+				Pods: []Pod{pod("ns1", "p1", "10.244.1.5")}}},
+		}
+	}
+	reroute := Key{Router: ClusterRouter, IDs: IDs{OwnerType: OwnerEgressIP, Name: "eip1", Rule: RuleReroute, Family: FamilyIPv4, Pod: "ns1/p1"}}
+
+	none := Desired(in(map[string][]string{"node-a": {"172.18.0.44"}})) // node-a ready for an IP it does not hold
+	if _, ok := none.Policies[reroute]; ok || !none.Keep[reroute] {
+		t.Errorf("no holder ready: policy present=%v keep=%v; want absent and kept", ok, none.Keep[reroute])
+	}
+	one := Desired(in(map[string][]string{"node-b": {"172.18.0.44"}}))
+	if p, ok := one.Policies[reroute]; !ok || !slices.Equal(p.Nexthops, []string{"10.244.2.2"}) || one.Keep[reroute] {
+		t.Errorf("node-b ready: got %+v keep=%v; want next hop 10.244.2.2 only", p, one.Keep[reroute])
+	}
+	both := Desired(in(map[string][]string{"node-a": {"172.18.0.33"}, "node-b": {"172.18.0.44"}}))
+	if p := both.Policies[reroute]; p == nil || !slices.Equal(p.Nexthops, []string{"10.244.1.2", "10.244.2.2"}) {
+		t.Errorf("both ready: got %+v, want both next hops", p)
+	}
+	shared := in(nil)
+	shared.Mode = SharedGateway
+	if p := Desired(shared).Policies[reroute]; p == nil || len(p.Nexthops) != 2 {
+		t.Errorf("shared mode ignores readiness: got %+v", p)
 	}
 }
 

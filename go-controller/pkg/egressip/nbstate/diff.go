@@ -136,7 +136,7 @@ func Diff(desired State, cur Current) Plan {
 		}
 	}
 	for k, have := range cur.Rows.Policies {
-		if _, ok := desired.Policies[k]; !ok {
+		if _, ok := desired.Policies[k]; !ok && !desired.Keep[k] {
 			del = append(del, Change{Op: Delete, Table: nbdb.LogicalRouterPolicyTable, Key: k, UUID: have.UUID, RouterUUID: cur.Routers[k.Router]})
 		}
 	}

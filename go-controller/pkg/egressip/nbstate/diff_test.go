@@ -174,6 +174,24 @@ func TestDiff(t *testing.T) {
 			},
 		},
 		{
+			name: "a kept reroute is neither deleted nor updated",
+			desired: func() State {
+				st := sampleDesired("node-a")
+				for k := range st.Policies {
+					if k.IDs.Rule == RuleReroute {
+						delete(st.Policies, k)
+						st.Keep[k] = true
+					}
+				}
+				return st
+			}(),
+			current: func() Current { return asCurrent(sampleDesired("node-b")) },
+			want: []string{
+				"insert NAT snat/ip4 uuid-gr-a",
+				"delete NAT snat/ip4 uuid-gr-b",
+			},
+		},
+		{
 			name:    "missing gateway router or taken address set name: skipped, not failed",
 			desired: sampleDesired("node-a"),
 			current: func() Current {
