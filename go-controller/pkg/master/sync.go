@@ -105,7 +105,10 @@ func (c *controller) sync(ctx context.Context) error {
 			continue
 		}
 		if updated == nil {
-			continue // deleted meanwhile: its rows go
+			// Deleted meanwhile: its rows go. (Also what a CRD without the status
+			// subresource answers: say so, it would never be programmed.)
+			klog.InfoS("EgressIP status update: not found; treating it as deleted", "egressip", e.Name, "field", "status")
+			continue
 		}
 		c.metrics.statusUpdates.Inc()
 		c.status.remember(e, updated)
