@@ -106,7 +106,7 @@ func Flags() []cli.Flag {
 		&cli.StringFlag{Name: FlagClusterSubnets, Value: "10.244.0.0/16", Usage: "comma list of cluster pod subnets (CIDR, optionally CIDR/hostPrefix)"},
 		&cli.StringFlag{Name: FlagJoinSubnet, Value: "100.64.0.0/16", Usage: "comma list of join switch subnets"},
 		&cli.IntFlag{Name: FlagHealthCheckPort, Value: 9107, Usage: "egress node gRPC health check port; 0 = legacy TCP check on port 9"},
-		&cli.DurationFlag{Name: FlagReachabilityTimeout, Value: 300 * time.Millisecond, Usage: "total timeout of one egress node health probe (0 disables the check: every node is reachable)"},
+		&cli.DurationFlag{Name: FlagReachabilityTimeout, Value: 200 * time.Millisecond, Usage: "total timeout of one egress node health probe (0 disables the check: every node is reachable)"},
 		&cli.DurationFlag{Name: FlagReachabilityPeriod, Value: 100 * time.Millisecond, Usage: "interval between egress node health probes"},
 		&cli.DurationFlag{Name: FlagNodeResync, Value: 30 * time.Second, Usage: "how often the node re-applies its egress host state (repairs drift)"},
 		&cli.StringFlag{Name: FlagMetricsBindAddress, Usage: "HOST:PORT to serve Prometheus /metrics on (default: off)"},

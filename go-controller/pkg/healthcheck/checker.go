@@ -194,6 +194,7 @@ func (p *prober) run(ctx context.Context) {
 	}
 	t := time.NewTicker(cfg.Interval)
 	defer t.Stop()
+	failed := 0
 	for {
 		start := time.Now()
 		var ok bool
@@ -206,6 +207,14 @@ func (p *prober) run(ctx context.Context) {
 			return
 		}
 		p.checker.record(p.node, ok, time.Since(start))
+		// A failed probe is confirmed at once rather than an interval later, so
+		// a dead node is declared unreachable about FailureThreshold timeouts
+		// after it died; after that, probes go back to the normal pace.
+		if ok {
+			failed = 0
+		} else if failed++; failed < cfg.FailureThreshold {
+			continue
+		}
 		select {
 		case <-ctx.Done():
 			return

@@ -61,8 +61,9 @@ func parseNode(n *corev1.Node, mode nbstate.Mode, reach Reachability) nodeFacts 
 	if mode == nbstate.LocalGateway && errSubnets != nil {
 		errs = append(errs, errSubnets)
 	}
-	if mode == nbstate.LocalGateway {
+	if _, ok := n.Annotations[annotations.EgressIPsReady]; ok && mode == nbstate.LocalGateway {
 		// Unparsable: nothing is ready there (the error names the annotation).
+		// Absent: the node's daemon predates the handshake (nil: all ready).
 		ready, err := annotations.ParseEgressIPsReady(n)
 		f.nb.ReadyEgressIPs = ready
 		f.readyErr = err

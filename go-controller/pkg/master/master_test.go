@@ -325,6 +325,10 @@ func ready(ips ...string) func(*corev1.Node) {
 func TestLocalGatewayMode(t *testing.T) {
 	forEachNB(t, func(t *testing.T, start func(testing.TB) *nbserver.Server) {
 		e := cluster(t, start, "local")
+		// Every node's daemon takes part in the readiness handshake, nothing ready yet.
+		for _, n := range []string{"node1", "node2", "node3"} {
+			e.updateNode(n, ready())
+		}
 		e.create(egressIP("eip-prod", 0, []string{"172.18.0.33", "172.18.0.44"}, prodNS, web))
 		e.expectStatus("eip-prod", "172.18.0.33@node1", "172.18.0.44@node2")
 		e.settle()
@@ -350,6 +354,9 @@ func TestLocalGatewayMode(t *testing.T) {
 func TestLocalGatewayMakeBeforeBreak(t *testing.T) {
 	forEachNB(t, func(t *testing.T, start func(testing.TB) *nbserver.Server) {
 		e := cluster(t, start, "local")
+		for _, n := range []string{"node2", "node3"} {
+			e.updateNode(n, ready())
+		}
 		e.updateNode("node1", ready("172.18.0.33"))
 		e.create(egressIP("eip-prod", 0, []string{"172.18.0.33"}, prodNS, web))
 		e.expectStatus("eip-prod", "172.18.0.33@node1")
@@ -364,6 +371,18 @@ func TestLocalGatewayMakeBeforeBreak(t *testing.T) {
 		e.updateNode("node2", ready("172.18.0.33"))
 		e.expectRows("switched to node2",
 			map[string]string{"prod/web1": rr("eip-prod", "10.244.1.5", "10.244.2.2"), "prod/web2": rr("eip-prod", "10.244.3.6", "10.244.2.2")}, nil)
+	})
+}
+
+// TestLocalGatewayLegacyNode: a node whose daemon never writes the ready
+// annotation (it predates the handshake) is rerouted to as soon as it holds the IP.
+func TestLocalGatewayLegacyNode(t *testing.T) {
+	forEachNB(t, func(t *testing.T, start func(testing.TB) *nbserver.Server) {
+		e := cluster(t, start, "local")
+		e.create(egressIP("eip-prod", 0, []string{"172.18.0.33"}, prodNS, web))
+		e.expectStatus("eip-prod", "172.18.0.33@node1")
+		e.expectRows("legacy holder used at once",
+			map[string]string{"prod/web1": rr("eip-prod", "10.244.1.5", "10.244.1.2"), "prod/web2": rr("eip-prod", "10.244.3.6", "10.244.1.2")}, nil)
 	})
 }
 

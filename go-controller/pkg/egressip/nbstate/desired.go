@@ -35,6 +35,8 @@ type Node struct {
 	// ReadyEgressIPs are the egress IPs the node reports fully programmed on its
 	// host (annotations.EgressIPsReady). In local gateway mode a holder becomes a
 	// reroute next hop only once the IP it holds is in this set (make-before-break).
+	// nil means the node does not take part in the handshake (its daemon predates
+	// it): every IP it holds counts as ready, as before the handshake existed.
 	ReadyEgressIPs map[netip.Addr]bool
 }
 
@@ -152,7 +154,7 @@ func holders(in Input, e EgressIP) (map[string][]holder, map[string]bool) {
 			if nh.Is4() != a.IP.Is4() {
 				continue
 			}
-			if in.Mode == LocalGateway && !n.ReadyEgressIPs[a.IP] {
+			if in.Mode == LocalGateway && n.ReadyEgressIPs != nil && !n.ReadyEgressIPs[a.IP] {
 				pending[Family(a.IP)] = true
 				break
 			}

@@ -46,8 +46,14 @@ const (
 )
 
 // readyNodes returns testNodes where node reports ips as ready (local gateway mode).
+// readyNodes returns the test nodes taking part in the readiness handshake,
+// each reporting the IPs in ready (none when absent).
 func readyNodes(ready map[string][]string) map[string]Node {
 	nodes := testNodes()
+	for name, n := range nodes {
+		n.ReadyEgressIPs = map[netip.Addr]bool{}
+		nodes[name] = n
+	}
 	for name, ips := range ready {
 		n := nodes[name]
 		n.ReadyEgressIPs = map[netip.Addr]bool{}

@@ -20,6 +20,7 @@ func TestLocalReadinessHandshake(t *testing.T) {
 		mode          Mode
 		assigned      []Assignment
 		ready         map[string][]string // node -> IPs it reports ready
+		legacy        []string            // nodes without the annotation (daemon predates the handshake)
 		inNB          []string            // next hops of p1's reroute now in NB; nil: no policy
 		want          []string            // next hops after the plan; nil: no policy
 		rerouteChange string              // the plan's change of p1's reroute ("" none)
@@ -48,6 +49,9 @@ func TestLocalReadinessHandshake(t *testing.T) {
 			inNB: []string{mgmtA}, want: []string{mgmtA}},
 		{name: "no holder at all (unassigned): the reroute goes",
 			inNB: []string{mgmtA}, rerouteChange: "delete"},
+		{name: "a holder without the annotation (older daemon) counts as ready",
+			assigned: []Assignment{assigned("node-b", "172.18.0.33")}, legacy: []string{"node-b"},
+			inNB: []string{mgmtA}, want: []string{mgmtB}, rerouteChange: "update"},
 		{name: "shared gateway mode ignores readiness",
 			mode: SharedGateway, assigned: []Assignment{assigned("node-b", "172.18.0.33")},
 			inNB: []string{"100.64.0.2"}, want: []string{joinB}, rerouteChange: "update"},
@@ -58,8 +62,14 @@ func TestLocalReadinessHandshake(t *testing.T) {
 			if mode == "" {
 				mode = LocalGateway
 			}
+			nodes := readyNodes(tc.ready)
+			for _, name := range tc.legacy {
+				n := nodes[name]
+				n.ReadyEgressIPs = nil
+				nodes[name] = n
+			}
 			in := Input{Mode: mode, ClusterSubnets: prefixes("10.244.0.0/16"), JoinSubnets: prefixes("100.64.0.0/16"),
-				Nodes:     readyNodes(tc.ready),
+				Nodes:     nodes,
 				EgressIPs: []EgressIP{{Name: "eip1", Assigned: tc.assigned, Pods: []Pod{pod("ns1", "p1", "10.244.1.5")}}}}
 			desired := Desired(in)
 
