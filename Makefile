@@ -17,7 +17,8 @@ help:
 	@echo "make verify         generated code and go.mod/go.sum are up to date"
 	@echo "make lint           gofmt, go vet, staticcheck"
 	@echo "make bench          benchmarks that print numbers (NB programming speed)"
-	@echo "make cluster-up / cluster-down   the local cluster alone"
+	@echo "make demo-down      stop the demo's ovnkube processes and the local cluster"
+	@echo "make cluster-up / cluster-down   the local cluster alone (cluster-down also stops the demo)"
 	@echo "make clean          remove build outputs"
 
 build:

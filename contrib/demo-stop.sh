@@ -16,4 +16,5 @@ for i in $(seq 1 50); do
 done
 for p in "${pids[@]}"; do kill -KILL "$p" 2>/dev/null || true; done
 rm -rf "$demo"
+((${#pids[@]})) && echo "demo: stopped ${#pids[@]} ovnkube processes"
 exit 0

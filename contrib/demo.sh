@@ -70,12 +70,13 @@ show kubectl get eip egressip-prod -o jsonpath='{range .status.items[*]}{.egress
 
 step "6. Requests from each pod to the external echo server (172.18.0.100:9000), and the source IP it saw"
 sleep 1
+if [[ $MODE == shared ]]; then own="its gateway router's address (GR_<node> SNAT)"; else own="its node's address (node MASQUERADE)"; fi
 for ref in prod/web1 prod/web2 prod/db1 dev/web1; do
   src=$("$CTL" pod request "$ref" 2>&1 || true)
   case $ref in
-    prod/web*) why="selected: app=web in a namespace not labelled development -> egress IP" ;;
-    prod/db1) why="not selected (app=db) -> its node's address" ;;
-    dev/web1) why="namespace is development -> its node's address" ;;
+    prod/web*) why="selected: app=web in a namespace not labelled development -> an egress IP (ECMP over both holders)" ;;
+    prod/db1) why="not selected (app=db) -> $own" ;;
+    dev/web1) why="namespace is development -> $own" ;;
   esac
   printf '  %-10s -> echo saw %-14s (%s)\n' "$ref" "$src" "$why"
 done
@@ -86,9 +87,10 @@ cat <<MSG
   $KUBECTL get eip -o yaml
   ovn-nbctl --db=$NB_ADDRESS lr-policy-list ovn_cluster_router
   ovn-nbctl --db=$NB_ADDRESS lr-nat-list GR_node2
-  ip netns exec oeip-node2 iptables -t nat -S OVN-KUBE-EGRESSIP     # local gateway mode
+$( [[ $MODE == local ]] && echo "  ip netns exec oeip-node2 iptables -t nat -S OVN-KUBE-EGRESSIP     # the node's SNAT rules" )
   $CTL pod request prod/web1                                        # one more request
   curl -s 127.0.0.1:9410/metrics | grep egress                      # master metrics
   logs: $DEMO/*.log
+  (an EgressIP puts at most one of its IPs on a node: unlabel node2 and 172.18.0.33 stays unassigned, with an Event)
 Stop everything: make demo-down   (ovnkube processes, then the cluster)
 MSG
