@@ -32,5 +32,5 @@ for extra in ${EXTRA_CRD_PATHS:-}; do
 done
 
 rm -f go-controller/pkg/nbdb/*.go
-go tool modelgen -p nbdb -o go-controller/pkg/nbdb go-controller/pkg/nbdb/ovn-nb.ovsschema
+go tool modelgen -extended -p nbdb -o go-controller/pkg/nbdb go-controller/pkg/nbdb/ovn-nb.ovsschema
 gofmt -w go-controller/pkg/nbdb
