@@ -39,7 +39,9 @@ test-unit:
 	$(GO) test $(GOTEST_FLAGS) -timeout $(TEST_TIMEOUT) $$($(GO) list ./... | grep -v -e /test/cluster -e /test/e2e)
 
 test-serial:
+	@mkdir -p _output && rm -f _output/e2e-results.txt
 	$(GO) test $(GOTEST_FLAGS) -timeout $(TEST_TIMEOUT) -p 1 $(SERIAL_PKGS)
+	@if [ -f _output/e2e-results.txt ]; then echo "== measured by the end-to-end tests"; cat _output/e2e-results.txt; fi
 
 bench:
 	$(GO) test -run '^$$' -bench . -benchtime 3x ./go-controller/pkg/master/...

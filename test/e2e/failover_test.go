@@ -7,6 +7,8 @@ import (
 	"net"
 	"net/http"
 	"net/netip"
+	"os"
+	"path/filepath"
 	"regexp"
 	"sort"
 	"strconv"
@@ -163,8 +165,10 @@ func TestFailover(t *testing.T) {
 					moved := time.Since(failAt)
 					time.Sleep(2 * time.Second)
 					longest, lost, bad := gap(p.finish(), failAt, egress)
-					fmt.Printf("FAILOVER %s/%s: status moved after %s; longest gap between requests seen with %s: %s (lost %d, other source %d)\n",
+					line := fmt.Sprintf("FAILOVER %s/%s: status moved after %s; longest gap between requests seen with %s: %s (lost %d, other source %d; target: gap under 1s)\n",
 						mode, failure, moved.Round(time.Millisecond), eipA, longest.Round(time.Millisecond), lost, bad)
+					fmt.Print(line)
+					recordResult(t, line)
 					t.Logf("status moved after %s; gap %s; lost %d; wrong source %d", moved, longest, lost, bad)
 					if bad > 0 {
 						t.Errorf("%d requests left with a source other than the egress IP while another egress node was available", bad)
@@ -229,7 +233,9 @@ func TestMasterHA(t *testing.T) {
 	e.stopMaster(leader, syscall.SIGKILL)
 	start := time.Now()
 	e.waitStatus("prod", "two IPs", func(it []egressipv1.EgressIPStatusItem) bool { return len(it) == 2 })
-	t.Logf("%s finished the change %s after the leader died", other, time.Since(start))
+	took := time.Since(start)
+	t.Logf("%s finished the change %s after the leader died", other, took)
+	recordResult(t, fmt.Sprintf("MASTER-HA: leader %s killed during a change; %s finished it %s later (lease duration 4s)\n", leader, other, took.Round(time.Millisecond)))
 	if got := e.leaderName(t); got != other {
 		t.Errorf("leader is %s, want %s", got, other)
 	}
@@ -316,4 +322,16 @@ func (e *env) waitHealthy(node string) {
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
+}
+
+// recordResult appends a measured number to _output/e2e-results.txt, which
+// `make test` prints at the end (go test hides a passing test's output).
+func recordResult(t *testing.T, line string) {
+	f, err := os.OpenFile(filepath.Join(repoRoot(), "_output", "e2e-results.txt"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	if err != nil {
+		t.Logf("cannot record %q: %v", line, err)
+		return
+	}
+	defer f.Close()
+	_, _ = f.WriteString(line)
 }
