@@ -95,6 +95,9 @@ func runEgressIPCases(t *testing.T, mode string) {
 			return len(it) == 2 && it[0].Node != it[1].Node
 		})
 		t.Logf("status: %+v", items)
+		// Wait until the new IP carries traffic (NB rows written and installed by
+		// ovn-controller), then every request must use one of the two.
+		e.eventually("prod", "web1", netip.MustParseAddr(eipB))
 		allowed := []netip.Addr{egress, netip.MustParseAddr(eipB)}
 		seen := map[netip.Addr]int{}
 		for i := 0; i < 20; i++ {
