@@ -152,3 +152,38 @@ func TestWaitNBReachable(t *testing.T) {
 		t.Fatalf("want an error naming the flag and address, got %v", err)
 	}
 }
+
+// TestShippedConfigMapParses loads the ovnkube.conf shipped in dist/manifests.
+func TestShippedConfigMapParses(t *testing.T) {
+	data, err := os.ReadFile(filepath.Join("..", "..", "..", "dist", "manifests", "ovnkube-egressip.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var conf []string
+	in := false
+	for _, l := range strings.Split(string(data), "\n") {
+		switch {
+		case strings.Contains(l, "ovnkube.conf: |"):
+			in = true
+		case in && (strings.HasPrefix(l, "    ") || l == ""):
+			conf = append(conf, strings.TrimPrefix(l, "    "))
+		case in:
+			in = false
+		}
+	}
+	if len(conf) == 0 {
+		t.Fatal("no ovnkube.conf in the ConfigMap")
+	}
+	ini := filepath.Join(t.TempDir(), "ovnkube.conf")
+	if err := os.WriteFile(ini, []byte(strings.Join(conf, "\n")), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("KUBERNETES_SERVICE_HOST", "10.96.0.1") // in-cluster, as in the Deployment
+	cfg, err := load(t, "--config-file", ini, "--init-master")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !cfg.EgressIPEnable || cfg.GatewayMode != GatewayModeShared || len(cfg.NBAddresses) != 1 || cfg.HealthCheckPort != 9107 {
+		t.Fatalf("shipped config read as %+v", cfg)
+	}
+}

@@ -171,3 +171,28 @@ func TestEgressIPClientsetRoundTrip(t *testing.T) {
 		}
 	}
 }
+
+// TestDeploymentManifestsValidate sends dist/manifests to a real API server with
+// --dry-run=server: every object must pass the server's schema and admission.
+func TestDeploymentManifestsValidate(t *testing.T) {
+	env := apiserver.Start(t)
+	files, err := filepath.Glob(filepath.Join(repoRoot(t), "dist", "manifests", "*.yaml"))
+	if err != nil || len(files) == 0 {
+		t.Fatalf("no manifests in dist/manifests (%v)", err)
+	}
+	for _, f := range files {
+		// The namespace must exist for a server-side dry run of namespaced objects.
+		if out, err := kubectl(t, env, "", "create", "namespace", "ovn-egressip"); err != nil && !strings.Contains(out, "AlreadyExists") {
+			t.Fatalf("create namespace: %v\n%s", err, out)
+		}
+		out, err := kubectl(t, env, "", "apply", "--dry-run=server", "-f", f)
+		if err != nil {
+			t.Fatalf("kubectl apply --dry-run=server -f %s: %v\n%s", f, err, out)
+		}
+		for _, want := range []string{"deployment.apps/ovnkube-egressip-master", "daemonset.apps/ovnkube-egressip-node", "clusterrole.rbac.authorization.k8s.io/ovnkube-egressip-master"} {
+			if !strings.Contains(out, want) {
+				t.Errorf("%s: %q not applied:\n%s", f, want, out)
+			}
+		}
+	}
+}
