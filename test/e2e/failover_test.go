@@ -229,13 +229,21 @@ func TestMasterHA(t *testing.T) {
 	leader := e.leaderName(t)
 	other := map[string]string{"master-a": "master-b", "master-b": "master-a"}[leader]
 	t.Logf("leader %s; killing it during a change", leader)
+	// Freeze the leader first so the change is certainly left to the other master.
+	e.mu.Lock()
+	_ = syscall.Kill(-e.masters[leader].Process.Pid, syscall.SIGSTOP)
+	e.mu.Unlock()
 	e.applyEgressIP("prod", []string{eipA, eipB}, map[string]string{"env": "prod"}, web)
+	time.Sleep(200 * time.Millisecond)
+	if items := e.getEgressIP("prod").Status.Items; len(items) != 1 {
+		t.Fatalf("the frozen leader cannot have acted, yet status is %+v", items)
+	}
 	e.stopMaster(leader, syscall.SIGKILL)
 	start := time.Now()
 	e.waitStatus("prod", "two IPs", func(it []egressipv1.EgressIPStatusItem) bool { return len(it) == 2 })
 	took := time.Since(start)
 	t.Logf("%s finished the change %s after the leader died", other, took)
-	recordResult(t, fmt.Sprintf("MASTER-HA: leader %s killed during a change; %s finished it %s later (lease duration 4s)\n", leader, other, took.Round(time.Millisecond)))
+	recordResult(t, fmt.Sprintf("MASTER-HA: leader %s frozen and killed during a change; %s finished it %s after the kill (lease duration 4s)\n", leader, other, took.Round(time.Millisecond)))
 	if got := e.leaderName(t); got != other {
 		t.Errorf("leader is %s, want %s", got, other)
 	}
