@@ -55,6 +55,11 @@ type controller struct {
 	reported     map[string]string // problem key -> message already sent as an Event
 	cleanedUp    bool              // shared mode: leftovers of ours removed once
 	lastFactsErr string
+	// The own Node as our last patch returned it, and the cached object that patch
+	// was computed from. Until the informer delivers a newer object, the patch
+	// result is the freshest view, so a second sync does not send the same patch.
+	patched     *corev1.Node
+	patchedFrom *corev1.Node
 }
 
 func newController(p Params) *controller {
@@ -225,6 +230,10 @@ func (c *controller) publish(ctx context.Context, snap hostinfo.Snapshot, eips [
 	if err != nil {
 		return err
 	}
+	cached := node
+	if c.patched != nil && c.patchedFrom == cached {
+		node = c.patched // the informer has not caught up with our own patch yet
+	}
 	set := map[string]*string{}
 	var factsErr error
 	gw, err := egressfacts.GatewayLink(snap, c.p.GatewayInterface)
@@ -246,9 +255,12 @@ func (c *controller) publish(ctx context.Context, snap hostinfo.Snapshot, eips [
 		return factsErr
 	}
 	patch := egressfacts.MergePatch(set)
-	if _, err := c.p.Kube.CoreV1().Nodes().Patch(ctx, node.Name, types.MergePatchType, patch, metav1.PatchOptions{}); err != nil {
+	updated, err := c.p.Kube.CoreV1().Nodes().Patch(ctx, node.Name, types.MergePatchType, patch, metav1.PatchOptions{})
+	if err != nil {
+		c.patched, c.patchedFrom = nil, nil
 		return errors.Join(factsErr, fmt.Errorf("node %s: patch egress facts: %w", node.Name, err))
 	}
+	c.patched, c.patchedFrom = updated, cached
 	klog.InfoS("Published egress facts", "node", node.Name, "gatewayInterface", gw.Name, "patch", string(patch))
 	return factsErr
 }

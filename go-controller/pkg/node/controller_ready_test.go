@@ -8,6 +8,9 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/watch"
+	kubefake "k8s.io/client-go/kubernetes/fake"
+	k8stesting "k8s.io/client-go/testing"
 
 	"github.com/ovn-egressip/ovn-egressip/go-controller/pkg/egressip/annotations"
 )
@@ -119,5 +122,34 @@ func TestSharedModeRemovesReadyAnnotation(t *testing.T) {
 	}
 	if k := countActions(f.kube, "patch", "nodes"); k != 1 {
 		t.Fatalf("%d node patches, want 1", k)
+	}
+}
+
+// The node informer can lag behind the controller's own patch (seen in CI: the
+// same egress-ips-ready value patched twice). A Node watch that never delivers
+// makes the lag permanent: the controller must still patch a value only once.
+func TestNoRepeatedPatchWhileNodeCacheLags(t *testing.T) {
+	stalled := watch.NewFake()
+	t.Cleanup(stalled.Stop)
+	lagging := func(kube *kubefake.Clientset) {
+		kube.PrependWatchReactor("nodes", func(k8stesting.Action) (bool, watch.Interface, error) {
+			return true, stalled, nil
+		})
+	}
+	f := startWith(t, GatewayModeLocal, lagging, []runtime.Object{testPod("a", map[string]string{"app": "web"}, "10.244.1.3")},
+		testEIP("eip1", "172.18.0.50"))
+	waitReady(t, f, `["172.18.0.50"]`)
+	fewSyncs(t, f, 5)
+	if k := countActions(f.kube, "patch", "nodes"); k != 1 {
+		t.Fatalf("%d node patches while the cache lags, want 1", k)
+	}
+	// A real change after that is still published, against the patched value.
+	if err := f.eips.K8sV1().EgressIPs().Delete(context.Background(), "eip1", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	waitReady(t, f, `[]`)
+	fewSyncs(t, f, 5)
+	if k := countActions(f.kube, "patch", "nodes"); k != 2 {
+		t.Fatalf("%d node patches while the cache lags, want 2", k)
 	}
 }

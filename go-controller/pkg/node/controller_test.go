@@ -122,6 +122,13 @@ type fixture struct {
 
 func start(t *testing.T, mode string, kubeObjs []runtime.Object, eips ...runtime.Object) *fixture {
 	t.Helper()
+	return startWith(t, mode, nil, kubeObjs, eips...)
+}
+
+// startWith is start with a hook that may add reactors to the Kubernetes fake
+// before the controller runs.
+func startWith(t *testing.T, mode string, setup func(*kubefake.Clientset), kubeObjs []runtime.Object, eips ...runtime.Object) *fixture {
+	t.Helper()
 	objs := []runtime.Object{
 		&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "prod", Labels: map[string]string{"env": "prod"}}},
 	}
@@ -139,6 +146,9 @@ func start(t *testing.T, mode string, kubeObjs []runtime.Object, eips ...runtime
 		eips:  eipfake.NewSimpleClientset(eips...),
 		host:  &fakeHost{snap: hostSnap()},
 		errCh: make(chan error, 1),
+	}
+	if setup != nil {
+		setup(f.kube)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	go func() {
