@@ -7,7 +7,7 @@ SERIAL_PKGS := ./test/cluster/... ./test/e2e/...
 GOTEST_FLAGS ?= -race -count=1
 TEST_TIMEOUT ?= 60m
 
-.PHONY: help build generate verify test test-unit test-serial lint clean bench demo
+.PHONY: help build generate verify test test-unit test-serial lint clean bench scale demo
 
 help:
 	@echo "make demo           bring up the local cluster and run the main job (GATEWAY_MODE=local for local gateway mode)"
@@ -17,6 +17,7 @@ help:
 	@echo "make verify         generated code and go.mod/go.sum are up to date"
 	@echo "make lint           gofmt, go vet, staticcheck"
 	@echo "make bench          benchmarks that print numbers (NB programming speed)"
+	@echo "make scale          the master at scale on a real apiserver and NB: 100 simulated nodes, 5000 pods (SCALE_FLAGS=-scale.nodes=N ...)"
 	@echo "make demo-down      stop the demo's ovnkube processes and the local cluster"
 	@echo "make cluster-up / cluster-down   the local cluster alone (cluster-down also stops the demo)"
 	@echo "make clean          remove build outputs"
@@ -45,6 +46,9 @@ test-serial:
 
 bench:
 	$(GO) test -run '^$$' -bench . -benchtime 3x ./go-controller/pkg/master/...
+
+scale:
+	$(GO) test -run '^$$' -bench Scale -benchtime 1x -timeout 30m ./test/scale/ $(SCALE_FLAGS)
 
 # staticcheck skips the generated clientset/informers/listers (apis/): code-generator output is not ours to change.
 lint:
