@@ -436,7 +436,7 @@ func (h *harness) converged(ctx context.Context) string {
 
 	// Expected rows, from status alone.
 	wantReroute := map[string]string{} // pod IP -> sorted next hops
-	var wantSNAT []string               // "GR_x external <- logical"
+	var wantSNAT []string              // "GR_x external <- logical"
 	if len(list.Items) != h.cfg.Namespaces {
 		return fmt.Sprintf("%d EgressIPs, want %d", len(list.Items), h.cfg.Namespaces)
 	}
