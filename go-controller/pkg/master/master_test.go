@@ -218,8 +218,13 @@ func TestNamespaceAndPodChurn(t *testing.T) {
 func TestTwoEgressIPsOnePod(t *testing.T) {
 	forEachNB(t, func(t *testing.T, start func(testing.TB) *nbserver.Server) {
 		e := cluster(t, start, "shared")
+		// Both created while the master is stopped, so that one sync assigns them
+		// (older first: eip-a gets node1). With the master running, a sync between
+		// the two creates would rightly give node1 to eip-b (seen under load).
+		e.stop()
 		e.create(egressIP("eip-b", 5, []string{"172.18.0.44"}, prodNS, nil))
 		e.create(egressIP("eip-a", 1, []string{"172.18.0.33"}, prodNS, web))
+		e.start()
 		e.expectStatus("eip-a", "172.18.0.33@node1")
 		e.expectStatus("eip-b", "172.18.0.44@node2")
 		e.expectRows("web pods by the older eip-a, db by eip-b",
