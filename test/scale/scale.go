@@ -60,6 +60,8 @@ type Config struct {
 	LostNodes int
 	// ChurnPods are deleted and as many created (same namespaces) in the pod-churn phase.
 	ChurnPods int
+	// StatusWriters is passed to the master (master.Params.StatusWriters; 0 = its default).
+	StatusWriters int
 	// Timeout bounds each phase (default 5 min).
 	Timeout time.Duration
 }
@@ -187,6 +189,7 @@ func Run(t testing.TB, cfg Config) Result {
 			ClusterSubnets: []netip.Prefix{netip.MustParsePrefix(cluster.ClusterCIDR)},
 			JoinSubnets:    []netip.Prefix{netip.MustParsePrefix(cluster.JoinCIDR)},
 			Metrics:        h.reg,
+			StatusWriters:  cfg.StatusWriters,
 		})
 	}()
 	t.Cleanup(func() {
@@ -195,6 +198,13 @@ func Run(t testing.TB, cfg Config) Result {
 			t.Errorf("master: %v", err)
 		}
 	})
+
+	// The master is up once its start-up sync ran (over an empty cluster: no EgressIP yet).
+	for deadline := time.Now().Add(cfg.Timeout); h.metric(metricSyncs) < 1; time.Sleep(PollInterval) {
+		if time.Now().After(deadline) {
+			t.Fatalf("scale: the master did not sync within %v", cfg.Timeout)
+		}
+	}
 
 	res := Result{Config: cfg, Pods: len(h.pods), EgressIPs: cfg.Namespaces, EgressIPAddrs: cfg.Namespaces * cfg.IPsPerEgressIP}
 	before := h.assignments(ctx)

@@ -9,6 +9,7 @@ var (
 	benchNodes      = flag.Int("scale.nodes", 100, "BenchmarkScale: simulated nodes")
 	benchNamespaces = flag.Int("scale.namespaces", 100, "BenchmarkScale: namespaces, one EgressIP each")
 	benchPods       = flag.Int("scale.pods-per-namespace", 50, "BenchmarkScale: pods per namespace")
+	benchWriters    = flag.Int("scale.status-writers", 0, "BenchmarkScale: the master's concurrent status updates (0 = its default)")
 )
 
 // TestScaleSmall runs every phase at a small size (in CI): 20 nodes, 20 EgressIPs
@@ -52,7 +53,8 @@ func BenchmarkScale(b *testing.B) {
 	for i := 0; i < b.N; i++ {
 		pods := *benchNamespaces * *benchPods
 		res := Run(b, Config{Nodes: *benchNodes, Namespaces: *benchNamespaces, PodsPerNamespace: *benchPods,
-			IPsPerEgressIP: 2, LostNodes: max(1, *benchNodes/10), ChurnPods: pods / 10})
+			IPsPerEgressIP: 2, LostNodes: max(1, *benchNodes/10), ChurnPods: pods / 10,
+			StatusWriters: *benchWriters})
 		b.Log("\n" + res.String())
 		for _, p := range res.Phases {
 			b.ReportMetric(p.Converged.Seconds(), p.Name+"-s")

@@ -84,6 +84,9 @@ type Params struct {
 	ResyncPeriod time.Duration
 	// NBTimeout bounds one NB transaction and the initial connection attempt. 0 = 30 s.
 	NBTimeout time.Duration
+	// StatusWriters is how many EgressIP status updates one sync sends at once
+	// (they are independent objects). 0 = 16. The Kube client's QPS/Burst still apply.
+	StatusWriters int
 
 	// beforeSync and afterSync, when set (tests), are called around every sync.
 	beforeSync func()
@@ -94,6 +97,7 @@ const (
 	defaultMinSyncInterval = 50 * time.Millisecond
 	defaultResyncPeriod    = 10 * time.Minute
 	defaultNBTimeout       = 30 * time.Second
+	defaultStatusWriters   = 16
 )
 
 // settings are validated Params.
@@ -140,6 +144,9 @@ func (p Params) validate() (settings, error) {
 	}
 	if s.NBTimeout <= 0 {
 		s.NBTimeout = defaultNBTimeout
+	}
+	if s.StatusWriters <= 0 {
+		s.StatusWriters = defaultStatusWriters
 	}
 	if s.Reachability == nil {
 		s.Reachability = allReachable{}

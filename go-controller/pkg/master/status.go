@@ -3,6 +3,7 @@ package master
 import (
 	"context"
 	"fmt"
+	"sync"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -78,4 +79,39 @@ func writeStatus(ctx context.Context, c egressipclientset.Interface, eip *egress
 		return nil, fmt.Errorf("EgressIP %s: update status: %w", eip.Name, err)
 	}
 	return updated, nil
+}
+
+// statusWrite is one EgressIP status update: its input (eip, rv, items) and, once
+// written, writeStatus' results (updated, err).
+type statusWrite struct {
+	eip     *egressipv1.EgressIP
+	rv      string
+	items   []egressipv1.EgressIPStatusItem
+	updated *egressipv1.EgressIP
+	err     error
+}
+
+// writeStatuses runs writeStatus for every entry of writes, at most workers at
+// once (each EgressIP is its own object, so the updates are independent; a node
+// going away moves all its egress IPs, and their status updates must not queue
+// one API round trip behind another before NB is written). Results are stored in
+// the entries.
+func writeStatuses(ctx context.Context, c egressipclientset.Interface, writes []statusWrite, workers int) {
+	workers = max(1, min(workers, len(writes)))
+	next := make(chan *statusWrite)
+	var wg sync.WaitGroup
+	for range workers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for w := range next {
+				w.updated, w.err = writeStatus(ctx, c, w.eip, w.rv, w.items)
+			}
+		}()
+	}
+	for i := range writes {
+		next <- &writes[i]
+	}
+	close(next)
+	wg.Wait()
 }

@@ -92,13 +92,19 @@ func (c *controller) sync(ctx context.Context) error {
 	var errs []error
 	var out outcome
 	programmed := map[string][]egressipv1.EgressIPStatusItem{}
+	var writes []statusWrite
 	for _, e := range snap.eips {
 		want, have := toStatusItems(res.Status[e.Name]), current[e.Name]
 		if sameItems(want, have) {
 			programmed[e.Name] = have
 			continue
 		}
-		updated, err := writeStatus(ctx, c.s.EgressIP, e, rvs[e.Name], want)
+		writes = append(writes, statusWrite{eip: e, rv: rvs[e.Name], items: want})
+	}
+	writeStatuses(ctx, c.s.EgressIP, writes, c.s.StatusWriters)
+	for _, w := range writes {
+		e, want, have := w.eip, w.items, current[w.eip.Name]
+		updated, err := w.updated, w.err
 		if err != nil {
 			errs = append(errs, err)
 			programmed[e.Name] = have
