@@ -13,6 +13,8 @@ import (
 
 	"github.com/urfave/cli/v2"
 	"gopkg.in/gcfg.v1"
+
+	"github.com/ovn-egressip/ovn-egressip/go-controller/pkg/ovsdbaddr"
 )
 
 // Gateway modes.
@@ -292,23 +294,9 @@ func parseCIDRList(flag, value string, allowHostPrefix bool) ([]netip.Prefix, er
 }
 
 func parseNBAddresses(value string) ([]string, error) {
-	var out []string
-	for _, a := range strings.Split(value, ",") {
-		a = strings.TrimSpace(a)
-		scheme, rest, ok := strings.Cut(a, ":")
-		if !ok || rest == "" {
-			return nil, fmt.Errorf("invalid --%s %q: %q is not tcp:HOST:PORT, ssl:HOST:PORT or unix:PATH", FlagNBAddress, value, a)
-		}
-		switch scheme {
-		case "unix":
-		case "tcp", "ssl":
-			if _, _, err := splitHostPort(rest); err != nil {
-				return nil, fmt.Errorf("invalid --%s %q: %q: %v", FlagNBAddress, value, a, err)
-			}
-		default:
-			return nil, fmt.Errorf("invalid --%s %q: unknown scheme %q (want tcp, ssl or unix)", FlagNBAddress, value, scheme)
-		}
-		out = append(out, a)
+	addrs, err := ovsdbaddr.ParseList(value)
+	if err != nil {
+		return nil, fmt.Errorf("invalid --%s %q: %w", FlagNBAddress, value, err)
 	}
-	return out, nil
+	return addrs, nil
 }

@@ -4,31 +4,11 @@ import (
 	"context"
 	"fmt"
 	"net"
-	"strconv"
 	"strings"
 	"time"
+
+	"github.com/ovn-egressip/ovn-egressip/go-controller/pkg/ovsdbaddr"
 )
-
-func splitHostPort(hp string) (string, int, error) {
-	host, port, err := net.SplitHostPort(hp)
-	if err != nil {
-		return "", 0, err
-	}
-	n, err := strconv.Atoi(port)
-	if err != nil || n <= 0 || n > 65535 {
-		return "", 0, fmt.Errorf("bad port %q", port)
-	}
-	return host, n, nil
-}
-
-// dialTarget turns an OVSDB address (tcp:H:P, ssl:H:P, unix:PATH) into a net.Dial network and address.
-func dialTarget(addr string) (network, target string) {
-	scheme, rest, _ := strings.Cut(addr, ":")
-	if scheme == "unix" {
-		return "unix", rest
-	}
-	return "tcp", rest
-}
 
 // WaitNBReachable waits until at least one of the NB addresses accepts a connection,
 // retrying every 200 ms for up to timeout. The error names --nb-address and every
@@ -40,7 +20,7 @@ func WaitNBReachable(ctx context.Context, addrs []string, timeout time.Duration)
 	last := map[string]error{}
 	for {
 		for _, a := range addrs {
-			network, target := dialTarget(a)
+			network, target := ovsdbaddr.DialTarget(a)
 			c, err := d.DialContext(ctx, network, target)
 			if err == nil {
 				c.Close()

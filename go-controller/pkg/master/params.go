@@ -33,6 +33,7 @@ import (
 
 	egressipclientset "github.com/ovn-egressip/ovn-egressip/go-controller/pkg/crd/egressip/v1/apis/clientset/versioned"
 	"github.com/ovn-egressip/ovn-egressip/go-controller/pkg/egressip/nbstate"
+	"github.com/ovn-egressip/ovn-egressip/go-controller/pkg/ovsdbaddr"
 )
 
 // Reachability tells whether the master reaches a node's egress health check.
@@ -118,9 +119,9 @@ func (p Params) validate() (settings, error) {
 	default:
 		return s, fmt.Errorf("master: gateway mode %q: want %q or %q", p.GatewayMode, nbstate.SharedGateway, nbstate.LocalGateway)
 	}
-	eps, err := ParseNBAddress(p.NBAddress)
+	eps, err := ovsdbaddr.ParseList(p.NBAddress)
 	if err != nil {
-		return s, err
+		return s, fmt.Errorf("master: NB address: %w", err)
 	}
 	for _, ep := range eps {
 		if strings.HasPrefix(ep, "ssl:") && p.NBTLS == nil {
@@ -152,36 +153,6 @@ func (p Params) validate() (settings, error) {
 		s.Reachability = allReachable{}
 	}
 	return s, nil
-}
-
-// ParseNBAddress splits a comma-separated OVSDB address list and checks each entry
-// is tcp:HOST:PORT, ssl:HOST:PORT or unix:PATH.
-func ParseNBAddress(addr string) ([]string, error) {
-	var out []string
-	for _, ep := range strings.Split(addr, ",") {
-		ep = strings.TrimSpace(ep)
-		if ep == "" {
-			continue
-		}
-		scheme, rest, ok := strings.Cut(ep, ":")
-		if !ok || rest == "" {
-			return nil, fmt.Errorf("master: NB address %q: want tcp:HOST:PORT, ssl:HOST:PORT or unix:PATH", ep)
-		}
-		switch scheme {
-		case "tcp", "ssl":
-			if !strings.Contains(rest, ":") {
-				return nil, fmt.Errorf("master: NB address %q: missing port", ep)
-			}
-		case "unix":
-		default:
-			return nil, fmt.Errorf("master: NB address %q: unknown scheme %q (want tcp, ssl or unix)", ep, scheme)
-		}
-		out = append(out, ep)
-	}
-	if len(out) == 0 {
-		return nil, fmt.Errorf("master: NB address is empty")
-	}
-	return out, nil
 }
 
 type allReachable struct{}

@@ -2,7 +2,6 @@ package master
 
 import (
 	"net/netip"
-	"slices"
 	"strings"
 	"testing"
 
@@ -11,35 +10,6 @@ import (
 
 	eipfake "github.com/ovn-egressip/ovn-egressip/go-controller/pkg/crd/egressip/v1/apis/clientset/versioned/fake"
 )
-
-func TestParseNBAddress(t *testing.T) {
-	tests := []struct {
-		in      string
-		want    []string
-		wantErr string
-	}{
-		{in: "unix:/var/run/ovn/ovnnb_db.sock", want: []string{"unix:/var/run/ovn/ovnnb_db.sock"}},
-		{in: "tcp:172.18.0.2:6641", want: []string{"tcp:172.18.0.2:6641"}},
-		{in: " ssl:10.0.0.1:6641, ssl:10.0.0.2:6641 ,ssl:[fd00::3]:6641", want: []string{"ssl:10.0.0.1:6641", "ssl:10.0.0.2:6641", "ssl:[fd00::3]:6641"}},
-		{in: "", wantErr: "empty"},
-		{in: "tcp:10.0.0.1", wantErr: "missing port"},
-		{in: "http://10.0.0.1:6641", wantErr: "unknown scheme"},
-		{in: "10.0.0.1:6641", wantErr: "unknown scheme"},
-		{in: "unix:", wantErr: "want tcp"},
-	}
-	for _, tc := range tests {
-		got, err := ParseNBAddress(tc.in)
-		if tc.wantErr != "" {
-			if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
-				t.Errorf("ParseNBAddress(%q) error = %v, want one containing %q", tc.in, err, tc.wantErr)
-			}
-			continue
-		}
-		if err != nil || !slices.Equal(got, tc.want) {
-			t.Errorf("ParseNBAddress(%q) = %v, %v; want %v", tc.in, got, err, tc.want)
-		}
-	}
-}
 
 func TestValidate(t *testing.T) {
 	ok := Params{
