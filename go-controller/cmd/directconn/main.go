@@ -6,6 +6,10 @@
 // The consumer reflects EndpointSlices into the providers as ShadowEndpointSlices (with the
 // liqo.io/direct-connections-data annotation for opted-in Services); each provider turns them into EndpointSlices
 // with direct addresses while its Connection to the pod's cluster is Connected.
+//
+// With --leader-elect (the default) several replicas may run: the controller runs only in the one that holds the
+// coordination.k8s.io Lease --leader-elect-namespace/--leader-elect-lease-name of this cluster, and a replica that
+// loses the Lease exits with status 1.
 package main
 
 import (
@@ -17,9 +21,12 @@ import (
 	"strconv"
 	"strings"
 	"syscall"
+	"time"
 
 	"github.com/urfave/cli/v2"
+	utilrand "k8s.io/apimachinery/pkg/util/rand"
 	"k8s.io/apimachinery/pkg/util/validation"
+	"k8s.io/client-go/tools/leaderelection"
 	"k8s.io/klog/v2"
 )
 
@@ -36,6 +43,20 @@ const (
 	modeProvider = "provider"
 )
 
+// Leader election flags.
+const (
+	flagLeaderElect   = "leader-elect"
+	flagLeaseNS       = "leader-elect-namespace"
+	flagLeaseName     = "leader-elect-lease-name"
+	flagLeaseDuration = "leader-elect-lease-duration"
+	flagRenewDeadline = "leader-elect-renew-deadline"
+	flagRetryPeriod   = "leader-elect-retry-period"
+)
+
+// podNameEnv names the environment variable that, when set (from the downward API), is the leader election
+// identity.
+const podNameEnv = "POD_NAME"
+
 // options are the parsed flags.
 type options struct {
 	mode       string
@@ -45,6 +66,16 @@ type options struct {
 	namespaces []string       // consumer only
 	workers    int
 	logLevel   int
+	election   election
+}
+
+// election is how the controller waits for leadership (zero value: no leader election).
+type election struct {
+	enabled                                   bool
+	namespace, leaseName                      string
+	leaseDuration, renewDeadline, retryPeriod time.Duration
+	// identity is the Lease holder identity; not a flag (leaderIdentity sets it), required when enabled.
+	identity string
 }
 
 // providerFlag is one --provider CLUSTER_ID=KUBECONFIG.
@@ -59,6 +90,12 @@ func flags() []cli.Flag {
 		&cli.StringSliceFlag{Name: "namespace", Usage: "consumer mode: reflect only this namespace (repeatable; default all)"},
 		&cli.IntFlag{Name: "workers", Value: 2, Usage: "number of sync workers"},
 		&cli.IntFlag{Name: "loglevel", Value: 2, Usage: "klog verbosity"},
+		&cli.BoolFlag{Name: flagLeaderElect, Value: true, Usage: "run the controller only while holding a coordination.k8s.io Lease in this cluster (for several replicas)"},
+		&cli.StringFlag{Name: flagLeaseNS, Value: "kube-system", Usage: "namespace of the Lease"},
+		&cli.StringFlag{Name: flagLeaseName, Usage: "name of the Lease (default: ovn-egressip-directconn-MODE)"},
+		&cli.DurationFlag{Name: flagLeaseDuration, Value: 15 * time.Second, Usage: "how long standby replicas wait after the leader's last renewal before taking over"},
+		&cli.DurationFlag{Name: flagRenewDeadline, Value: 10 * time.Second, Usage: "how long the leader retries a failing renewal before it gives up and exits"},
+		&cli.DurationFlag{Name: flagRetryPeriod, Value: 2 * time.Second, Usage: "interval between attempts to acquire or renew the Lease"},
 	}
 }
 
@@ -72,6 +109,11 @@ func newApp() *cli.App {
 			opts, err := parseOptions(c)
 			if err != nil {
 				return err
+			}
+			if opts.election.enabled {
+				if opts.election.identity, err = leaderIdentity(os.Getenv(podNameEnv), os.Hostname); err != nil {
+					return err
+				}
 			}
 			setupLogging(opts.logLevel)
 			ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
@@ -124,7 +166,59 @@ func parseOptions(c *cli.Context) (options, error) {
 	default:
 		return o, fmt.Errorf("--mode must be %s or %s, not %q", modeConsumer, modeProvider, o.mode)
 	}
-	return o, nil
+	var err error
+	o.election, err = parseElection(c, o.mode)
+	return o, err
+}
+
+// parseElection validates the leader election flags (only when --leader-elect is on). The durations follow
+// client-go's rules: lease duration > renew deadline > 1.2 × retry period > 0.
+func parseElection(c *cli.Context, mode string) (election, error) {
+	e := election{
+		enabled:       c.Bool(flagLeaderElect),
+		namespace:     c.String(flagLeaseNS),
+		leaseName:     c.String(flagLeaseName),
+		leaseDuration: c.Duration(flagLeaseDuration),
+		renewDeadline: c.Duration(flagRenewDeadline),
+		retryPeriod:   c.Duration(flagRetryPeriod),
+	}
+	if !e.enabled {
+		return election{}, nil
+	}
+	if e.leaseName == "" {
+		e.leaseName = "ovn-egressip-directconn-" + mode
+	}
+	if errs := validation.IsDNS1123Label(e.namespace); len(errs) > 0 {
+		return e, fmt.Errorf("--%s %q is not a namespace name: %s", flagLeaseNS, e.namespace, strings.Join(errs, "; "))
+	}
+	if errs := validation.IsDNS1123Subdomain(e.leaseName); len(errs) > 0 {
+		return e, fmt.Errorf("--%s %q is not a Lease name: %s", flagLeaseName, e.leaseName, strings.Join(errs, "; "))
+	}
+	switch {
+	case e.retryPeriod <= 0:
+		return e, fmt.Errorf("--%s %s must be positive", flagRetryPeriod, e.retryPeriod)
+	case float64(e.renewDeadline) <= leaderelection.JitterFactor*float64(e.retryPeriod):
+		return e, fmt.Errorf("--%s %s must exceed %.1f × --%s %s", flagRenewDeadline, e.renewDeadline,
+			leaderelection.JitterFactor, flagRetryPeriod, e.retryPeriod)
+	case e.leaseDuration <= e.renewDeadline:
+		return e, fmt.Errorf("--%s %s must exceed --%s %s", flagLeaseDuration, e.leaseDuration, flagRenewDeadline, e.renewDeadline)
+	}
+	return e, nil
+}
+
+// leaderIdentity returns the Lease holder identity: podName when not empty (unique among a Deployment's pods; a
+// restarted container takes its Lease back at once), else the host name with a random suffix,
+// "<hostname>_<8 random lowercase alphanumerics>", so that two processes on one host differ. The error is
+// hostname's.
+func leaderIdentity(podName string, hostname func() (string, error)) (string, error) {
+	if podName != "" {
+		return podName, nil
+	}
+	h, err := hostname()
+	if err != nil {
+		return "", fmt.Errorf("leader election identity: no $%s and no host name: %w", podNameEnv, err)
+	}
+	return h + "_" + utilrand.String(8), nil
 }
 
 func setupLogging(level int) {

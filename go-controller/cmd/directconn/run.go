@@ -9,48 +9,94 @@ import (
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 
+	"github.com/ovn-egressip/ovn-egressip/go-controller/internal/leaderelect"
 	"github.com/ovn-egressip/ovn-egressip/go-controller/pkg/directconn/consumer"
 	"github.com/ovn-egressip/ovn-egressip/go-controller/pkg/directconn/provider"
 )
 
-// run builds the clients and runs the controller of opts.mode until ctx is done.
+// clusterConfigs are the apiservers run talks to.
+type clusterConfigs struct {
+	// local is this cluster (its controller's objects, Events and the Lease).
+	local *rest.Config
+	// providers are, in consumer mode, the providers of opts.providers, in the same order.
+	providers []*rest.Config
+}
+
+// run loads the kubeconfigs of opts and runs the controller of opts.mode until ctx is done (runClusters).
 func run(ctx context.Context, opts options) error {
-	local, err := restConfig(opts.kubeconfig)
-	if err != nil {
+	var cc clusterConfigs
+	var err error
+	if cc.local, err = restConfig(opts.kubeconfig); err != nil {
 		return err
 	}
-	kube, err := kubernetes.NewForConfig(local)
-	if err != nil {
-		return err
-	}
-	dyn, err := dynamic.NewForConfig(local)
-	if err != nil {
-		return err
-	}
-	if opts.mode == modeProvider {
-		c, err := provider.New(provider.Config{ClusterID: opts.clusterID, Kube: kube, Dynamic: dyn})
-		if err != nil {
-			return err
-		}
-		return c.Run(ctx, opts.workers)
-	}
-	cfg := consumer.Config{ClusterID: opts.clusterID, Kube: kube, Dynamic: dyn, Namespaces: opts.namespaces}
 	for _, p := range opts.providers {
 		rc, err := restConfig(p.kubeconfig)
 		if err != nil {
 			return fmt.Errorf("provider %s: %w", p.clusterID, err)
 		}
-		pd, err := dynamic.NewForConfig(rc)
-		if err != nil {
-			return fmt.Errorf("provider %s: %w", p.clusterID, err)
-		}
-		cfg.Providers = append(cfg.Providers, consumer.Provider{ClusterID: p.clusterID, Dynamic: pd})
+		cc.providers = append(cc.providers, rc)
 	}
-	c, err := consumer.New(cfg)
+	return runClusters(ctx, opts, cc)
+}
+
+// runClusters builds the clients and runs the controller of opts.mode until ctx is done, or, with leader election,
+// only while this process holds the Lease (leaderelect.Run). It returns nil when ctx ends, a *leaderelect.LostError
+// when the Lease is lost first, and otherwise the first client, controller or election error.
+func runClusters(ctx context.Context, opts options, cc clusterConfigs) error {
+	kube, err := kubernetes.NewForConfig(cc.local)
 	if err != nil {
 		return err
 	}
-	return c.Run(ctx, opts.workers)
+	dyn, err := dynamic.NewForConfig(cc.local)
+	if err != nil {
+		return err
+	}
+	var providers []consumer.Provider
+	for i, p := range opts.providers {
+		pd, err := dynamic.NewForConfig(cc.providers[i])
+		if err != nil {
+			return fmt.Errorf("provider %s: %w", p.clusterID, err)
+		}
+		providers = append(providers, consumer.Provider{ClusterID: p.clusterID, Dynamic: pd})
+	}
+	// The controller is built and started only once leading, so that a standby replica neither watches nor writes.
+	lead := func(ctx context.Context) error {
+		if opts.mode == modeProvider {
+			c, err := provider.New(provider.Config{ClusterID: opts.clusterID, Kube: kube, Dynamic: dyn})
+			if err != nil {
+				return err
+			}
+			return c.Run(ctx, opts.workers)
+		}
+		c, err := consumer.New(consumer.Config{ClusterID: opts.clusterID, Kube: kube, Dynamic: dyn,
+			Namespaces: opts.namespaces, Providers: providers})
+		if err != nil {
+			return err
+		}
+		return c.Run(ctx, opts.workers)
+	}
+	e := opts.election
+	if !e.enabled {
+		return lead(ctx)
+	}
+	// A client of its own for the Lease, so that the controller's requests never hold up a renewal in the
+	// client-side rate limiter.
+	lc := rest.CopyConfig(cc.local)
+	lc.UserAgent = rest.DefaultKubernetesUserAgent() + " leader-election"
+	leases, err := kubernetes.NewForConfig(lc)
+	if err != nil {
+		return err
+	}
+	return leaderelect.Run(ctx, leaderelect.Config{
+		Client:        leases.CoordinationV1(),
+		Namespace:     e.namespace,
+		Name:          e.leaseName,
+		Identity:      e.identity,
+		LeaseDuration: e.leaseDuration,
+		RenewDeadline: e.renewDeadline,
+		RetryPeriod:   e.retryPeriod,
+		Component:     "directconn-" + opts.mode,
+	}, lead)
 }
 
 // restConfig loads a kubeconfig file, or the in-cluster config when path is empty.

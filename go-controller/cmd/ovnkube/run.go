@@ -18,10 +18,9 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
-	"k8s.io/client-go/tools/leaderelection"
-	"k8s.io/client-go/tools/leaderelection/resourcelock"
 	"k8s.io/klog/v2"
 
+	"github.com/ovn-egressip/ovn-egressip/go-controller/internal/leaderelect"
 	"github.com/ovn-egressip/ovn-egressip/go-controller/pkg/config"
 	egressipclientset "github.com/ovn-egressip/ovn-egressip/go-controller/pkg/crd/egressip/v1/apis/clientset/versioned"
 	"github.com/ovn-egressip/ovn-egressip/go-controller/pkg/egressip/annotations"
@@ -154,48 +153,21 @@ func runLeader(ctx context.Context, cfg *config.Config, cs *clients, reg prometh
 	return g.Wait()
 }
 
+// runWithLeaderElection runs lead only while this master holds the Lease of cfg (leaderelect.Run); the identity is
+// "<hostname>_<pid>". A lost Lease is an error, so that the process exits and a restart starts clean and no two
+// masters ever write at once.
 func runWithLeaderElection(ctx context.Context, cfg *config.Config, kube kubernetes.Interface, lead func(context.Context) error) error {
-	id, _ := os.Hostname()
-	id = fmt.Sprintf("%s_%d", id, os.Getpid())
-	lock := &resourcelock.LeaseLock{
-		LeaseMeta:  metav1.ObjectMeta{Namespace: cfg.LeaderElectionNamespace, Name: cfg.LeaderElectionName},
-		Client:     kube.CoordinationV1(),
-		LockConfig: resourcelock.ResourceLockConfig{Identity: id},
-	}
-	var leadErr error
-	le, err := leaderelection.NewLeaderElector(leaderelection.LeaderElectionConfig{
-		Lock:            lock,
-		LeaseDuration:   cfg.LeaderElectionLeaseDuration,
-		RenewDeadline:   cfg.LeaderElectionRenewDeadline,
-		RetryPeriod:     cfg.LeaderElectionRetryPeriod,
-		ReleaseOnCancel: true,
-		Name:            cfg.LeaderElectionName,
-		Callbacks: leaderelection.LeaderCallbacks{
-			OnStartedLeading: func(ctx context.Context) {
-				klog.Infof("master %s: became leader (Lease %s/%s)", id, cfg.LeaderElectionNamespace, cfg.LeaderElectionName)
-				leadErr = lead(ctx)
-			},
-			OnStoppedLeading: func() { klog.Infof("master %s: stopped leading", id) },
-			OnNewLeader: func(identity string) {
-				if identity != id {
-					klog.Infof("master %s: standing by, leader is %s", id, identity)
-				}
-			},
-		},
-	})
-	if err != nil {
-		return fmt.Errorf("leader election: %v", err)
-	}
-	le.Run(ctx)
-	if leadErr != nil {
-		return leadErr
-	}
-	if ctx.Err() == nil {
-		// Leadership lost while we still want to run: exit so a restart starts clean
-		// and no two masters ever write at once.
-		return fmt.Errorf("master %s: lost leadership of Lease %s/%s", id, cfg.LeaderElectionNamespace, cfg.LeaderElectionName)
-	}
-	return nil
+	host, _ := os.Hostname()
+	return leaderelect.Run(ctx, leaderelect.Config{
+		Client:        kube.CoordinationV1(),
+		Namespace:     cfg.LeaderElectionNamespace,
+		Name:          cfg.LeaderElectionName,
+		Identity:      fmt.Sprintf("%s_%d", host, os.Getpid()),
+		LeaseDuration: cfg.LeaderElectionLeaseDuration,
+		RenewDeadline: cfg.LeaderElectionRenewDeadline,
+		RetryPeriod:   cfg.LeaderElectionRetryPeriod,
+		Component:     "master",
+	}, lead)
 }
 
 func runNode(ctx context.Context, cfg *config.Config, cs *clients) error {

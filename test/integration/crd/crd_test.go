@@ -180,7 +180,24 @@ func TestDeploymentManifestsValidate(t *testing.T) {
 	if err != nil || len(files) == 0 {
 		t.Fatalf("no manifests in dist/manifests (%v)", err)
 	}
+	// Some of the objects of each manifest, as kubectl names them: a new manifest must be listed here.
+	wants := map[string][]string{
+		"ovnkube-egressip.yaml": {"deployment.apps/ovnkube-egressip-master", "daemonset.apps/ovnkube-egressip-node",
+			"clusterrole.rbac.authorization.k8s.io/ovnkube-egressip-master"},
+		"directconn.yaml": {"deployment.apps/directconn-provider", "deployment.apps/directconn-consumer",
+			"clusterrole.rbac.authorization.k8s.io/ovn-egressip-directconn-provider",
+			"clusterrole.rbac.authorization.k8s.io/ovn-egressip-directconn-consumer",
+			"clusterrole.rbac.authorization.k8s.io/ovn-egressip-directconn-consumer-remote",
+			"role.rbac.authorization.k8s.io/directconn-provider-lease",
+			"role.rbac.authorization.k8s.io/directconn-consumer-lease"},
+	}
 	for _, f := range files {
+		want, ok := wants[filepath.Base(f)]
+		if !ok {
+			t.Errorf("%s: not listed in this test; add the objects it must apply", f)
+			continue
+		}
+		delete(wants, filepath.Base(f))
 		// The namespace must exist for a server-side dry run of namespaced objects.
 		if out, err := kubectl(t, env, "", "create", "namespace", "ovn-egressip"); err != nil && !strings.Contains(out, "AlreadyExists") {
 			t.Fatalf("create namespace: %v\n%s", err, out)
@@ -189,10 +206,13 @@ func TestDeploymentManifestsValidate(t *testing.T) {
 		if err != nil {
 			t.Fatalf("kubectl apply --dry-run=server -f %s: %v\n%s", f, err, out)
 		}
-		for _, want := range []string{"deployment.apps/ovnkube-egressip-master", "daemonset.apps/ovnkube-egressip-node", "clusterrole.rbac.authorization.k8s.io/ovnkube-egressip-master"} {
-			if !strings.Contains(out, want) {
-				t.Errorf("%s: %q not applied:\n%s", f, want, out)
+		for _, w := range want {
+			if !strings.Contains(out, w+" ") {
+				t.Errorf("%s: %q not applied:\n%s", f, w, out)
 			}
 		}
+	}
+	for name := range wants {
+		t.Errorf("dist/manifests/%s is missing", name)
 	}
 }

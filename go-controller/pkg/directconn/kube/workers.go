@@ -2,6 +2,7 @@ package kube
 
 import (
 	"context"
+	gosync "sync"
 	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -18,18 +19,24 @@ func NewQueue(name string) workqueue.TypedRateLimitingInterface[cache.ObjectName
 		workqueue.TypedRateLimitingQueueConfig[cache.ObjectName]{Name: name})
 }
 
-// RunWorkers runs n workers that call sync for each key taken from queue, and blocks until ctx is done. A failed
-// sync is retried with the queue's rate limiting; AlreadyExists and Conflict errors (our cache behind a write of
-// ours, expected now and then) are logged at V(2) only. keyName names the key in log lines.
+// RunWorkers runs n workers that call sync for each key taken from queue, and blocks until ctx is done; it then
+// shuts queue down and returns once every worker has returned, so that no sync (no write) outlives the call. A
+// failed sync is retried with the queue's rate limiting; AlreadyExists and Conflict errors (our cache behind a write
+// of ours, expected now and then) are logged at V(2) only. keyName names the key in log lines.
 func RunWorkers(ctx context.Context, queue workqueue.TypedRateLimitingInterface[cache.ObjectName], n int,
 	sync func(context.Context, cache.ObjectName) error, log klog.Logger, keyName string) {
+	var wg gosync.WaitGroup
 	for range n {
-		go wait.UntilWithContext(ctx, func(ctx context.Context) {
-			for processNext(ctx, queue, sync, log, keyName) {
-			}
-		}, time.Second)
+		wg.Go(func() {
+			wait.UntilWithContext(ctx, func(ctx context.Context) {
+				for processNext(ctx, queue, sync, log, keyName) {
+				}
+			}, time.Second)
+		})
 	}
 	<-ctx.Done()
+	queue.ShutDown()
+	wg.Wait()
 }
 
 func processNext(ctx context.Context, queue workqueue.TypedRateLimitingInterface[cache.ObjectName],
