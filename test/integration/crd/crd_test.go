@@ -183,7 +183,9 @@ func TestDeploymentManifestsValidate(t *testing.T) {
 	// Some of the objects of each manifest, as kubectl names them: a new manifest must be listed here.
 	wants := map[string][]string{
 		"ovnkube-egressip.yaml": {"deployment.apps/ovnkube-egressip-master", "daemonset.apps/ovnkube-egressip-node",
-			"clusterrole.rbac.authorization.k8s.io/ovnkube-egressip-master"},
+			"clusterrole.rbac.authorization.k8s.io/ovnkube-egressip-master",
+			"role.rbac.authorization.k8s.io/ovnkube-egressip-master-lease",
+			"rolebinding.rbac.authorization.k8s.io/ovnkube-egressip-master-lease"},
 		"directconn.yaml": {"deployment.apps/directconn-provider", "deployment.apps/directconn-consumer",
 			"clusterrole.rbac.authorization.k8s.io/ovn-egressip-directconn-provider",
 			"clusterrole.rbac.authorization.k8s.io/ovn-egressip-directconn-consumer",
