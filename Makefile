@@ -48,7 +48,7 @@ bench:
 	$(GO) test -run '^$$' -bench . -benchtime 3x ./go-controller/pkg/master/...
 
 scale:
-	$(GO) test -run '^$$' -bench Scale -benchtime 1x -timeout 30m ./test/scale/ $(SCALE_FLAGS)
+	$(GO) test -run '^$$' -bench Scale -benchtime 1x -timeout 30m ./test/scale/ -args $(SCALE_FLAGS)
 
 # staticcheck skips the generated clientset/informers/listers (apis/): code-generator output is not ours to change.
 lint:
