@@ -1,5 +1,7 @@
 # ovn-egressip. Run `make help` for the targets.
 SHELL := /usr/bin/env bash
+# Go from the official tarball is in /usr/local/go/bin, which a root shell's PATH often lacks.
+export PATH := $(PATH):/usr/local/go/bin
 GO ?= go
 BIN := $(CURDIR)/_output/bin
 # Packages that drive the one OVN data plane of this machine run one at a time, after the rest.
@@ -25,7 +27,7 @@ help:
 build:
 	@mkdir -p $(BIN)
 	$(GO) build -o $(BIN)/ovnkube ./go-controller/cmd/ovnkube
-	@if [ -d go-controller/cmd/directconn ]; then $(GO) build -o $(BIN)/directconn ./go-controller/cmd/directconn; fi
+	$(GO) build -o $(BIN)/directconn ./go-controller/cmd/directconn
 
 generate:
 	./hack/update-codegen.sh

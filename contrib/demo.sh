@@ -14,7 +14,16 @@ OVNKUBE=$root/_output/bin/ovnkube
 DEMO=$CLUSTER_STATE/demo
 
 step() { printf '\n\033[1m### %s\033[0m\n' "$*"; }
-show() { printf '$ %s\n' "$*"; "$@"; }
+# show prints a command the way it can be pasted into a shell (arguments with shell characters single-quoted,
+# the kubectl function as plain "kubectl"), then runs it.
+show() {
+  local out="$" a
+  for a in "$@"; do
+    if [[ $a =~ [^A-Za-z0-9_./:=,@%+-] ]]; then out+=" '${a//\'/\'\\\'\'}'"; else out+=" $a"; fi
+  done
+  printf '%s\n' "$out"
+  "$@"
+}
 
 step "1. Local cluster: kube-apiserver, OVN (NB, SB, northd, ovn-controller), 3 nodes as network namespaces, $MODE gateway mode"
 "$CTL" up
@@ -82,12 +91,15 @@ for ref in prod/web1 prod/web2 prod/db1 dev/web1; do
 done
 
 step "Look around"
+ipt=""
+if [[ $MODE == local ]]; then
+  ipt=$'\n  ip netns exec oeip-node2 iptables -t nat -S OVN-KUBE-EGRESSIP   # the node\'s SNAT rules ("incompatible" = no such chain: no egress IP held)'
+fi
 cat <<MSG
   export KUBECONFIG=$KUBECONFIG
   $KUBECTL get eip -o yaml
   ovn-nbctl --db=$NB_ADDRESS lr-policy-list ovn_cluster_router
-  ovn-nbctl --db=$NB_ADDRESS lr-nat-list GR_node2
-$( [[ $MODE == local ]] && echo "  ip netns exec oeip-node2 iptables -t nat -S OVN-KUBE-EGRESSIP     # the node's SNAT rules" )
+  ovn-nbctl --db=$NB_ADDRESS lr-nat-list GR_node2$ipt
   $CTL pod request prod/web1                                        # one more request
   curl -s 127.0.0.1:9410/metrics | grep egress                      # master metrics
   logs: $DEMO/*.log
