@@ -326,6 +326,9 @@ func preflight() error {
 			return fmt.Errorf("%s not found: run make install-deps", tool)
 		}
 	}
+	if err := removeOrphanTaps(); err != nil {
+		return err
+	}
 	for _, l := range []string{BrInt, BrEx, "ovs-netdev"} {
 		if linkExists(l) {
 			return fmt.Errorf("interface %s exists: another OVS userspace data plane runs on this machine (only one can); stop it first", l)
@@ -333,6 +336,24 @@ func preflight() error {
 	}
 	if ns := ourNetns(); len(ns) > 0 {
 		return fmt.Errorf("network namespaces %s are left over from another cluster: run make cluster-down with its CLUSTER_STATE", strings.Join(ns, " "))
+	}
+	return nil
+}
+
+// removeOrphanTaps deletes the persistent tap devices of the userspace datapath (br-int, br-ex, ovs-netdev) when
+// no ovs-vswitchd runs on this machine: an ovs-vswitchd that crashed (or was SIGKILLed) leaves them behind, and
+// they would make every later cluster refuse to start.
+func removeOrphanTaps() error {
+	if processRunning("ovs-vswitchd") {
+		return nil
+	}
+	for _, l := range []string{BrInt, BrEx, "ovs-netdev"} {
+		if !linkExists(l) {
+			continue
+		}
+		if _, err := run(context.Background(), "ip", "link", "del", l); err != nil && linkExists(l) {
+			return fmt.Errorf("interface %s is left over from an ovs-vswitchd that is gone, and cannot be removed: %w", l, err)
+		}
 	}
 	return nil
 }

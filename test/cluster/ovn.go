@@ -60,7 +60,9 @@ func startOVS(ctx context.Context, p paths) error {
 	if _, err := vsctl(ctx, p, "--no-wait", "init"); err != nil {
 		return err
 	}
-	if _, err := runOVS(ctx, p, "ovs-vswitchd", "unix:"+p.ovsSock(), "--detach", "--no-chdir",
+	// --monitor: a monitor process restarts ovs-vswitchd if it crashes (Debian's OVS 3.1 userspace conntrack has
+	// aborted on an assertion in conn_update_state() under NAT churn); the bridges and OpenFlow connections come back.
+	if _, err := runOVS(ctx, p, "ovs-vswitchd", "unix:"+p.ovsSock(), "--detach", "--monitor", "--no-chdir",
 		"--pidfile="+p.pidfile("ovs-vswitchd"), "--log-file="+filepath.Join(p.log(), "ovs-vswitchd.log"),
 		"--unixctl="+filepath.Join(p.run(), "ovs-vswitchd.ctl")); err != nil {
 		return err

@@ -74,7 +74,69 @@ func readPid(pidFile string) (int, error) {
 	if err != nil || pid <= 1 {
 		return 0, fmt.Errorf("bad pidfile %s", pidFile)
 	}
+	// pid_max is often 32768, so the pid of a daemon that died (a crash, a reboot) is soon reused by some
+	// unrelated process: never hand that one out to be signalled.
+	if st, err := os.Stat(pidFile); err == nil {
+		if started, ok := processStart(pid); ok && started.After(st.ModTime().Add(2*time.Second)) {
+			return 0, fmt.Errorf("stale pidfile %s: pid %d now belongs to a process started %s after it was written",
+				pidFile, pid, started.Sub(st.ModTime()).Round(time.Second))
+		}
+	}
 	return pid, nil
+}
+
+// processRunning reports whether a process whose command name (/proc/PID/comm) is comm runs on this machine.
+func processRunning(comm string) bool {
+	entries, err := os.ReadDir("/proc")
+	if err != nil {
+		return true // cannot tell: assume it does
+	}
+	for _, e := range entries {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		if data, err := os.ReadFile(fmt.Sprintf("/proc/%d/comm", pid)); err == nil && strings.TrimSpace(string(data)) == comm && alive(pid) {
+			return true
+		}
+	}
+	return false
+}
+
+// processStart returns when pid started (from /proc/PID/stat and the boot time in /proc/stat; USER_HZ is 100
+// on Linux), false when pid does not exist or /proc cannot be read.
+func processStart(pid int) (time.Time, bool) {
+	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return time.Time{}, false
+	}
+	i := bytes.LastIndexByte(data, ')')
+	if i < 0 {
+		return time.Time{}, false
+	}
+	fields := strings.Fields(string(data[i+1:])) // fields 3.. of proc(5): starttime (22) is index 19
+	if len(fields) < 20 {
+		return time.Time{}, false
+	}
+	ticks, err := strconv.ParseInt(fields[19], 10, 64)
+	if err != nil {
+		return time.Time{}, false
+	}
+	stat, err := os.ReadFile("/proc/stat")
+	if err != nil {
+		return time.Time{}, false
+	}
+	for _, line := range strings.Split(string(stat), "\n") {
+		if v, ok := strings.CutPrefix(line, "btime "); ok {
+			btime, err := strconv.ParseInt(strings.TrimSpace(v), 10, 64)
+			if err != nil {
+				return time.Time{}, false
+			}
+			const userHZ = 100
+			return time.Unix(btime, 0).Add(time.Duration(ticks) * time.Second / userHZ), true
+		}
+	}
+	return time.Time{}, false
 }
 
 // alive reports whether pid runs and is not a zombie.
