@@ -210,11 +210,13 @@ func ourNetns() []string {
 }
 
 // deleteNetns ends every process inside netns (SIGTERM, then SIGKILL) and deletes it; its veths go with it.
+// The calling process is spared: `ip netns pids` goes by each process's main thread, which may be inside netns
+// for a moment when this process dials from there (dialInNetns) and happens to run on its main thread.
 func deleteNetns(ctx context.Context, name string) error {
 	if out, err := run(ctx, "ip", "netns", "pids", name); err == nil {
 		var pids []int
 		for _, f := range strings.Fields(out) {
-			if pid, err := strconv.Atoi(f); err == nil {
+			if pid, err := strconv.Atoi(f); err == nil && pid != os.Getpid() {
 				_ = syscall.Kill(pid, syscall.SIGTERM)
 				pids = append(pids, pid)
 			}

@@ -40,11 +40,15 @@ type prober struct {
 	mu     sync.Mutex
 	probes []probe
 	stop   chan struct{}
+	once   sync.Once
 	done   sync.WaitGroup
 }
 
 func startProber(e *env, ns, pod string, interval time.Duration) *prober {
 	p := &prober{stop: make(chan struct{})}
+	// A test that fails before finish must still stop dialing from the pod's
+	// namespace before the cluster is torn down (cleanups run last-in first-out).
+	e.t.Cleanup(func() { p.finish() })
 	p.done.Add(1)
 	go func() {
 		defer p.done.Done()
@@ -72,7 +76,7 @@ func startProber(e *env, ns, pod string, interval time.Duration) *prober {
 }
 
 func (p *prober) finish() []probe {
-	close(p.stop)
+	p.once.Do(func() { close(p.stop) })
 	p.done.Wait()
 	p.mu.Lock()
 	defer p.mu.Unlock()
