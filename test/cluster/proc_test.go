@@ -82,6 +82,7 @@ func TestDeleteNetnsSparesItself(t *testing.T) {
 		t.Skip("needs root")
 	}
 	const name = NetnsPrefix + "t-self"
+	_ = exec.Command("ip", "netns", "del", name).Run() // left by an earlier run that was killed
 	if out, err := exec.Command("ip", "netns", "add", name).CombinedOutput(); err != nil {
 		t.Fatalf("ip netns add: %v %s", err, out)
 	}
