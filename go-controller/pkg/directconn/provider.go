@@ -6,6 +6,7 @@ import (
 	"net/netip"
 	"strings"
 
+	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
@@ -34,6 +35,9 @@ type SliceInput struct {
 //     has the same family and prefix length: the direct address is that status prefix with the real IP's host bits.
 //
 // Otherwise the address keeps its indirect value and a Problem says why. Addresses not listed are untouched.
+//
+// The result is in the form the apiserver stores (see asStored), so that it compares equal to the stored
+// EndpointSlice when nothing changed.
 func BuildEndpointSlice(in SliceInput) (*discoveryv1.EndpointSlice, []Problem) {
 	s := in.Shadow
 	b := sliceBuilder{groups: map[string]int{}}
@@ -65,7 +69,7 @@ func BuildEndpointSlice(in SliceInput) (*discoveryv1.EndpointSlice, []Problem) {
 	if len(annotations) == 0 {
 		annotations = nil
 	}
-	return &discoveryv1.EndpointSlice{
+	out := &discoveryv1.EndpointSlice{
 		ObjectMeta: metav1.ObjectMeta{
 			Name:            s.Name,
 			Namespace:       s.Namespace,
@@ -76,7 +80,37 @@ func BuildEndpointSlice(in SliceInput) (*discoveryv1.EndpointSlice, []Problem) {
 		AddressType: s.Spec.Template.AddressType,
 		Endpoints:   endpoints,
 		Ports:       ports,
-	}, b.problems()
+	}
+	asStored(out)
+	return out, b.problems()
+}
+
+// asStored changes s in place as kube-apiserver (v1.37) changes an EndpointSlice written through
+// discovery.k8s.io/v1 before storing it, for the fields a ShadowEndpointSlice's template may leave out or carry:
+//
+//   - ports[].name nil becomes "" and ports[].protocol nil becomes TCP (the discovery/v1 defaults);
+//   - endpoints[].deprecatedTopology is dropped: it is not writable through v1, the apiserver discards it on create
+//     and on every update that changes the endpoints.
+//
+// Without this, a template lacking a port's name or protocol makes every sync send an update (a no-op for the
+// apiserver, but a request each time), and one carrying deprecatedTopology an update that the apiserver stores
+// with a new generation, whose watch event syncs the slice again: an endless stream of writes.
+//
+// Not covered: hints.forNodes, which apiservers whose PreferSameTrafficDistribution gate is off (before v1.34 by
+// default; locked on since v1.35) drop as well.
+func asStored(s *discoveryv1.EndpointSlice) {
+	for i := range s.Ports {
+		p := &s.Ports[i]
+		if p.Name == nil {
+			p.Name = ptr.To("")
+		}
+		if p.Protocol == nil {
+			p.Protocol = ptr.To(corev1.ProtocolTCP)
+		}
+	}
+	for i := range s.Endpoints {
+		s.Endpoints[i].DeprecatedTopology = nil
+	}
 }
 
 // ShadowOwnerReference is the controller reference from an EndpointSlice to its ShadowEndpointSlice.

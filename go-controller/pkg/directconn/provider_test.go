@@ -4,9 +4,12 @@ import (
 	"reflect"
 	"testing"
 
+	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/utils/ptr"
 
 	netv1beta1 "github.com/ovn-egressip/ovn-egressip/go-controller/pkg/crd/liqo/networking/v1beta1"
 	offv1beta1 "github.com/ovn-egressip/ovn-egressip/go-controller/pkg/crd/liqo/offloading/v1beta1"
@@ -243,5 +246,94 @@ func TestProblemMessageListsAtMostFiveAddresses(t *testing.T) {
 		"(addresses 10.71.0.1, 10.71.0.2, 10.71.0.3, 10.71.0.4, 10.71.0.5 and 2 more)"}
 	if got := problemStrings(problems); !reflect.DeepEqual(got, want) {
 		t.Fatalf("problems = %q, want %q", got, want)
+	}
+}
+
+func TestAsStored(t *testing.T) {
+	tcp, udp, sctp := corev1.ProtocolTCP, corev1.ProtocolUDP, corev1.ProtocolSCTP
+	ready := discoveryv1.EndpointConditions{Ready: ptr.To(true), Serving: ptr.To(false)}
+	hints := &discoveryv1.EndpointHints{ForZones: []discoveryv1.ForZone{{Name: "z1"}}, ForNodes: []discoveryv1.ForNode{{Name: "n1"}}}
+	tests := []struct {
+		name string
+		in   discoveryv1.EndpointSlice
+		want discoveryv1.EndpointSlice
+	}{
+		{
+			name: "port without protocol: TCP",
+			in:   discoveryv1.EndpointSlice{Ports: []discoveryv1.EndpointPort{{Name: ptr.To("http"), Port: ptr.To[int32](80)}}},
+			want: discoveryv1.EndpointSlice{Ports: []discoveryv1.EndpointPort{{Name: ptr.To("http"), Protocol: &tcp, Port: ptr.To[int32](80)}}},
+		},
+		{
+			name: "port without name: empty name",
+			in:   discoveryv1.EndpointSlice{Ports: []discoveryv1.EndpointPort{{Protocol: &udp, Port: ptr.To[int32](53)}}},
+			want: discoveryv1.EndpointSlice{Ports: []discoveryv1.EndpointPort{{Name: ptr.To(""), Protocol: &udp, Port: ptr.To[int32](53)}}},
+		},
+		{
+			name: "port with neither, and one without a port number (kept nil)",
+			in:   discoveryv1.EndpointSlice{Ports: []discoveryv1.EndpointPort{{Port: ptr.To[int32](8080)}, {Name: ptr.To("any")}}},
+			want: discoveryv1.EndpointSlice{Ports: []discoveryv1.EndpointPort{
+				{Name: ptr.To(""), Protocol: &tcp, Port: ptr.To[int32](8080)}, {Name: ptr.To("any"), Protocol: &tcp}}},
+		},
+		{
+			name: "complete port: untouched",
+			in: discoveryv1.EndpointSlice{Ports: []discoveryv1.EndpointPort{
+				{Name: ptr.To("s"), Protocol: &sctp, Port: ptr.To[int32](9), AppProtocol: ptr.To("kubernetes.io/h2c")}}},
+			want: discoveryv1.EndpointSlice{Ports: []discoveryv1.EndpointPort{
+				{Name: ptr.To("s"), Protocol: &sctp, Port: ptr.To[int32](9), AppProtocol: ptr.To("kubernetes.io/h2c")}}},
+		},
+		{
+			name: "no ports: none added",
+			in:   discoveryv1.EndpointSlice{AddressType: discoveryv1.AddressTypeIPv4},
+			want: discoveryv1.EndpointSlice{AddressType: discoveryv1.AddressTypeIPv4},
+		},
+		{
+			name: "deprecatedTopology dropped, the rest of the endpoint kept",
+			in: discoveryv1.EndpointSlice{Endpoints: []discoveryv1.Endpoint{{Addresses: []string{"10.0.0.1"}, Conditions: ready,
+				Hints: hints, Zone: ptr.To("z1"), DeprecatedTopology: map[string]string{corev1.LabelHostname: "n1"}}}},
+			want: discoveryv1.EndpointSlice{Endpoints: []discoveryv1.Endpoint{{Addresses: []string{"10.0.0.1"}, Conditions: ready,
+				Hints: hints, Zone: ptr.To("z1")}}},
+		},
+		{
+			name: "endpoint without conditions: none added",
+			in:   discoveryv1.EndpointSlice{Endpoints: []discoveryv1.Endpoint{{Addresses: []string{"10.0.0.1"}}}},
+			want: discoveryv1.EndpointSlice{Endpoints: []discoveryv1.Endpoint{{Addresses: []string{"10.0.0.1"}}}},
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got := tt.in.DeepCopy()
+			asStored(got)
+			if !reflect.DeepEqual(*got, tt.want) {
+				t.Fatalf("asStored:\n got %+v\nwant %+v", *got, tt.want)
+			}
+			again := got.DeepCopy()
+			asStored(again)
+			if !reflect.DeepEqual(again, got) {
+				t.Fatalf("asStored is not idempotent: %+v -> %+v", got, again)
+			}
+		})
+	}
+}
+
+// TestBuildEndpointSliceIsInStoredForm: a template lacking port names and protocols and carrying deprecatedTopology
+// gives the slice the apiserver would store, without changing the shadow.
+func TestBuildEndpointSliceIsInStoredForm(t *testing.T) {
+	sh := shadow(discoveryv1.AddressTypeIPv4, "", discoveryv1.Endpoint{Addresses: []string{"10.244.2.4"},
+		DeprecatedTopology: map[string]string{corev1.LabelHostname: "b-node1"}})
+	sh.Spec.Template.Ports = []discoveryv1.EndpointPort{{Port: ptr.To[int32](80)}}
+	before := sh.DeepCopy()
+	es, problems := BuildEndpointSlice(SliceInput{LocalClusterID: "cluster-b", Shadow: sh})
+	if len(problems) != 0 {
+		t.Fatalf("problems: %v", problems)
+	}
+	want := []discoveryv1.EndpointPort{{Name: ptr.To(""), Protocol: ptr.To(corev1.ProtocolTCP), Port: ptr.To[int32](80)}}
+	if !reflect.DeepEqual(es.Ports, want) {
+		t.Errorf("ports = %+v, want %+v", es.Ports, want)
+	}
+	if es.Endpoints[0].DeprecatedTopology != nil {
+		t.Errorf("deprecatedTopology kept: %v", es.Endpoints[0].DeprecatedTopology)
+	}
+	if !equality.Semantic.DeepEqual(sh, before) {
+		t.Errorf("shadow changed:\n got %+v\nwant %+v", sh, before)
 	}
 }
