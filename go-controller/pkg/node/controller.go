@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"maps"
 	"net/netip"
+	"slices"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -60,6 +61,17 @@ type controller struct {
 	// result is the freshest view, so a second sync does not send the same patch.
 	patched     *corev1.Node
 	patchedFrom *corev1.Node
+	// computed is the host state the last sync computed (before released state
+	// was merged in); released holds what egress IPs that moved away left behind,
+	// until when it stays (Params.ReleaseLinger).
+	computed hostegress.State
+	released map[netip.Addr]lingering
+}
+
+// lingering is the released state of one egress IP and when it goes.
+type lingering struct {
+	state hostegress.Released
+	until time.Time
 }
 
 func newController(p Params) *controller {
@@ -282,7 +294,7 @@ func (c *controller) syncHost(snap hostinfo.Snapshot, eips []*egressipv1.EgressI
 		NodeName: c.p.NodeName, EgressIPs: eips, Namespaces: namespaces, Pods: pods, Host: snap,
 	})
 	c.report(eips, problems)
-	ready, err := c.p.host.Apply(st)
+	ready, err := c.p.host.Apply(c.withReleased(st, time.Now()))
 	if err != nil {
 		return ready, fmt.Errorf("node %s: program egress IPs: %w", c.p.NodeName, err)
 	}
@@ -395,4 +407,50 @@ func trimPod(obj any) (any, error) {
 			Phase: pod.Status.Phase, PodIP: pod.Status.PodIP, PodIPs: pod.Status.PodIPs,
 		},
 	}, nil
+}
+
+// withReleased records what egress IPs that were held here and are no longer held
+// in st leave behind, forgets what is held again or has lingered for
+// Params.ReleaseLinger, and returns st with the rest merged in (hostegress.Merge).
+// While something lingers, a sync is queued for when it expires.
+func (c *controller) withReleased(st hostegress.State, now time.Time) hostegress.State {
+	if c.p.ReleaseLinger < 0 {
+		return st
+	}
+	if c.released == nil {
+		c.released = map[netip.Addr]lingering{}
+	}
+	for ip, r := range hostegress.Release(c.computed, st) {
+		if _, ok := c.released[ip]; !ok {
+			c.released[ip] = lingering{state: r, until: now.Add(c.p.ReleaseLinger)}
+			klog.InfoS("Egress IP moved away; keeping its SNAT rules while traffic may still be rerouted here",
+				"node", c.p.NodeName, "ip", ip, "rules", len(r.SNAT), "for", c.p.ReleaseLinger)
+		}
+	}
+	c.computed = st
+	ips := make([]netip.Addr, 0, len(c.released))
+	for ip := range c.released {
+		ips = append(ips, ip)
+	}
+	slices.SortFunc(ips, netip.Addr.Compare) // Merge lets the first claim on a pod IP win: keep it stable
+	var keep []hostegress.Released
+	next := time.Duration(0)
+	for _, ip := range ips {
+		l := c.released[ip]
+		if st.Holds(ip) || !now.Before(l.until) {
+			delete(c.released, ip)
+			continue
+		}
+		keep = append(keep, l.state)
+		if d := l.until.Sub(now); next == 0 || d < next {
+			next = d
+		}
+	}
+	if next > 0 {
+		c.queue.AddAfter(syncKey, next)
+	}
+	if len(keep) == 0 {
+		return st
+	}
+	return hostegress.Merge(st, keep...)
 }

@@ -125,9 +125,20 @@ func start(t *testing.T, mode string, kubeObjs []runtime.Object, eips ...runtime
 	return startWith(t, mode, nil, kubeObjs, eips...)
 }
 
+// startLinger is start with Params.ReleaseLinger set (start turns it off).
+func startLinger(t *testing.T, mode string, linger time.Duration, kubeObjs []runtime.Object, eips ...runtime.Object) *fixture {
+	t.Helper()
+	return startFull(t, mode, nil, linger, kubeObjs, eips...)
+}
+
 // startWith is start with a hook that may add reactors to the Kubernetes fake
 // before the controller runs.
 func startWith(t *testing.T, mode string, setup func(*kubefake.Clientset), kubeObjs []runtime.Object, eips ...runtime.Object) *fixture {
+	t.Helper()
+	return startFull(t, mode, setup, -1, kubeObjs, eips...)
+}
+
+func startFull(t *testing.T, mode string, setup func(*kubefake.Clientset), linger time.Duration, kubeObjs []runtime.Object, eips ...runtime.Object) *fixture {
 	t.Helper()
 	objs := []runtime.Object{
 		&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "prod", Labels: map[string]string{"env": "prod"}}},
@@ -153,7 +164,7 @@ func startWith(t *testing.T, mode string, setup func(*kubefake.Clientset), kubeO
 	ctx, cancel := context.WithCancel(context.Background())
 	go func() {
 		f.errCh <- Run(ctx, Params{Kube: f.kube, EgressIP: f.eips, NodeName: "node1", GatewayMode: mode,
-			ResyncInterval: 50 * time.Millisecond, host: f.host})
+			ResyncInterval: 50 * time.Millisecond, ReleaseLinger: linger, host: f.host})
 	}()
 	f.stop = func() {
 		cancel()

@@ -52,6 +52,9 @@ const (
 // DefaultResyncInterval is used when Params.ResyncInterval is 0.
 const DefaultResyncInterval = 30 * time.Second
 
+// DefaultReleaseLinger is used when Params.ReleaseLinger is 0.
+const DefaultReleaseLinger = 5 * time.Second
+
 // Params are Run's dependencies and settings.
 type Params struct {
 	// Kube is used for Namespaces, Pods, the own Node (patched) and Events.
@@ -72,6 +75,13 @@ type Params struct {
 	// /usr/sbin/iptables-legacy, /usr/sbin/iptables-nft); "" means iptables and
 	// ip6tables on PATH. The matching "-restore" binary must sit next to each.
 	IPTablesPath, IP6TablesPath string
+	// ReleaseLinger is how long, in local gateway mode, the SNAT rules (and policy
+	// routing) of an egress IP that moved to another node stay here, without the
+	// address: OVN reroutes the served pods' traffic to this node until the master
+	// has seen the new holder ready and rewritten the reroute policies, and that
+	// traffic must not leave with this node's own address. 0 means
+	// DefaultReleaseLinger; negative means the rules go at once.
+	ReleaseLinger time.Duration
 
 	// InNetns, when set, runs every host operation (netlink, raw sockets, iptables
 	// processes) inside it; it must call fn on an OS thread locked into the target
@@ -107,6 +117,9 @@ func Run(ctx context.Context, p Params) error {
 	}
 	if p.ResyncInterval == 0 {
 		p.ResyncInterval = DefaultResyncInterval
+	}
+	if p.ReleaseLinger == 0 {
+		p.ReleaseLinger = DefaultReleaseLinger
 	}
 	if p.host == nil {
 		p.host = newLinuxHost(p.InNetns, iptables.Config{IPTablesPath: p.IPTablesPath, IP6TablesPath: p.IP6TablesPath})
