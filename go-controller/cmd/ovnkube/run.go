@@ -194,6 +194,7 @@ func runNode(ctx context.Context, cfg *config.Config, cs *clients) error {
 			GatewayMode:      cfg.GatewayMode,
 			GatewayInterface: cfg.GatewayInterface,
 			ResyncInterval:   cfg.NodeResyncInterval,
+			ReleaseLinger:    releaseLinger(cfg.NodeReleaseLinger),
 		})
 	})
 	return g.Wait()
@@ -219,4 +220,12 @@ func waitManagementIP(ctx context.Context, kube kubernetes.Interface, name strin
 		case <-time.After(time.Second):
 		}
 	}
+}
+
+// releaseLinger maps the flag (0 = off) to node.Params.ReleaseLinger (0 = default, negative = off).
+func releaseLinger(d time.Duration) time.Duration {
+	if d == 0 {
+		return -1
+	}
+	return d
 }

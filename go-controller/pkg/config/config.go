@@ -53,6 +53,9 @@ type Config struct {
 	ReachabilityInterval time.Duration
 	// NodeResyncInterval is how often the node daemon re-applies host state to repair drift.
 	NodeResyncInterval time.Duration
+	// NodeReleaseLinger is how long a node keeps the SNAT rules of an egress IP that
+	// moved away (local gateway mode); 0 turns it off.
+	NodeReleaseLinger time.Duration
 	// MetricsBindAddress is host:port for /metrics ("" = no metrics server).
 	MetricsBindAddress string
 	// LogLevel is the klog verbosity.
@@ -83,6 +86,7 @@ const (
 	FlagReachabilityTimeout = "egressip-reachability-total-timeout"
 	FlagReachabilityPeriod  = "egressip-reachability-interval"
 	FlagNodeResync          = "egressip-node-resync-interval"
+	FlagNodeReleaseLinger   = "egressip-node-release-linger"
 	FlagMetricsBindAddress  = "metrics-bind-address"
 	FlagLogLevel            = "loglevel"
 	FlagLeaderElection      = "leader-elect"
@@ -111,6 +115,7 @@ func Flags() []cli.Flag {
 		&cli.DurationFlag{Name: FlagReachabilityTimeout, Value: 200 * time.Millisecond, Usage: "total timeout of one egress node health probe (0 disables the check: every node is reachable)"},
 		&cli.DurationFlag{Name: FlagReachabilityPeriod, Value: 100 * time.Millisecond, Usage: "interval between egress node health probes"},
 		&cli.DurationFlag{Name: FlagNodeResync, Value: 30 * time.Second, Usage: "how often the node re-applies its egress host state (repairs drift)"},
+		&cli.DurationFlag{Name: FlagNodeReleaseLinger, Value: 5 * time.Second, Usage: "local gateway mode: how long the SNAT rules of an egress IP that moved to another node stay (traffic still rerouted here leaves with the egress IP); 0 = not at all"},
 		&cli.StringFlag{Name: FlagMetricsBindAddress, Usage: "HOST:PORT to serve Prometheus /metrics on (default: off)"},
 		&cli.IntFlag{Name: FlagLogLevel, Value: 4, Usage: "klog verbosity"},
 		&cli.BoolFlag{Name: FlagLeaderElection, Value: true, Usage: "master: hold a coordination.k8s.io Lease before acting"},
@@ -183,6 +188,7 @@ func Load(c *cli.Context) (*Config, error) {
 		ReachabilityTotalTimeout:    c.Duration(FlagReachabilityTimeout),
 		ReachabilityInterval:        c.Duration(FlagReachabilityPeriod),
 		NodeResyncInterval:          c.Duration(FlagNodeResync),
+		NodeReleaseLinger:           c.Duration(FlagNodeReleaseLinger),
 		MetricsBindAddress:          str(FlagMetricsBindAddress, f.Metrics.BindAddress),
 		LogLevel:                    c.Int(FlagLogLevel),
 		LeaderElection:              c.Bool(FlagLeaderElection),
@@ -236,6 +242,9 @@ func Load(c *cli.Context) (*Config, error) {
 	}
 	if cfg.ReachabilityInterval <= 0 {
 		return nil, fmt.Errorf("invalid --%s %s: must be positive", FlagReachabilityPeriod, cfg.ReachabilityInterval)
+	}
+	if cfg.NodeReleaseLinger < 0 {
+		return nil, fmt.Errorf("invalid --%s %s: must not be negative", FlagNodeReleaseLinger, cfg.NodeReleaseLinger)
 	}
 	if cfg.NodeResyncInterval <= 0 {
 		return nil, fmt.Errorf("invalid --%s %s: must be positive", FlagNodeResync, cfg.NodeResyncInterval)

@@ -50,6 +50,7 @@ func TestLoadErrorsNameTheFlag(t *testing.T) {
 		{"bad nb port", []string{"--nb-address", "tcp:1.2.3.4:xx"}, `invalid --nb-address "tcp:1.2.3.4:xx"`},
 		{"missing kubeconfig file", []string{"--kubeconfig", "/nonexistent/kc"}, `invalid --kubeconfig "/nonexistent/kc"`},
 		{"bad health port", []string{"--egressip-node-healthcheck-port", "70000"}, `invalid --egressip-node-healthcheck-port 70000`},
+		{"negative release linger", []string{"--egressip-node-release-linger", "-1s"}, `invalid --egressip-node-release-linger -1s`},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
