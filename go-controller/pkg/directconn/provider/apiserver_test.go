@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"reflect"
+	"strings"
 	"testing"
 	"time"
 
@@ -157,4 +158,60 @@ func toJSON(v interface{}) string {
 		return err.Error()
 	}
 	return string(b)
+}
+
+// TestProviderReportsRejectedTemplate: a ShadowEndpointSlice whose template the API server rejects as an
+// EndpointSlice (no addressType) gets a Warning Event naming the field, and is not retried while it is unchanged
+// (before: a create every rate-limited retry, forever, with only a log line).
+func TestProviderReportsRejectedTemplate(t *testing.T) {
+	env := apiserver.Start(t)
+	var writes apiserver.Writes
+	kc, err := kubernetes.NewForConfig(writes.Wrap(env.Config))
+	if err != nil {
+		t.Fatal(err)
+	}
+	dyn, err := dynamic.NewForConfig(env.Config)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	if _, err := kc.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "demo"}},
+		metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	sh := &offv1beta1.ShadowEndpointSlice{
+		ObjectMeta: metav1.ObjectMeta{Namespace: "demo", Name: "bad", Labels: map[string]string{discoveryv1.LabelServiceName: "web"}},
+		Spec: offv1beta1.ShadowEndpointSliceSpec{Template: offv1beta1.EndpointSliceTemplate{
+			Endpoints: []discoveryv1.Endpoint{{Addresses: []string{"10.244.2.4"}}}}},
+	}
+	if err := (kube.Shadows{Client: dyn}).Create(ctx, sh); err != nil {
+		t.Fatalf("create ShadowEndpointSlice: %v", err)
+	}
+	recorder := record.NewFakeRecorder(100)
+	c, err := New(Config{ClusterID: "cluster-b", Kube: kc, Dynamic: dyn, Recorder: recorder})
+	if err != nil {
+		t.Fatal(err)
+	}
+	informerCtx, stopInformers := context.WithCancel(ctx)
+	defer func() { stopInformers(); c.factory.Shutdown() }()
+	if err := c.startInformers(informerCtx); err != nil {
+		t.Fatal(err)
+	}
+	for i := 0; i < 3; i++ {
+		if err := c.sync(ctx, cacheName("demo", "bad")); err != nil {
+			t.Fatalf("sync %d returned %v; a rejected template is reported, not retried", i, err)
+		}
+	}
+	select {
+	case ev := <-recorder.Events:
+		if !strings.Contains(ev, "Warning "+ReasonEndpointSliceRejected) || !strings.Contains(ev, "addressType") {
+			t.Fatalf("event %q, want a Warning %s naming addressType", ev, ReasonEndpointSliceRejected)
+		}
+	default:
+		t.Fatal("no Event for a rejected template")
+	}
+	if _, err := kc.DiscoveryV1().EndpointSlices("demo").Get(ctx, "bad", metav1.GetOptions{}); err == nil {
+		t.Fatal("an EndpointSlice exists for an invalid template")
+	}
 }

@@ -27,6 +27,10 @@ import (
 	"github.com/ovn-egressip/ovn-egressip/go-controller/pkg/directconn/kube"
 )
 
+// ReasonEndpointSliceRejected is the Warning Event reason on a ShadowEndpointSlice whose template the API
+// server rejects as an EndpointSlice (the message carries the API server's field errors).
+const ReasonEndpointSliceRejected = "EndpointSliceRejected"
+
 // Component is the Event source and logger name.
 const Component = "directconn-provider"
 

@@ -45,6 +45,15 @@ func (c *Controller) sync(ctx context.Context, key cache.ObjectName) error {
 			kube.List[netv1beta1.Connection](c.conns.GetStore())),
 	})
 	written, err := c.write(ctx, existing, desired)
+	if apierrors.IsInvalid(err) {
+		// The shadow's template is not a valid EndpointSlice (e.g. no addressType): retrying cannot help until
+		// the ShadowEndpointSlice changes, which queues it again. Say so where its owner looks.
+		c.log.Error(err, "EndpointSlice rejected by the API server; not retried until the ShadowEndpointSlice changes",
+			"shadowEndpointSlice", key)
+		c.recorder.Eventf(shadow, corev1.EventTypeWarning, ReasonEndpointSliceRejected,
+			"ShadowEndpointSlice %s: spec.template is not a valid EndpointSlice: %v", key, err)
+		return nil
+	}
 	if err != nil {
 		return err
 	}
