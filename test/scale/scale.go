@@ -31,6 +31,7 @@ import (
 
 	"github.com/ovn-org/libovsdb/client"
 	"github.com/prometheus/client_golang/prometheus"
+	"golang.org/x/sync/errgroup"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
@@ -348,30 +349,15 @@ func (h *harness) createPod(ctx context.Context, ns string) error {
 	return nil
 }
 
-// parallel runs f(0..n-1) on 32 goroutines; any error is fatal.
+// parallel runs f(0..n-1), 32 at a time; any error is fatal.
 func (h *harness) parallel(n int, f func(i int) error) {
 	h.t.Helper()
-	work := make(chan int)
-	errs := make(chan error, n)
-	var wg sync.WaitGroup
-	for w := 0; w < 32; w++ {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for i := range work {
-				if err := f(i); err != nil {
-					errs <- err
-				}
-			}
-		}()
-	}
+	var g errgroup.Group
+	g.SetLimit(32)
 	for i := 0; i < n; i++ {
-		work <- i
+		g.Go(func() error { return f(i) })
 	}
-	close(work)
-	wg.Wait()
-	close(errs)
-	if err := <-errs; err != nil {
+	if err := g.Wait(); err != nil {
 		h.t.Fatal(err)
 	}
 }

@@ -3,8 +3,8 @@ package master
 import (
 	"context"
 	"fmt"
-	"sync"
 
+	"golang.org/x/sync/errgroup"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -97,21 +97,14 @@ type statusWrite struct {
 // one API round trip behind another before NB is written). Results are stored in
 // the entries.
 func writeStatuses(ctx context.Context, c egressipclientset.Interface, writes []statusWrite, workers int) {
-	workers = max(1, min(workers, len(writes)))
-	next := make(chan *statusWrite)
-	var wg sync.WaitGroup
-	for range workers {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for w := range next {
-				w.updated, w.err = writeStatus(ctx, c, w.eip, w.rv, w.items)
-			}
-		}()
-	}
+	var g errgroup.Group
+	g.SetLimit(max(1, workers))
 	for i := range writes {
-		next <- &writes[i]
+		w := &writes[i]
+		g.Go(func() error {
+			w.updated, w.err = writeStatus(ctx, c, w.eip, w.rv, w.items)
+			return nil // each write's error stays in its entry
+		})
 	}
-	close(next)
-	wg.Wait()
+	_ = g.Wait()
 }

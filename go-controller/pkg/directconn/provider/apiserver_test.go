@@ -31,22 +31,8 @@ import (
 // write with a new generation when deprecatedTopology did, whose watch event made the running controller sync and
 // write again, endlessly.)
 func TestProviderLeavesDefaultedSliceAlone(t *testing.T) {
-	env := apiserver.Start(t)
-	var writes apiserver.Writes
-	kc, err := kubernetes.NewForConfig(writes.Wrap(env.Config))
-	if err != nil {
-		t.Fatal(err)
-	}
-	dyn, err := dynamic.NewForConfig(env.Config)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
-	if _, err := kc.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "demo"}},
-		metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
+	e := newAPIEnv(t)
+	ctx, kc, dyn, writes := e.ctx, e.kc, e.dyn, e.writes
 
 	endpoints := []discoveryv1.Endpoint{
 		{Addresses: []string{"10.244.2.4"}, Conditions: discoveryv1.EndpointConditions{Ready: ptr.To(true)}},
@@ -77,16 +63,7 @@ func TestProviderLeavesDefaultedSliceAlone(t *testing.T) {
 		}
 	}
 
-	recorder := record.NewFakeRecorder(1000)
-	c, err := New(Config{ClusterID: "cluster-b", Kube: kc, Dynamic: dyn, Recorder: recorder})
-	if err != nil {
-		t.Fatal(err)
-	}
-	informerCtx, stopInformers := context.WithCancel(ctx)
-	defer func() { stopInformers(); c.factory.Shutdown() }()
-	if err := c.startInformers(informerCtx); err != nil {
-		t.Fatal(err)
-	}
+	c := e.start(t, record.NewFakeRecorder(1000))
 	for name := range shadows {
 		if err := c.sync(ctx, cacheName("demo", name)); err != nil {
 			t.Fatalf("first sync of %s: %v", name, err)
@@ -164,22 +141,8 @@ func toJSON(v interface{}) string {
 // EndpointSlice (no addressType) gets a Warning Event naming the field, and is not retried while it is unchanged
 // (before: a create every rate-limited retry, forever, with only a log line).
 func TestProviderReportsRejectedTemplate(t *testing.T) {
-	env := apiserver.Start(t)
-	var writes apiserver.Writes
-	kc, err := kubernetes.NewForConfig(writes.Wrap(env.Config))
-	if err != nil {
-		t.Fatal(err)
-	}
-	dyn, err := dynamic.NewForConfig(env.Config)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
-	if _, err := kc.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "demo"}},
-		metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
+	e := newAPIEnv(t)
+	ctx, kc, dyn := e.ctx, e.kc, e.dyn
 	sh := &offv1beta1.ShadowEndpointSlice{
 		ObjectMeta: metav1.ObjectMeta{Namespace: "demo", Name: "bad", Labels: map[string]string{discoveryv1.LabelServiceName: "web"}},
 		Spec: offv1beta1.ShadowEndpointSliceSpec{Template: offv1beta1.EndpointSliceTemplate{
@@ -189,15 +152,7 @@ func TestProviderReportsRejectedTemplate(t *testing.T) {
 		t.Fatalf("create ShadowEndpointSlice: %v", err)
 	}
 	recorder := record.NewFakeRecorder(100)
-	c, err := New(Config{ClusterID: "cluster-b", Kube: kc, Dynamic: dyn, Recorder: recorder})
-	if err != nil {
-		t.Fatal(err)
-	}
-	informerCtx, stopInformers := context.WithCancel(ctx)
-	defer func() { stopInformers(); c.factory.Shutdown() }()
-	if err := c.startInformers(informerCtx); err != nil {
-		t.Fatal(err)
-	}
+	c := e.start(t, recorder)
 	for i := 0; i < 3; i++ {
 		if err := c.sync(ctx, cacheName("demo", "bad")); err != nil {
 			t.Fatalf("sync %d returned %v; a rejected template is reported, not retried", i, err)
@@ -214,4 +169,50 @@ func TestProviderReportsRejectedTemplate(t *testing.T) {
 	if _, err := kc.DiscoveryV1().EndpointSlices("demo").Get(ctx, "bad", metav1.GetOptions{}); err == nil {
 		t.Fatal("an EndpointSlice exists for an invalid template")
 	}
+}
+
+// apiEnv is a real kube-apiserver with the namespace "demo", a typed client whose writes are recorded, and a
+// dynamic client (ShadowEndpointSlices). ctx ends with the test (2 minutes at most).
+type apiEnv struct {
+	ctx    context.Context
+	kc     kubernetes.Interface
+	dyn    dynamic.Interface
+	writes *apiserver.Writes
+}
+
+func newAPIEnv(t *testing.T) *apiEnv {
+	t.Helper()
+	env := apiserver.Start(t)
+	e := &apiEnv{writes: &apiserver.Writes{}}
+	var err error
+	if e.kc, err = kubernetes.NewForConfig(e.writes.Wrap(env.Config)); err != nil {
+		t.Fatal(err)
+	}
+	if e.dyn, err = dynamic.NewForConfig(env.Config); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	t.Cleanup(cancel)
+	e.ctx = ctx
+	if _, err := e.kc.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "demo"}},
+		metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	return e
+}
+
+// start builds the provider (cluster-b) on e with recorder and starts its informers (not its workers: tests call
+// sync); they stop at cleanup, before the context ends (stopping them after it hangs).
+func (e *apiEnv) start(t *testing.T, recorder record.EventRecorder) *Controller {
+	t.Helper()
+	c, err := New(Config{ClusterID: "cluster-b", Kube: e.kc, Dynamic: e.dyn, Recorder: recorder})
+	if err != nil {
+		t.Fatal(err)
+	}
+	informerCtx, stopInformers := context.WithCancel(e.ctx)
+	t.Cleanup(func() { stopInformers(); c.factory.Shutdown() })
+	if err := c.startInformers(informerCtx); err != nil {
+		t.Fatal(err)
+	}
+	return c
 }
