@@ -148,6 +148,9 @@ func runLeader(ctx context.Context, cfg *config.Config, cs *clients, reg prometh
 			JoinSubnets:    cfg.JoinSubnets,
 			Reachability:   &reachability{checker: checker, changes: nodes.changes},
 			Metrics:        reg,
+			// The nodes keep a moved IP's SNAT for this long: the master reroutes to
+			// the previous holder for as long while the new one is not ready.
+			ReleaseLinger: releaseLinger(cfg.NodeReleaseLinger),
 		})
 	})
 	return g.Wait()

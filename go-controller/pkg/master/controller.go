@@ -2,6 +2,7 @@ package master
 
 import (
 	"context"
+	"fmt"
 	"maps"
 	"reflect"
 	"sync"
@@ -19,9 +20,11 @@ import (
 	eipinformers "github.com/ovn-egressip/ovn-egressip/go-controller/pkg/crd/egressip/v1/apis/informers/externalversions"
 	eiplisters "github.com/ovn-egressip/ovn-egressip/go-controller/pkg/crd/egressip/v1/apis/listers/egressip/v1"
 	"github.com/ovn-egressip/ovn-egressip/go-controller/pkg/egressip/annotations"
+	"github.com/ovn-egressip/ovn-egressip/go-controller/pkg/egressip/nbstate"
 )
 
-// syncKey is the one key of the workqueue: every event means "sync everything".
+// syncKey is the one key of the workqueue: every event means "sync"; what changed
+// is recorded beside it (dirty), so that a sync costs what changed.
 const syncKey = "egressip"
 
 // controller owns the informers' listers, the workqueue and the sync state.
@@ -42,11 +45,17 @@ type controller struct {
 	lastStart    time.Time // start of the last sync
 	pendingSince time.Time // first event not yet covered by a sync started after it
 
+	dmu   sync.Mutex
+	dirty dirty // what changed since the last sync started
+
 	// Used by the sync goroutine only.
-	status    *statusMemory
-	reporter  *reporter
-	reachable map[string]bool   // last verdict per labelled node (unreachable metric)
-	lastNote  map[string]string // per node: why it cannot host egress IPs (logged on change)
+	serving     *serving
+	mirror      *nbstate.Mirror // nil: the next sync is a full one
+	foreignSets map[string]bool // address set names in NB that are not ours (last full sync)
+	status      *statusMemory
+	reporter    *reporter
+	reachable   map[string]bool   // last verdict per labelled node (unreachable metric)
+	lastNote    map[string]string // per node: why it cannot host egress IPs (logged on change)
 	// lastSkipped describes the rows the last sync could not write (logged on change).
 	lastSkipped string
 }
@@ -62,6 +71,8 @@ func newController(s settings, nb nbClient, m *metrics, kubeInf informers.Shared
 			workqueue.NewTypedItemExponentialFailureRateLimiter[string](50*time.Millisecond, 10*time.Second),
 			workqueue.TypedRateLimitingQueueConfig[string]{Name: "egressip-master"}),
 		status:    newStatusMemory(),
+		serving:   newServing(),
+		dirty:     newDirty(),
 		reporter:  newReporter(s.Recorder),
 		reachable: map[string]bool{},
 		lastNote:  map[string]string{},
@@ -78,30 +89,89 @@ func newController(s settings, nb nbClient, m *metrics, kubeInf informers.Shared
 	handlers := []struct {
 		inf     cache.SharedIndexInformer
 		changed func(old, new any) bool
+		mark    func(key string) // records what changed (nil: read whole at every sync)
 	}{
-		{eipInformer.Informer(), func(old, new any) bool { return true }},
-		{nodeInformer.Informer(), nodeChanged},
+		{eipInformer.Informer(), func(old, new any) bool { return true }, nil},
+		{nodeInformer.Informer(), nodeChanged, nil},
 		{nsInformer.Informer(), func(old, new any) bool {
 			return !maps.Equal(old.(*corev1.Namespace).Labels, new.(*corev1.Namespace).Labels)
-		}},
-		{podInformer.Informer(), podChanged},
+		}, c.markNamespace},
+		{podInformer.Informer(), podChanged, c.markPod},
 	}
 	for _, h := range handlers {
-		changed := h.changed
+		changed, mark := h.changed, h.mark
+		touch := func(obj any) {
+			if mark != nil {
+				key, err := cache.DeletionHandlingMetaNamespaceKeyFunc(obj)
+				if err != nil {
+					utilruntime.HandleError(fmt.Errorf("egress IP master: object key: %w", err))
+					c.requestFull()
+				} else {
+					mark(key)
+				}
+			}
+			c.enqueue()
+		}
 		if _, err := h.inf.AddEventHandler(cache.ResourceEventHandlerFuncs{
-			AddFunc: func(any) { c.enqueue() },
+			AddFunc: touch,
 			UpdateFunc: func(old, new any) {
 				if changed(old, new) {
-					c.enqueue()
+					touch(new)
 				}
 			},
-			DeleteFunc: func(any) { c.enqueue() },
+			DeleteFunc: touch,
 		}); err != nil {
 			return nil, err
 		}
 		c.synced = append(c.synced, h.inf.HasSynced)
 	}
 	return c, nil
+}
+
+// dirty is what informers reported changed since the last sync started: pods
+// ("namespace/name") and namespaces whose selection must be decided again, or
+// everything (full).
+type dirty struct {
+	pods, namespaces map[string]bool
+	full             bool
+}
+
+func newDirty() dirty { return dirty{pods: map[string]bool{}, namespaces: map[string]bool{}} }
+
+func (c *controller) markPod(key string) {
+	c.dmu.Lock()
+	c.dirty.pods[key] = true
+	c.dmu.Unlock()
+}
+
+func (c *controller) markNamespace(key string) {
+	c.dmu.Lock()
+	c.dirty.namespaces[key] = true
+	c.dmu.Unlock()
+}
+
+// requestFull makes the next sync a full one (select every pod, compare every row
+// we own in NB). Safe from any goroutine.
+func (c *controller) requestFull() {
+	c.dmu.Lock()
+	c.dirty.full = true
+	c.dmu.Unlock()
+}
+
+// resync queues a full sync.
+func (c *controller) resync() {
+	c.requestFull()
+	c.enqueue()
+}
+
+// takeDirty returns what changed and starts a new record. Events delivered after
+// it are seen by the next sync (the informer's cache is updated before handlers run).
+func (c *controller) takeDirty() dirty {
+	c.dmu.Lock()
+	defer c.dmu.Unlock()
+	d := c.dirty
+	c.dirty = newDirty()
+	return d
 }
 
 // enqueue asks for a sync, at most one per MinSyncInterval: a sync started less

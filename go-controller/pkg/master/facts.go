@@ -61,9 +61,10 @@ func parseNode(n *corev1.Node, mode nbstate.Mode, reach Reachability) nodeFacts 
 	if mode == nbstate.LocalGateway && errSubnets != nil {
 		errs = append(errs, errSubnets)
 	}
-	if _, ok := n.Annotations[annotations.EgressIPsReady]; ok && mode == nbstate.LocalGateway {
-		// Unparsable: nothing is ready there (the error names the annotation).
-		// Absent: the node's daemon predates the handshake (nil: all ready).
+	if mode == nbstate.LocalGateway {
+		// Absent: the node has listed nothing ready yet (new, restarting, or its
+		// write not in our cache yet). Unparsable: nothing is ready there (the
+		// error names the annotation). Readiness is never assumed.
 		ready, err := annotations.ParseEgressIPsReady(n)
 		f.nb.ReadyEgressIPs = ready
 		f.readyErr = err

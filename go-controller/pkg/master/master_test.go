@@ -6,6 +6,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -40,6 +41,13 @@ func cluster(t *testing.T, start func(testing.TB) *nbserver.Server, mode string)
 
 // populate creates the objects of cluster and starts the master.
 func populate(e *env) *env {
+	populateObjects(e)
+	e.start()
+	return e
+}
+
+// populateObjects creates the objects of cluster.
+func populateObjects(e *env) {
 	e.create(node(1, true))
 	e.create(node(2, true))
 	e.create(node(3, false))
@@ -49,8 +57,6 @@ func populate(e *env) *env {
 	e.create(pod("prod", "web2", "10.244.3.6", web))
 	e.create(pod("prod", "db", "10.244.2.7", map[string]string{"app": "db"}))
 	e.create(pod("dev", "web3", "10.244.2.8", web))
-	e.start()
-	return e
 }
 
 // TestAssignmentAcrossNodes: 3 nodes, 2 assignable, an EgressIP with 2 IPs: one
@@ -379,15 +385,47 @@ func TestLocalGatewayMakeBeforeBreak(t *testing.T) {
 	})
 }
 
-// TestLocalGatewayLegacyNode: a node whose daemon never writes the ready
-// annotation (it predates the handshake) is rerouted to as soon as it holds the IP.
-func TestLocalGatewayLegacyNode(t *testing.T) {
+// TestLocalGatewayAbsentReadyList: a holder whose ready list is absent (new node,
+// restarting daemon, or its write not in the master's cache yet) or unparsable is
+// not ready: no reroute goes to it until it lists the IP.
+func TestLocalGatewayAbsentReadyList(t *testing.T) {
 	forEachNB(t, func(t *testing.T, start func(testing.TB) *nbserver.Server) {
-		e := cluster(t, start, "local")
+		e := cluster(t, start, "local") // no node has the ready annotation
 		e.create(egressIP("eip-prod", 0, []string{"172.18.0.33"}, prodNS, web))
 		e.expectStatus("eip-prod", "172.18.0.33@node1")
-		e.expectRows("legacy holder used at once",
+		e.settle()
+		e.expectRows("holder without a ready list: never rerouted to", map[string]string{}, nil)
+
+		e.updateNode("node1", func(n *corev1.Node) { n.Annotations[annotations.EgressIPsReady] = `["172.18.0.33"` }) // truncated JSON
+		e.settle()
+		e.expectRows("holder with an unparsable ready list: not rerouted to", map[string]string{}, nil)
+
+		e.updateNode("node1", ready("172.18.0.33"))
+		e.expectRows("holder lists the IP ready",
 			map[string]string{"prod/web1": rr("eip-prod", "10.244.1.5", "10.244.1.2"), "prod/web2": rr("eip-prod", "10.244.3.6", "10.244.1.2")}, nil)
+	})
+}
+
+// TestLocalGatewayLingerExpires: when the IP moves to a node that never reports it
+// ready, the pods stay rerouted to the previous holder for the release linger
+// only; then their reroutes go (a sync runs when the linger ends, with no event).
+func TestLocalGatewayLingerExpires(t *testing.T) {
+	forEachNB(t, func(t *testing.T, start func(testing.TB) *nbserver.Server) {
+		e := newEnv(t, start, "local")
+		populateObjects(e)
+		p := e.params()
+		p.ReleaseLinger = time.Second
+		e.startWith(p)
+		e.updateNode("node2", ready())
+		e.updateNode("node1", ready("172.18.0.33"))
+		e.create(egressIP("eip-prod", 0, []string{"172.18.0.33"}, prodNS, web))
+		e.expectStatus("eip-prod", "172.18.0.33@node1")
+		e.expectRows("on node1",
+			map[string]string{"prod/web1": rr("eip-prod", "10.244.1.5", "10.244.1.2"), "prod/web2": rr("eip-prod", "10.244.3.6", "10.244.1.2")}, nil)
+
+		e.updateNode("node1", unlabelAssignable)
+		e.expectStatus("eip-prod", "172.18.0.33@node2")
+		e.expectRows("node2 never ready, linger over: no reroute", map[string]string{}, nil)
 	})
 }
 

@@ -18,6 +18,7 @@ const (
 	metricSyncErrorsTotal   = "ovnkube_master_egress_ip_sync_errors_total"
 	metricNBTransactions    = "ovnkube_master_egress_ip_nb_transactions_total"
 	metricStatusUpdateTotal = "ovnkube_master_egress_ip_status_updates_total"
+	metricSyncDuration      = "ovnkube_master_egress_ip_sync_duration_seconds"
 )
 
 // metrics are the master's Prometheus metrics.
@@ -32,6 +33,9 @@ type metrics struct {
 	// NB commit, for syncs that assigned (or unassigned) at least one egress IP.
 	assignLatency, unassignLatency                   prometheus.Histogram
 	syncs, syncErrors, nbTransactions, statusUpdates prometheus.Counter
+	// syncDuration{kind="full"|"incremental"}: seconds one sync took, status writes
+	// and NB transaction included.
+	syncDuration *prometheus.HistogramVec
 }
 
 // newMetrics creates the metrics and registers them with reg (nil = a private
@@ -70,6 +74,10 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		statusUpdates: register(reg, prometheus.NewCounter(prometheus.CounterOpts{
 			Name: metricStatusUpdateTotal, Help: "EgressIP status updates written.",
 		})),
+		syncDuration: register(reg, prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name: metricSyncDuration, Help: "Seconds one egress IP sync took, by kind: full (every pod and row) or incremental (what changed).",
+			Buckets: []float64{.0005, .001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30},
+		}, []string{"kind"})),
 	}
 	m.numEgressIPs.WithLabelValues("assigned")
 	m.numEgressIPs.WithLabelValues("unassigned")

@@ -85,6 +85,12 @@ type Params struct {
 	ResyncPeriod time.Duration
 	// NBTimeout bounds one NB transaction and the initial connection attempt. 0 = 30 s.
 	NBTimeout time.Duration
+	// ReleaseLinger (local gateway mode) is how long, after the last ready holder of
+	// an EgressIP's family went, its pods stay rerouted to it while no new holder is
+	// ready (the node keeps the SNAT rules of an IP that moved away for as long:
+	// node.Params.ReleaseLinger). After it, they are not rerouted until a holder
+	// lists the IP as ready. 0 = 5 s; negative = no fallback.
+	ReleaseLinger time.Duration
 	// StatusWriters is how many EgressIP status updates one sync sends at once
 	// (they are independent objects). 0 = 16. The Kube client's QPS/Burst still apply.
 	StatusWriters int
@@ -99,6 +105,7 @@ const (
 	defaultResyncPeriod    = 10 * time.Minute
 	defaultNBTimeout       = 30 * time.Second
 	defaultStatusWriters   = 16
+	defaultReleaseLinger   = 5 * time.Second
 )
 
 // settings are validated Params.
@@ -106,6 +113,7 @@ type settings struct {
 	Params
 	mode      nbstate.Mode
 	endpoints []string
+	linger    time.Duration // ReleaseLinger, 0 = none
 }
 
 func (p Params) validate() (settings, error) {
@@ -145,6 +153,12 @@ func (p Params) validate() (settings, error) {
 	}
 	if s.NBTimeout <= 0 {
 		s.NBTimeout = defaultNBTimeout
+	}
+	switch {
+	case s.ReleaseLinger == 0:
+		s.linger = defaultReleaseLinger
+	case s.ReleaseLinger > 0:
+		s.linger = s.ReleaseLinger
 	}
 	if s.StatusWriters <= 0 {
 		s.StatusWriters = defaultStatusWriters

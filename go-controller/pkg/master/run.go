@@ -81,7 +81,7 @@ func Run(ctx context.Context, p Params) error {
 	}
 	klog.InfoS("Egress IP master started", "gatewayMode", s.mode, "nb", s.NBAddress)
 
-	watchNB(ctx, conn, nbProbeInterval, c.enqueue)
+	watchNB(ctx, conn, nbProbeInterval, c.resync)
 	if n, ok := s.Reachability.(ReachabilityNotifier); ok {
 		go forward(ctx, n.Changes(), c.enqueue)
 	}
@@ -94,7 +94,7 @@ func Run(ctx context.Context, p Params) error {
 				case <-ctx.Done():
 					return
 				case <-t.C:
-					c.enqueue()
+					c.resync()
 				}
 			}
 		}()

@@ -19,12 +19,11 @@ import (
 	"github.com/ovn-egressip/ovn-egressip/go-controller/pkg/egressip/selection"
 )
 
-// snapshot is one consistent-enough read of the informer caches.
+// snapshot is one consistent-enough read of the informer caches: every EgressIP
+// and node (few), not the pods and namespaces (read one by one, as changed).
 type snapshot struct {
-	eips       []*egressipv1.EgressIP // sorted by name
-	nodes      []*corev1.Node
-	namespaces map[string]*corev1.Namespace
-	pods       []*corev1.Pod
+	eips  []*egressipv1.EgressIP // sorted by name
+	nodes []*corev1.Node
 }
 
 func (c *controller) snapshot() (snapshot, error) {
@@ -34,18 +33,7 @@ func (c *controller) snapshot() (snapshot, error) {
 		return s, err
 	}
 	sort.Slice(s.eips, func(i, j int) bool { return s.eips[i].Name < s.eips[j].Name })
-	if s.nodes, err = c.nodes.List(labels.Everything()); err != nil {
-		return s, err
-	}
-	nsList, err := c.namespaces.List(labels.Everything())
-	if err != nil {
-		return s, err
-	}
-	s.namespaces = make(map[string]*corev1.Namespace, len(nsList))
-	for _, ns := range nsList {
-		s.namespaces[ns.Name] = ns
-	}
-	s.pods, err = c.pods.List(labels.Everything())
+	s.nodes, err = c.nodes.List(labels.Everything())
 	return s, err
 }
 
@@ -56,15 +44,30 @@ type outcome struct {
 
 // sync converges EgressIP status and the NB rows we own with the caches. It is
 // the only writer of both; the workqueue never runs it twice at once.
+//
+// Assignment runs over every EgressIP and node (few, and contested IPs need all
+// of them). Selection, desired rows and the NB diff cover only what changed since
+// the last sync: pods and namespaces the informers reported (dirty), EgressIPs
+// whose selection or routes changed. A full sync (start-up, NB reconnect or a
+// router appearing, the periodic resync, after any NB error) selects every pod
+// again and compares every row we own in NB, repairing drift.
 func (c *controller) sync(ctx context.Context) error {
 	_, trigger := c.startSync()
+	began := time.Now()
 	c.metrics.syncs.Inc()
+	d := c.takeDirty()
+	full := d.full || c.mirror == nil
 	if !c.nb.Connected() {
+		c.requestFull()
 		return errors.New("not connected to OVN Northbound")
 	}
 	snap, err := c.snapshot()
 	if err != nil {
+		c.requestFull()
 		return fmt.Errorf("read informer caches: %w", err)
+	}
+	if len(snap.eips) == 0 && c.mirror != nil && c.mirror.Len() > 0 {
+		full = true // the last EgressIP went: every row of ours goes, shared ones too
 	}
 
 	// Nodes.
@@ -123,11 +126,7 @@ func (c *controller) sync(ctx context.Context) error {
 		klog.InfoS("EgressIP status updated", "egressip", e.Name, "field", "status.items", "items", describe(want), "was", describe(have))
 	}
 
-	// Events for what cannot be met.
-	problems := map[string][]assign.Problem{}
-	for _, p := range res.Problems {
-		problems[p.EgressIP] = append(problems[p.EgressIP], p)
-	}
+	// EgressIPs as programmed, in serving order with compiled selectors.
 	withStatus := make([]*egressipv1.EgressIP, 0, len(programmed))
 	for _, e := range snap.eips {
 		items, ok := programmed[e.Name]
@@ -138,39 +137,41 @@ func (c *controller) sync(ctx context.Context) error {
 		cp.Status = egressipv1.EgressIPStatus{Items: items}
 		withStatus = append(withStatus, &cp)
 	}
-	served := selection.ServedPods(withStatus, snap.namespaces, snap.pods)
-	uids := map[types.UID]bool{}
-	for _, e := range snap.eips {
-		uids[e.UID] = true
-		c.reporter.report(e, problems[e.Name], served.Errors[e.Name])
+	rank := selection.Rank(withStatus)
+
+	// Events for what cannot be met.
+	problems := map[string][]assign.Problem{}
+	for _, p := range res.Problems {
+		problems[p.EgressIP] = append(problems[p.EgressIP], p)
 	}
-	c.reporter.prune(uids)
+	uids := map[types.UID]bool{}
 	names := map[string]bool{}
 	for _, e := range snap.eips {
+		uids[e.UID] = true
 		names[e.Name] = true
+		c.reporter.report(e, problems[e.Name], rank.Errors[e.Name])
 	}
+	c.reporter.prune(uids)
 	c.status.prune(names)
 
-	// NB: desired rows, one transaction for the difference.
+	// NB: the rows of what changed (everything in a full sync), one transaction.
 	nbIn := nbstate.Input{Mode: c.s.mode, ClusterSubnets: c.s.ClusterSubnets, JoinSubnets: c.s.JoinSubnets, Nodes: nbNodes}
-	for _, e := range selection.Ordered(withStatus) {
-		nbIn.EgressIPs = append(nbIn.EgressIPs, toNB(e.Name, e.Status.Items, served.Served[e.Name]))
+	rows, err := c.plan(d, full, nbIn, withStatus, rank, began)
+	if err == nil {
+		err = c.commit(ctx, rows, full)
 	}
-	tctx, cancelTimeout := context.WithTimeout(ctx, c.s.NBTimeout)
-	gctx, cancelGuard := c.nb.Guard(tctx)
-	plan, err := nbstate.Apply(gctx, c.nb, nbstate.Desired(nbIn))
-	cancelGuard()
-	cancelTimeout()
-	c.noteSkipped(plan.Skipped)
 	if err != nil {
+		c.requestFull()
 		errs = append(errs, fmt.Errorf("program OVN Northbound: %w", err))
 	} else {
-		if ins, upd, del := plan.Counts(); ins+upd+del > 0 {
-			klog.V(2).InfoS("OVN Northbound rows updated", "inserted", ins, "updated", upd, "deleted", del)
-		}
 		c.observe(out, trigger)
 	}
 	c.countEgressIPs(snap.eips, programmed)
+	kind := "incremental"
+	if full {
+		kind = "full"
+	}
+	c.metrics.syncDuration.WithLabelValues(kind).Observe(time.Since(began).Seconds())
 	return errors.Join(errs...)
 }
 

@@ -27,19 +27,40 @@ func Apply(ctx context.Context, c Client, desired State) (Plan, error) {
 		return Plan{}, err
 	}
 	plan := Diff(desired, cur)
+	_, err = CommitPlan(ctx, c, plan)
+	return plan, err
+}
+
+// CommitPlan commits plan in ONE transaction (none when it is empty) and returns
+// the UUIDs NB gave its Inserts, in plan order (for Mirror.Commit). An error means
+// nothing was committed (OVSDB transactions are atomic) or that the outcome is
+// unknown (connection lost).
+func CommitPlan(ctx context.Context, c Client, plan Plan) ([]string, error) {
 	if len(plan.Changes) == 0 {
-		return plan, nil
+		return nil, nil
 	}
 	ops, err := Ops(c, plan)
 	if err != nil {
-		return plan, err
+		return nil, err
 	}
 	res, err := c.Transact(ctx, ops...)
 	if err != nil {
-		return plan, fmt.Errorf("NB transaction of %d operations: %w", len(ops), err)
+		return nil, fmt.Errorf("NB transaction of %d operations: %w", len(ops), err)
 	}
 	if _, err := ovsdb.CheckOperationResults(res, ops); err != nil {
-		return plan, fmt.Errorf("NB transaction of %d operations failed: %w", len(ops), err)
+		return nil, fmt.Errorf("NB transaction of %d operations failed: %w", len(ops), err)
 	}
-	return plan, nil
+	// Ops puts the inserts first, one operation per Insert change, in plan order.
+	var uuids []string
+	for i, ch := range plan.Changes {
+		if ch.Op != Insert {
+			continue
+		}
+		n := len(uuids)
+		if n >= len(res) || ops[n].Op != ovsdb.OperationInsert {
+			return nil, fmt.Errorf("NB transaction: no result for insert %d (change %d)", n, i)
+		}
+		uuids = append(uuids, res[n].UUID.GoUUID)
+	}
+	return uuids, nil
 }

@@ -168,13 +168,27 @@ func TestApply(t *testing.T) {
 				}
 				return ""
 			}
+			snat := func() (router, uuid string) {
+				cur, _ := ReadCurrent(ctx, raw)
+				for k, n := range cur.Rows.NATs {
+					return k.Router, n.UUID
+				}
+				return "", ""
+			}
 			uuidBefore := reroute()
+			_, natBefore := snat()
 			plan := apply(sampleDesired("node-b"), 1)
-			if i, u, d := plan.Counts(); i != 1 || u != 1 || d != 1 {
-				t.Errorf("move: %d inserts, %d updates, %d deletes; want 1, 1, 1", i, u, d)
+			if i, u, d := plan.Counts(); i != 0 || u != 2 || d != 0 {
+				t.Errorf("move: %d inserts, %d updates, %d deletes; want 0, 2 (next hops, SNAT moved), 0", i, u, d)
 			}
 			if after := reroute(); after != uuidBefore {
 				t.Errorf("reroute policy was replaced (%s -> %s), want an in-place next hop switch", uuidBefore, after)
+			}
+			if router, after := snat(); router != GatewayRouter("node-b") || after != natBefore {
+				t.Errorf("SNAT after the move: %s on %s; want the same row %s, on GR_node-b only", after, router, natBefore)
+			}
+			if cur, _ := ReadCurrent(ctx, raw); len(cur.Rows.NATs) != 1 {
+				t.Errorf("SNAT rows after the move: %d, want 1 (referenced by GR_node-b only)", len(cur.Rows.NATs))
 			}
 			apply(NewState(), 1)
 		})

@@ -116,6 +116,22 @@ func ReadCurrent(ctx context.Context, c CacheReader) (Current, error) {
 	return cur, nil
 }
 
+// ReadRouters returns every logical router's name and UUID from the libovsdb
+// client's cache (on duplicate names the lowest UUID, as ReadCurrent).
+func ReadRouters(c CacheReader) (map[string]string, error) {
+	tc := c.Cache()
+	if tc == nil {
+		return nil, fmt.Errorf("no NB cache (not connected)")
+	}
+	out := map[string]string{}
+	err := rows(tc, nbdb.LogicalRouterTable, func(r *nbdb.LogicalRouter) {
+		if old, ok := out[r.Name]; !ok || r.UUID < old {
+			out[r.Name] = r.UUID
+		}
+	})
+	return out, err
+}
+
 // addRouted files a policy or NAT row referenced by router r under its Key, or as
 // stale when its IDs do not parse or another row already has the Key (the lowest
 // UUID wins).

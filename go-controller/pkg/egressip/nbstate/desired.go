@@ -35,8 +35,8 @@ type Node struct {
 	// ReadyEgressIPs are the egress IPs the node reports fully programmed on its
 	// host (annotations.EgressIPsReady). In local gateway mode a holder becomes a
 	// reroute next hop only once the IP it holds is in this set (make-before-break).
-	// nil means the node does not take part in the handshake (its daemon predates
-	// it): every IP it holds counts as ready, as before the handshake existed.
+	// nil (annotation absent or unparsable) means none is ready: readiness is never
+	// assumed.
 	ReadyEgressIPs map[netip.Addr]bool
 }
 
@@ -52,12 +52,20 @@ type Pod struct {
 	IPs             []netip.Addr
 }
 
+// Key returns the pod's "namespace/name", the value of PodKey in external_ids.
+func (p Pod) Key() string { return p.Namespace + "/" + p.Name }
+
 // EgressIP is one EgressIP with its assignments and the pods it serves
 // (selection.ServedPods: a pod appears under one EgressIP only).
 type EgressIP struct {
 	Name     string
 	Assigned []Assignment
 	Pods     []Pod
+	// Fallback (local gateway mode) are, per family, the next hops its pods keep
+	// being rerouted to while no holder of that family is ready: the previous ready
+	// holders during their release linger (the master decides for how long). Empty:
+	// no reroute until a holder is ready.
+	Fallback map[string][]netip.Addr
 }
 
 // Input is everything Desired reads.
@@ -80,10 +88,6 @@ type State struct {
 	Policies    map[Key]*nbdb.LogicalRouterPolicy
 	NATs        map[Key]*nbdb.NAT
 	AddressSets map[Key]*nbdb.AddressSet
-	// Keep (desired states only) names rows that must stay as they are in NB,
-	// if they exist: reroute policies whose new holder is not ready yet in local
-	// gateway mode keep pointing at the previous one until it is.
-	Keep map[Key]bool
 }
 
 // NewState returns an empty State.
@@ -92,7 +96,6 @@ func NewState() State {
 		Policies:    map[Key]*nbdb.LogicalRouterPolicy{},
 		NATs:        map[Key]*nbdb.NAT{},
 		AddressSets: map[Key]*nbdb.AddressSet{},
-		Keep:        map[Key]bool{},
 	}
 }
 
@@ -100,16 +103,10 @@ func NewState() State {
 func (s State) Len() int { return len(s.Policies) + len(s.NATs) + len(s.AddressSets) }
 
 // Desired computes the rows for in. With no EgressIP at all it is empty (not even
-// the shared rows). Per family of the cluster subnets it holds the shared rows:
-// no-reroute policies (priority 102, allow) pod-to-pod, pod-to-join (when a join
-// subnet of that family is given) and pod-to-node, and the served-pods and node-ips
-// address sets. Per served pod IP of a cluster subnet family in which its EgressIP
-// has assigned IPs on nodes with a next hop: one reroute policy (priority 100) on ovn_cluster_router
-// whose nexthops are those nodes' join IPs (shared) or management IPs (local),
-// sorted; in shared mode also one SNAT row per such node on GR_<node>. In local
-// mode only holders whose node lists the IP in ReadyEgressIPs count; when an
-// EgressIP has holders of a family but none is ready, its reroute policies of that
-// family are in State.Keep (left as they are until a holder is ready).
+// the shared rows). Per family of the cluster subnets it holds the shared rows
+// (ClusterRows). Per served pod, the rows of PodRows under its EgressIP's Routes;
+// when two served pods share an IP, the first met (EgressIP order, then pod order)
+// has the rows of that IP.
 func Desired(in Input) State {
 	st := NewState()
 	if len(in.EgressIPs) == 0 {
@@ -117,30 +114,57 @@ func Desired(in Input) State {
 	}
 	served := map[string][]string{} // family -> served pod IPs
 	claimed := map[netip.Addr]bool{}
-	clusterFamilies := families(in.ClusterSubnets)
-	for _, e := range in.EgressIPs {
-		addEgressIP(&st, in, e, clusterFamilies, claimed, served)
+	claim := func(ip netip.Addr) bool {
+		if claimed[ip] {
+			return false
+		}
+		claimed[ip] = true
+		return true
 	}
-	for _, fam := range clusterFamilies {
+	for _, e := range in.EgressIPs {
+		routes := Routes(in, e)
+		for _, pod := range e.Pods {
+			for _, ip := range addPodRows(&st, in.Mode, e.Name, routes, pod, claim) {
+				served[Family(ip)] = append(served[Family(ip)], ip.String())
+			}
+		}
+	}
+	for _, fam := range families(in.ClusterSubnets) {
 		addClusterRows(&st, in, fam, served[fam])
 	}
 	return st
 }
 
-// holder is a node holding an egress IP of an EgressIP, with its next hop.
-type holder struct {
-	node     string
-	egressIP netip.Addr
-	nexthop  netip.Addr
+// Holder is a node holding an egress IP, with its next hop.
+type Holder struct {
+	Node     string
+	EgressIP netip.Addr
+	Nexthop  netip.Addr
 }
 
-// holders returns, per family, the nodes holding an IP of e of that family that
-// can be next hops (known node, next hop of that family, in local mode: the IP is
-// ready there), sorted by next hop; and the families with holders none of which
-// is ready yet.
-func holders(in Input, e EgressIP) (map[string][]holder, map[string]bool) {
-	out := map[string][]holder{}
-	pending := map[string]bool{}
+// Route is how the served pods of one EgressIP leave in one family: the reroute
+// next hops (sorted) and, in shared gateway mode, the gateway routers that SNAT
+// them (one per holder).
+type Route struct {
+	Nexthops []string
+	SNAT     []Holder
+}
+
+// Equal reports whether two routes give the same rows.
+func (r Route) Equal(o Route) bool {
+	return slices.Equal(r.Nexthops, o.Nexthops) && slices.Equal(r.SNAT, o.SNAT)
+}
+
+// Routes returns, per family of the cluster subnets, how e's pods leave: reroute
+// to the nodes holding an IP of e of that family that can be next hops (known node,
+// next hop of that family; in local mode: the node lists the IP as ready), sorted by
+// next hop, with one SNAT per holder in shared mode. In local mode a family with no
+// ready holder falls back to e.Fallback. A family with neither has no route: its
+// pods are not rerouted.
+func Routes(in Input, e EgressIP) map[string]Route {
+	out := map[string]Route{}
+	clusterFamilies := families(in.ClusterSubnets)
+	byFamily := map[string][]Holder{}
 	for _, a := range e.Assigned {
 		n, ok := in.Nodes[a.Node]
 		if !ok {
@@ -154,80 +178,121 @@ func holders(in Input, e EgressIP) (map[string][]holder, map[string]bool) {
 			if nh.Is4() != a.IP.Is4() {
 				continue
 			}
-			if in.Mode == LocalGateway && n.ReadyEgressIPs != nil && !n.ReadyEgressIPs[a.IP] {
-				pending[Family(a.IP)] = true
+			if in.Mode == LocalGateway && !n.ReadyEgressIPs[a.IP] {
 				break
 			}
-			out[Family(a.IP)] = append(out[Family(a.IP)], holder{node: a.Node, egressIP: a.IP, nexthop: nh})
+			byFamily[Family(a.IP)] = append(byFamily[Family(a.IP)], Holder{Node: a.Node, EgressIP: a.IP, Nexthop: nh})
 			break
 		}
 	}
-	for fam, hs := range out {
-		sort.Slice(hs, func(i, j int) bool { return hs[i].nexthop.Less(hs[j].nexthop) })
-		delete(pending, fam)
+	for _, fam := range clusterFamilies {
+		hs := byFamily[fam]
+		var r Route
+		switch {
+		case len(hs) > 0:
+			sort.Slice(hs, func(i, j int) bool { return hs[i].Nexthop.Less(hs[j].Nexthop) })
+			for _, h := range hs {
+				r.Nexthops = append(r.Nexthops, h.Nexthop.String())
+			}
+			if in.Mode == SharedGateway {
+				r.SNAT = hs
+			}
+		case in.Mode == LocalGateway && len(e.Fallback[fam]) > 0:
+			for _, nh := range e.Fallback[fam] {
+				r.Nexthops = append(r.Nexthops, nh.String())
+			}
+			slices.Sort(r.Nexthops)
+			r.Nexthops = slices.Compact(r.Nexthops)
+		default:
+			continue
+		}
+		out[fam] = r
 	}
-	return out, pending
+	return out
 }
 
-func addEgressIP(st *State, in Input, e EgressIP, clusterFamilies []string, claimed map[netip.Addr]bool, served map[string][]string) {
-	byFamily, pending := holders(in, e)
-	// No cluster subnet of a family: without its no-reroute policies, pod-to-pod
-	// traffic would be rerouted too. Serve nothing in it.
-	for fam := range byFamily {
-		if !slices.Contains(clusterFamilies, fam) {
-			delete(byFamily, fam)
+// PodRows returns the rows of one pod served by EgressIP name, whose routes are
+// Routes' result, and the pod IPs it serves: per family with a route, the pod's
+// first IP of that family (when claim allows it: another pod may have it) gets a
+// reroute policy (priority 100) on ovn_cluster_router and, in shared mode, one SNAT
+// per holder on GR_<node>. claim is asked once per IP about to be served.
+func PodRows(mode Mode, name string, routes map[string]Route, pod Pod, claim func(netip.Addr) bool) (State, []netip.Addr) {
+	st := NewState()
+	ips := addPodRows(&st, mode, name, routes, pod, claim)
+	return st, ips
+}
+
+func addPodRows(st *State, mode Mode, name string, routes map[string]Route, pod Pod, claim func(netip.Addr) bool) []netip.Addr {
+	var served []netip.Addr
+	podKey := pod.Key()
+	seenFamily := [2]bool{}
+	for _, ip := range pod.IPs {
+		fam := Family(ip)
+		fi := 0
+		if fam == FamilyIPv6 {
+			fi = 1
 		}
-	}
-	for fam := range pending {
-		if !slices.Contains(clusterFamilies, fam) {
-			delete(pending, fam)
+		if seenFamily[fi] {
+			continue
 		}
-	}
-	for _, pod := range e.Pods {
-		podKey := pod.Namespace + "/" + pod.Name
-		seenFamily := map[string]bool{}
-		for _, ip := range pod.IPs {
-			fam := Family(ip)
-			hs := byFamily[fam]
-			if (len(hs) == 0 && !pending[fam]) || seenFamily[fam] || claimed[ip] {
-				continue
-			}
-			seenFamily[fam] = true
-			claimed[ip] = true
-			served[fam] = append(served[fam], ip.String())
-			if len(hs) == 0 { // holders, none ready: leave the current reroute, if any
-				ids := IDs{OwnerType: OwnerEgressIP, Name: e.Name, Rule: RuleReroute, Family: fam, Pod: podKey}
-				st.Keep[Key{Router: ClusterRouter, IDs: ids}] = true
-				continue
-			}
-			nexthops := make([]string, len(hs))
-			for i, h := range hs {
-				nexthops[i] = h.nexthop.String()
-			}
-			ids := IDs{OwnerType: OwnerEgressIP, Name: e.Name, Rule: RuleReroute, Family: fam, Pod: podKey}
-			st.Policies[Key{Router: ClusterRouter, IDs: ids}] = &nbdb.LogicalRouterPolicy{
-				Priority:    ReroutePriority,
-				Match:       fmt.Sprintf("%s.src == %s", fam, ip),
-				Action:      nbdb.LogicalRouterPolicyActionReroute,
-				Nexthops:    nexthops,
+		seenFamily[fi] = true
+		r, ok := routes[fam]
+		if !ok || !claim(ip) {
+			continue
+		}
+		served = append(served, ip)
+		ids := IDs{OwnerType: OwnerEgressIP, Name: name, Rule: RuleReroute, Family: fam, Pod: podKey}
+		st.Policies[Key{Router: ClusterRouter, IDs: ids}] = &nbdb.LogicalRouterPolicy{
+			Priority:    ReroutePriority,
+			Match:       fam + ".src == " + ip.String(),
+			Action:      nbdb.LogicalRouterPolicyActionReroute,
+			Nexthops:    r.Nexthops,
+			ExternalIDs: ids.ExternalIDs(),
+		}
+		if mode != SharedGateway {
+			continue
+		}
+		for _, h := range r.SNAT {
+			ids := IDs{OwnerType: OwnerEgressIP, Name: name, Rule: RuleSNAT, Family: fam, Pod: podKey,
+				Node: h.Node, EgressIP: h.EgressIP.String()}
+			st.NATs[Key{Router: GatewayRouter(h.Node), IDs: ids}] = &nbdb.NAT{
+				Type:        nbdb.NATTypeSNAT,
+				ExternalIP:  h.EgressIP.String(),
+				LogicalIP:   ip.String(),
 				ExternalIDs: ids.ExternalIDs(),
 			}
-			if in.Mode != SharedGateway {
-				continue
-			}
-			for _, h := range hs {
-				ids := IDs{OwnerType: OwnerEgressIP, Name: e.Name, Rule: RuleSNAT, Family: fam, Pod: podKey,
-					Node: h.node, EgressIP: h.egressIP.String()}
-				st.NATs[Key{Router: GatewayRouter(h.node), IDs: ids}] = &nbdb.NAT{
-					Type:        nbdb.NATTypeSNAT,
-					ExternalIP:  h.egressIP.String(),
-					LogicalIP:   ip.String(),
-					ExternalIDs: ids.ExternalIDs(),
-				}
-			}
 		}
 	}
+	return served
 }
+
+// ClusterRows returns the rows shared by all EgressIPs, per family of the cluster
+// subnets: no-reroute policies (priority 102, allow) pod-to-pod, pod-to-join (when
+// a join subnet of that family is given) and pod-to-node, and the node-ips address
+// set. The served-pods address sets are ServedPodsRow's.
+func ClusterRows(in Input) State {
+	st := NewState()
+	for _, fam := range families(in.ClusterSubnets) {
+		addClusterRows(&st, in, fam, nil)
+		delete(st.AddressSets, ServedPodsKey(fam))
+	}
+	return st
+}
+
+// ServedPodsKey is the Key of the served-pods address set of a family.
+func ServedPodsKey(fam string) Key {
+	return Key{IDs: IDs{OwnerType: OwnerCluster, Rule: RuleServedPods, Family: fam}}
+}
+
+// ServedPodsRow is the served-pods address set of a family (addrs are not copied
+// and must be sorted).
+func ServedPodsRow(fam string, addrs []string) *nbdb.AddressSet {
+	k := ServedPodsKey(fam)
+	return &nbdb.AddressSet{Name: ServedPodsAddressSet(fam), Addresses: addrs, ExternalIDs: k.IDs.ExternalIDs()}
+}
+
+// Families returns the families of the prefixes, IPv4 first.
+func Families(prefixes []netip.Prefix) []string { return families(prefixes) }
 
 func addClusterRows(st *State, in Input, fam string, servedIPs []string) {
 	cluster := prefixesOf(in.ClusterSubnets, fam)

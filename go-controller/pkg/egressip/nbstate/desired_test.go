@@ -226,24 +226,45 @@ func TestDesired(t *testing.T) {
 }
 
 // TestDesiredLocalReady: in local gateway mode a holder is a next hop only once
-// it reports its IP ready; with holders but none ready, the reroute is kept as is.
+// it reports its IP ready; with none ready, the pods go to the fallback next hops
+// (the previous holders while they linger) or are not rerouted at all.
 func TestDesiredLocalReady(t *testing.T) {
-	in := func(ready map[string][]string) Input {
+	in := func(ready map[string][]string, fallback ...string) Input {
+		e := EgressIP{Name: "eip1", Assigned: []Assignment{assigned("node-a", "172.18.0.33"), assigned("node-b", "172.18.0.44")},
+			Pods: []Pod{pod("ns1", "p1", "10.244.1.5")}}
+		if len(fallback) > 0 {
+			e.Fallback = map[string][]netip.Addr{FamilyIPv4: addrs(fallback...)}
+		}
 		return Input{
 			Mode: LocalGateway, ClusterSubnets: prefixes("10.244.0.0/16"), JoinSubnets: prefixes("100.64.0.0/16"), Nodes: readyNodes(ready),
-			EgressIPs: []EgressIP{{Name: "eip1", Assigned: []Assignment{assigned("node-a", "172.18.0.33"), assigned("node-b", "172.18.0.44")},
-				Pods: []Pod{pod("ns1", "p1", "10.244.1.5")}}},
+			EgressIPs: []EgressIP{e},
 		}
 	}
 	reroute := Key{Router: ClusterRouter, IDs: IDs{OwnerType: OwnerEgressIP, Name: "eip1", Rule: RuleReroute, Family: FamilyIPv4, Pod: "ns1/p1"}}
+	served := Key{IDs: IDs{OwnerType: OwnerCluster, Rule: RuleServedPods, Family: FamilyIPv4}}
 
 	none := Desired(in(map[string][]string{"node-a": {"172.18.0.44"}})) // node-a ready for an IP it does not hold
-	if _, ok := none.Policies[reroute]; ok || !none.Keep[reroute] {
-		t.Errorf("no holder ready: policy present=%v keep=%v; want absent and kept", ok, none.Keep[reroute])
+	if p, ok := none.Policies[reroute]; ok {
+		t.Errorf("no holder ready, no fallback: got reroute %+v, want none", p)
 	}
-	one := Desired(in(map[string][]string{"node-b": {"172.18.0.44"}}))
-	if p, ok := one.Policies[reroute]; !ok || !slices.Equal(p.Nexthops, []string{"10.244.2.2"}) || one.Keep[reroute] {
-		t.Errorf("node-b ready: got %+v keep=%v; want next hop 10.244.2.2 only", p, one.Keep[reroute])
+	if s := none.AddressSets[served]; s == nil || len(s.Addresses) != 0 {
+		t.Errorf("no holder ready: served pods %+v, want an empty set", s)
+	}
+	absent := in(nil)
+	for name, n := range absent.Nodes {
+		n.ReadyEgressIPs = nil // annotation absent or unparsable
+		absent.Nodes[name] = n
+	}
+	if p, ok := Desired(absent).Policies[reroute]; ok {
+		t.Errorf("holders without a ready list: got reroute %+v, want none (readiness is never assumed)", p)
+	}
+	lingering := Desired(in(nil, "10.244.3.2"))
+	if p := lingering.Policies[reroute]; p == nil || !slices.Equal(p.Nexthops, []string{"10.244.3.2"}) {
+		t.Errorf("no holder ready, fallback 10.244.3.2: got %+v, want a reroute to the fallback", p)
+	}
+	one := Desired(in(map[string][]string{"node-b": {"172.18.0.44"}}, "10.244.3.2"))
+	if p, ok := one.Policies[reroute]; !ok || !slices.Equal(p.Nexthops, []string{"10.244.2.2"}) {
+		t.Errorf("node-b ready: got %+v; want next hop 10.244.2.2 only (the fallback is for when none is ready)", p)
 	}
 	both := Desired(in(map[string][]string{"node-a": {"172.18.0.33"}, "node-b": {"172.18.0.44"}}))
 	if p := both.Policies[reroute]; p == nil || !slices.Equal(p.Nexthops, []string{"10.244.1.2", "10.244.2.2"}) {

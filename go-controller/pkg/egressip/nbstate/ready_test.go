@@ -1,6 +1,7 @@
 package nbstate
 
 import (
+	"net/netip"
 	"slices"
 	"strings"
 	"testing"
@@ -20,25 +21,29 @@ func TestLocalReadinessHandshake(t *testing.T) {
 		mode          Mode
 		assigned      []Assignment
 		ready         map[string][]string // node -> IPs it reports ready
-		legacy        []string            // nodes without the annotation (daemon predates the handshake)
+		absent        []string            // nodes without the annotation
+		fallback      []string            // the previous ready next hops, while they linger
 		inNB          []string            // next hops of p1's reroute now in NB; nil: no policy
 		want          []string            // next hops after the plan; nil: no policy
 		rerouteChange string              // the plan's change of p1's reroute ("" none)
 	}{
-		{name: "(a) moved to node-b, not ready yet: the old next hop is kept",
-			assigned: []Assignment{assigned("node-b", "172.18.0.33")}, inNB: []string{mgmtA},
+		{name: "(a) moved to node-b, not ready yet: rerouted to the lingering previous holder",
+			assigned: []Assignment{assigned("node-b", "172.18.0.33")}, inNB: []string{mgmtA}, fallback: []string{mgmtA},
 			want: []string{mgmtA}},
+		{name: "(a) moved to node-b, not ready, linger over: the reroute goes",
+			assigned: []Assignment{assigned("node-b", "172.18.0.33")}, inNB: []string{mgmtA},
+			rerouteChange: "delete"},
 		{name: "(b) node-b reports the IP ready: switched",
 			assigned: []Assignment{assigned("node-b", "172.18.0.33")}, ready: map[string][]string{"node-b": {"172.18.0.33"}},
-			inNB: []string{mgmtA}, want: []string{mgmtB}, rerouteChange: "update"},
+			inNB: []string{mgmtA}, fallback: []string{mgmtA}, want: []string{mgmtB}, rerouteChange: "update"},
 		{name: "(c) two holders, one ready: only the ready one",
 			assigned: []Assignment{assigned("node-a", "172.18.0.33"), assigned("node-b", "172.18.0.44")},
 			ready:    map[string][]string{"node-b": {"172.18.0.44"}},
-			inNB:     []string{mgmtA}, want: []string{mgmtB}, rerouteChange: "update"},
+			inNB:     []string{mgmtA, mgmtB}, want: []string{mgmtB}, rerouteChange: "update"},
 		{name: "(c) two holders, both ready: ECMP over both",
 			assigned: []Assignment{assigned("node-a", "172.18.0.33"), assigned("node-b", "172.18.0.44")},
 			ready:    map[string][]string{"node-a": {"172.18.0.33"}, "node-b": {"172.18.0.44"}},
-			inNB:     []string{mgmtB}, want: []string{mgmtA, mgmtB}, rerouteChange: "update"},
+			inNB:     []string{mgmtA}, want: []string{mgmtA, mgmtB}, rerouteChange: "update"},
 		{name: "(d) no policy in NB and no holder ready: no reroute row",
 			assigned: []Assignment{assigned("node-b", "172.18.0.33")}},
 		{name: "(d) then the holder is ready: inserted",
@@ -46,12 +51,14 @@ func TestLocalReadinessHandshake(t *testing.T) {
 			want: []string{mgmtB}, rerouteChange: "insert"},
 		{name: "ready for an IP it does not hold counts as not ready",
 			assigned: []Assignment{assigned("node-b", "172.18.0.33")}, ready: map[string][]string{"node-b": {"172.18.0.44"}},
-			inNB: []string{mgmtA}, want: []string{mgmtA}},
+			inNB: []string{mgmtA}, fallback: []string{mgmtA}, want: []string{mgmtA}},
 		{name: "no holder at all (unassigned): the reroute goes",
 			inNB: []string{mgmtA}, rerouteChange: "delete"},
-		{name: "a holder without the annotation (older daemon) counts as ready",
-			assigned: []Assignment{assigned("node-b", "172.18.0.33")}, legacy: []string{"node-b"},
-			inNB: []string{mgmtA}, want: []string{mgmtB}, rerouteChange: "update"},
+		{name: "a holder without the annotation counts as not ready (never assumed)",
+			assigned: []Assignment{assigned("node-b", "172.18.0.33")}, absent: []string{"node-b"},
+			inNB: []string{mgmtA}, rerouteChange: "delete"},
+		{name: "a new holder without the annotation is never rerouted to",
+			assigned: []Assignment{assigned("node-b", "172.18.0.33")}, absent: []string{"node-b"}},
 		{name: "shared gateway mode ignores readiness",
 			mode: SharedGateway, assigned: []Assignment{assigned("node-b", "172.18.0.33")},
 			inNB: []string{"100.64.0.2"}, want: []string{joinB}, rerouteChange: "update"},
@@ -63,7 +70,7 @@ func TestLocalReadinessHandshake(t *testing.T) {
 				mode = LocalGateway
 			}
 			nodes := readyNodes(tc.ready)
-			for _, name := range tc.legacy {
+			for _, name := range tc.absent {
 				n := nodes[name]
 				n.ReadyEgressIPs = nil
 				nodes[name] = n
@@ -71,6 +78,9 @@ func TestLocalReadinessHandshake(t *testing.T) {
 			in := Input{Mode: mode, ClusterSubnets: prefixes("10.244.0.0/16"), JoinSubnets: prefixes("100.64.0.0/16"),
 				Nodes:     nodes,
 				EgressIPs: []EgressIP{{Name: "eip1", Assigned: tc.assigned, Pods: []Pod{pod("ns1", "p1", "10.244.1.5")}}}}
+			if tc.fallback != nil {
+				in.EgressIPs[0].Fallback = map[string][]netip.Addr{FamilyIPv4: addrs(tc.fallback...)}
+			}
 			desired := Desired(in)
 
 			// NB before: the same rows, with p1's reroute as in tc.inNB.

@@ -106,52 +106,95 @@ type Result struct {
 	Errors map[string]error
 }
 
-// ServedPods assigns every servable pod to at most one EgressIP: the first, in
-// Ordered order, whose selectors match it. namespaces is keyed by name; pods whose
-// namespace is unknown are skipped. EgressIPs with invalid selectors serve nothing
-// and are reported in Result.Errors; they never take pods from valid ones.
-func ServedPods(eips []*egressipv1.EgressIP, namespaces map[string]*corev1.Namespace, pods []*corev1.Pod) Result {
-	res := Result{Served: map[string][]*corev1.Pod{}, Errors: map[string]error{}}
-	type compiled struct {
-		name string
-		sel  Selector
-	}
-	var order []compiled
+// Ranked are EgressIPs in serving priority (Ordered) with their compiled selectors:
+// the one rule that decides which EgressIP serves a pod, for a whole cluster
+// (ServedPods) or one pod at a time (Serve).
+type Ranked struct {
+	// Names in serving priority; only EgressIPs whose selectors compile.
+	Names []string
+	// Errors maps an EgressIP name to the reason it serves nothing (bad selector).
+	Errors map[string]error
+	sels   []Selector
+	rank   map[string]int
+}
+
+// Rank orders eips (Ordered) and compiles their selectors.
+func Rank(eips []*egressipv1.EgressIP) Ranked {
+	r := Ranked{Errors: map[string]error{}, rank: map[string]int{}}
 	for _, eip := range Ordered(eips) {
 		sel, err := Compile(eip)
 		if err != nil {
-			res.Errors[eip.Name] = err
+			r.Errors[eip.Name] = err
 			continue
 		}
-		order = append(order, compiled{name: eip.Name, sel: sel})
-		res.Served[eip.Name] = nil
+		r.rank[eip.Name] = len(r.Names)
+		r.Names = append(r.Names, eip.Name)
+		r.sels = append(r.sels, sel)
 	}
-	if len(order) == 0 {
+	return r
+}
+
+// Rank returns the serving priority of an EgressIP (0 first) and whether it serves at all.
+func (r Ranked) Rank(name string) (int, bool) {
+	i, ok := r.rank[name]
+	return i, ok
+}
+
+// SelectsNamespace reports whether the EgressIP of rank i selects namespace ns.
+func (r Ranked) SelectsNamespace(i int, ns *corev1.Namespace) bool { return r.sels[i].MatchesNamespace(ns) }
+
+// Serve returns the EgressIP that serves pod (in namespace ns, nil when unknown):
+// the first in priority whose selectors match a servable pod; "" when none.
+func (r Ranked) Serve(ns *corev1.Namespace, pod *corev1.Pod) string {
+	return r.serve(ns, pod, nil)
+}
+
+// serve is Serve with an optional memo of namespace matches per rank.
+func (r Ranked) serve(ns *corev1.Namespace, pod *corev1.Pod, nsMatch []map[string]bool) string {
+	if ns == nil || !PodServable(pod) {
+		return ""
+	}
+	podLabels := labels.Set(pod.Labels)
+	for i, sel := range r.sels {
+		var m, seen bool
+		if nsMatch != nil {
+			m, seen = nsMatch[i][ns.Name]
+		}
+		if !seen {
+			m = sel.MatchesNamespace(ns)
+			if nsMatch != nil {
+				nsMatch[i][ns.Name] = m
+			}
+		}
+		if m && sel.pod.Matches(podLabels) {
+			return r.Names[i]
+		}
+	}
+	return ""
+}
+
+// ServedPods assigns every servable pod to at most one EgressIP: the first, in
+// Ordered order, whose selectors match it (Ranked.Serve). namespaces is keyed by
+// name; pods whose namespace is unknown are skipped. EgressIPs with invalid
+// selectors serve nothing and are reported in Result.Errors; they never take pods
+// from valid ones.
+func ServedPods(eips []*egressipv1.EgressIP, namespaces map[string]*corev1.Namespace, pods []*corev1.Pod) Result {
+	r := Rank(eips)
+	res := Result{Served: map[string][]*corev1.Pod{}, Errors: r.Errors}
+	for _, name := range r.Names {
+		res.Served[name] = nil
+	}
+	if len(r.Names) == 0 {
 		return res
 	}
 	// Namespace matches are computed once per (EgressIP, namespace).
-	nsMatch := make([]map[string]bool, len(order))
-	for i := range order {
+	nsMatch := make([]map[string]bool, len(r.Names))
+	for i := range nsMatch {
 		nsMatch[i] = map[string]bool{}
 	}
 	for _, pod := range pods {
-		if !PodServable(pod) {
-			continue
-		}
-		ns, ok := namespaces[pod.Namespace]
-		if !ok {
-			continue
-		}
-		for i, c := range order {
-			m, seen := nsMatch[i][ns.Name]
-			if !seen {
-				m = c.sel.MatchesNamespace(ns)
-				nsMatch[i][ns.Name] = m
-			}
-			if m && c.sel.pod.Matches(labels.Set(pod.Labels)) {
-				res.Served[c.name] = append(res.Served[c.name], pod)
-				break
-			}
+		if name := r.serve(namespaces[pod.Namespace], pod, nsMatch); name != "" {
+			res.Served[name] = append(res.Served[name], pod)
 		}
 	}
 	for _, list := range res.Served {

@@ -1,0 +1,276 @@
+package master
+
+import (
+	"net/netip"
+	"slices"
+	"strings"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
+
+	egressipv1 "github.com/ovn-egressip/ovn-egressip/go-controller/pkg/crd/egressip/v1"
+	"github.com/ovn-egressip/ovn-egressip/go-controller/pkg/egressip/nbstate"
+	"github.com/ovn-egressip/ovn-egressip/go-controller/pkg/egressip/selection"
+)
+
+// serving is the sync goroutine's memory of who serves which pod and how, kept
+// current pod by pod so that a sync costs what changed: which EgressIP serves each
+// pod (selection.Ranked.Serve), the pods each EgressIP serves, which pods claim
+// each pod IP, each EgressIP's routes (nbstate.Routes) and what its selection
+// depended on. A full sync rebuilds it from scratch with the same functions.
+type serving struct {
+	pods map[string]servedPod // pod key -> how it is served
+	// servedIPs are, per pod key, the IPs its rows serve (after routes and claims);
+	// servedBy is the inverse: the served-pods address sets.
+	servedIPs map[string][]netip.Addr
+	servedBy  map[netip.Addr]string
+	eipPods   map[string]map[string]bool // EgressIP -> keys of the pods it serves
+	claims    map[netip.Addr][]string    // pod IP -> keys of served pods having it (usually one)
+	routes    map[string]map[string]nbstate.Route
+	sigs      map[string]selectionSig
+	// ready remembers, per EgressIP and family, the last ready next hops (local
+	// gateway mode): the fallback while no holder is ready, for the release linger.
+	ready map[string]map[string]readyHops
+}
+
+// servedPod is one selected pod: its EgressIP, namespace/name (for ordering) and IPs.
+type servedPod struct {
+	eip       string
+	namespace string
+	name      string
+	ips       []netip.Addr
+}
+
+// selectionSig is what an EgressIP's selection of pods depends on: a change means
+// its pods, and the pods its selectors now match, are selected again.
+type selectionSig struct {
+	uid       types.UID
+	assigned  bool // status has items (serving priority)
+	created   time.Time
+	selectors [2]string
+}
+
+type readyHops struct {
+	hops []netip.Addr
+	// lost is when no holder was ready any more (zero while one is).
+	lost time.Time
+}
+
+func newServing() *serving {
+	return &serving{
+		pods: map[string]servedPod{}, servedIPs: map[string][]netip.Addr{}, servedBy: map[netip.Addr]string{}, eipPods: map[string]map[string]bool{}, claims: map[netip.Addr][]string{},
+		routes: map[string]map[string]nbstate.Route{}, sigs: map[string]selectionSig{},
+		ready: map[string]map[string]readyHops{},
+	}
+}
+
+func sigOf(e *egressipv1.EgressIP) selectionSig {
+	return selectionSig{uid: e.UID, assigned: len(e.Status.Items) > 0, created: e.CreationTimestamp.Time,
+		selectors: [2]string{e.Spec.NamespaceSelector.String(), e.Spec.PodSelector.String()}}
+}
+
+// podKey is the "namespace/name" of a pod: the key of informer caches and of NB rows.
+func podKey(ns, name string) string { return ns + "/" + name }
+
+// choose records that key is now served by eip ("" = by none; pod nil = gone),
+// and reports whether that differs from before.
+func (s *serving) choose(key string, pod *corev1.Pod, eip string) bool {
+	old, had := s.pods[key]
+	var ips []netip.Addr
+	if eip != "" {
+		ips = selection.PodIPs(pod)
+	}
+	if had && old.eip == eip && slices.Equal(old.ips, ips) {
+		return false
+	}
+	if !had && eip == "" {
+		return false
+	}
+	if had {
+		delete(s.eipPods[old.eip], key)
+		if len(s.eipPods[old.eip]) == 0 {
+			delete(s.eipPods, old.eip)
+		}
+		for _, ip := range old.ips {
+			s.unclaim(ip, key)
+		}
+		delete(s.pods, key)
+	}
+	if eip == "" {
+		return true
+	}
+	ns, name, _ := strings.Cut(key, "/")
+	s.pods[key] = servedPod{eip: eip, namespace: ns, name: name, ips: ips}
+	if s.eipPods[eip] == nil {
+		s.eipPods[eip] = map[string]bool{}
+	}
+	s.eipPods[eip][key] = true
+	for _, ip := range ips {
+		if !slices.Contains(s.claims[ip], key) {
+			s.claims[ip] = append(s.claims[ip], key)
+		}
+	}
+	return true
+}
+
+func (s *serving) unclaim(ip netip.Addr, key string) {
+	list := slices.DeleteFunc(s.claims[ip], func(k string) bool { return k == key })
+	if len(list) == 0 {
+		delete(s.claims, ip)
+		return
+	}
+	s.claims[ip] = list
+}
+
+// coClaimants adds to dirty the other pods claiming an IP of the pod key had or has.
+func (s *serving) coClaimants(ips []netip.Addr, dirty map[string]bool) {
+	for _, ip := range ips {
+		if len(s.claims[ip]) > 1 {
+			for _, k := range s.claims[ip] {
+				dirty[k] = true
+			}
+		}
+	}
+}
+
+// winner reports whether pod key has the rows of ip: among the served pods having
+// ip whose EgressIP routes that family, the first in serving priority, then by
+// namespace and name (the order nbstate.Desired meets them in).
+func (s *serving) winner(ip netip.Addr, key string, rank selection.Ranked) bool {
+	list := s.claims[ip]
+	if len(list) == 1 {
+		return list[0] == key
+	}
+	fam := nbstate.Family(ip)
+	best, bestRank := "", 0
+	for _, k := range list {
+		p := s.pods[k]
+		if _, ok := s.routes[p.eip][fam]; !ok {
+			continue
+		}
+		r, ok := rank.Rank(p.eip)
+		if !ok {
+			continue
+		}
+		if best == "" || r < bestRank || (r == bestRank && lessPod(p, s.pods[best])) {
+			best, bestRank = k, r
+		}
+	}
+	return best == key
+}
+
+func lessPod(a, b servedPod) bool {
+	if a.namespace != b.namespace {
+		return a.namespace < b.namespace
+	}
+	return a.name < b.name
+}
+
+// rows adds the NB rows of pod key (none when it is not served) to into, and
+// records the IPs they serve; it returns the served IPs before and after.
+func (s *serving) rows(key string, mode nbstate.Mode, rank selection.Ranked, into *nbstate.State) (before, after []netip.Addr) {
+	before = s.servedIPs[key]
+	if p, ok := s.pods[key]; ok {
+		var st nbstate.State
+		st, after = nbstate.PodRows(mode, p.eip, s.routes[p.eip], nbstate.Pod{Namespace: p.namespace, Name: p.name, IPs: p.ips},
+			func(ip netip.Addr) bool { return s.winner(ip, key, rank) })
+		for k, v := range st.Policies {
+			into.Policies[k] = v
+		}
+		for k, v := range st.NATs {
+			into.NATs[k] = v
+		}
+	}
+	for _, ip := range before {
+		if s.servedBy[ip] == key {
+			delete(s.servedBy, ip)
+		}
+	}
+	for _, ip := range after {
+		s.servedBy[ip] = key
+	}
+	if len(after) == 0 {
+		delete(s.servedIPs, key)
+	} else {
+		s.servedIPs[key] = after
+	}
+	return before, after
+}
+
+// servedAddresses returns the served pod IPs of a family, sorted (the served-pods
+// address set).
+func (s *serving) servedAddresses(fam string) []string {
+	out := []string{}
+	for ip := range s.servedBy {
+		if nbstate.Family(ip) == fam {
+			out = append(out, ip.String())
+		}
+	}
+	slices.Sort(out)
+	return out
+}
+
+// fallback decides, in local gateway mode, the next hops an EgressIP's pods keep
+// while no holder of a family is ready: the last ready next hops, for linger after
+// the last ready holder went. ready are this sync's Routes without fallback. It
+// returns the fallback per family and the time it next expires (zero: none).
+func (s *serving) fallback(eip string, ready map[string]nbstate.Route, families []string, now time.Time, linger time.Duration) (map[string][]netip.Addr, time.Time) {
+	mem := s.ready[eip]
+	if mem == nil {
+		mem = map[string]readyHops{}
+		s.ready[eip] = mem
+	}
+	var out map[string][]netip.Addr
+	var expires time.Time
+	for _, fam := range families {
+		if r, ok := ready[fam]; ok {
+			hops := make([]netip.Addr, 0, len(r.Nexthops))
+			for _, h := range r.Nexthops {
+				if a, err := netip.ParseAddr(h); err == nil {
+					hops = append(hops, a)
+				}
+			}
+			mem[fam] = readyHops{hops: hops}
+			continue
+		}
+		m, ok := mem[fam]
+		if !ok {
+			continue
+		}
+		if m.lost.IsZero() {
+			m.lost = now
+			mem[fam] = m
+		}
+		until := m.lost.Add(linger)
+		if !now.Before(until) {
+			delete(mem, fam)
+			continue
+		}
+		if out == nil {
+			out = map[string][]netip.Addr{}
+		}
+		out[fam] = m.hops
+		if expires.IsZero() || until.Before(expires) {
+			expires = until
+		}
+	}
+	if len(mem) == 0 {
+		delete(s.ready, eip)
+	}
+	return out, expires
+}
+
+// sameRoutes compares two EgressIPs' routes per family.
+func sameRoutes(a, b map[string]nbstate.Route) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for fam, r := range a {
+		o, ok := b[fam]
+		if !ok || !r.Equal(o) {
+			return false
+		}
+	}
+	return true
+}
