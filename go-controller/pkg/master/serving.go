@@ -123,13 +123,13 @@ func (s *serving) unclaim(ip netip.Addr, key string) {
 	s.claims[ip] = list
 }
 
-// coClaimants adds to dirty the other pods claiming an IP of the pod key had or has.
+// coClaimants adds to dirty every pod claiming one of ips (a pod that had or has
+// them: which of the claimants has the rows may change; after a pod left, the
+// one remaining claimant may be the new owner).
 func (s *serving) coClaimants(ips []netip.Addr, dirty map[string]bool) {
 	for _, ip := range ips {
-		if len(s.claims[ip]) > 1 {
-			for _, k := range s.claims[ip] {
-				dirty[k] = true
-			}
+		for _, k := range s.claims[ip] {
+			dirty[k] = true
 		}
 	}
 }
