@@ -42,7 +42,9 @@ type controller struct {
 	queue workqueue.TypedRateLimitingInterface[string]
 
 	mu           sync.Mutex
-	lastStart    time.Time // start of the last sync
+	lastStart    time.Time     // start of the last sync
+	lastEnd      time.Time     // end of the last sync
+	lastDuration time.Duration // how long the last sync took
 	pendingSince time.Time // first event not yet covered by a sync started after it
 
 	dmu   sync.Mutex
@@ -174,22 +176,32 @@ func (c *controller) takeDirty() dirty {
 	return d
 }
 
-// enqueue asks for a sync, at most one per MinSyncInterval: a sync started less
-// than the interval ago delays the next one to the end of the interval, so that a
-// burst of events is handled by few syncs. Safe from any goroutine.
+// enqueue asks for a sync. After a sync that took d, the next one starts no
+// sooner than min(d, MinSyncInterval) after it ended: a storm of events is folded
+// into few syncs and the master spends at most about half its time syncing, while
+// an event after a cheap sync (or a quiet period) is handled at once. Safe from
+// any goroutine.
 func (c *controller) enqueue() {
 	c.mu.Lock()
 	now := time.Now()
 	if c.pendingSince.IsZero() {
 		c.pendingSince = now
 	}
-	delay := c.lastStart.Add(c.s.MinSyncInterval).Sub(now)
+	delay := c.lastEnd.Add(min(c.lastDuration, c.s.MinSyncInterval)).Sub(now)
 	c.mu.Unlock()
 	if delay > 0 {
 		c.queue.AddAfter(syncKey, delay)
 		return
 	}
 	c.queue.Add(syncKey)
+}
+
+// endSync records the end of a sync (see enqueue).
+func (c *controller) endSync() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.lastEnd = time.Now()
+	c.lastDuration = c.lastEnd.Sub(c.lastStart)
 }
 
 // startSync marks the start of a sync and returns the time of the first event it covers.
@@ -226,6 +238,7 @@ func (c *controller) processNext(ctx context.Context) bool {
 		c.s.beforeSync()
 	}
 	err := c.sync(ctx)
+	c.endSync()
 	if c.s.afterSync != nil {
 		c.s.afterSync(err)
 	}

@@ -5,19 +5,22 @@
 // in shared gateway mode, address sets).
 //
 // Data flows one way: informer caches -> snapshot -> assign.Assign ->
-// UpdateStatus (on change) -> selection.ServedPods -> nbstate.Desired ->
-// nbstate.Apply (diff against the rows we own, one NB transaction).
+// UpdateStatus (on change) -> selection (Ranked.Serve) -> nbstate.Routes/PodRows
+// -> nbstate.Diff against the rows we own -> one NB transaction.
 //
-// Reconcile granularity: every event (EgressIP, Node, Namespace, Pod, NB router
-// appearing, NB reconnect, reachability change) queues ONE global key. Assignment is
-// a function of all EgressIPs and nodes together (contested IPs, node capacity,
-// fewest allocations) and a pod is served by one EgressIP chosen among all of
-// them, so only a sync over everything is correct under churn: per-EgressIP keys
-// would let two syncs disagree about who serves a pod or holds an IP. The
-// workqueue dedups the key, and a minimum interval between syncs (Params.MinSyncInterval)
-// turns a storm of events into few syncs. Each sync writes NB in at most one
-// transaction (so a reconcile of an EgressIP is never more than one transaction)
-// and touches only rows whose desired content changed.
+// Reconcile granularity: every event queues ONE key, so syncs never run at once
+// and each is level-driven. Assignment is a function of all EgressIPs and nodes
+// together (contested IPs, node capacity, fewest allocations) and runs over all of
+// them every sync (they are few). What scales with pods does not: informer
+// handlers record which pods and namespaces changed, each sync compares every
+// EgressIP's selection signature and routes with what it remembers, and only the
+// pods concerned are selected again and get their rows computed and compared,
+// against a Mirror of the rows we own that follows every committed transaction.
+// A full sync (start-up, NB reconnect or a router appearing, Params.ResyncPeriod,
+// after any NB error) selects every pod again and compares every row we own in NB,
+// repairing drift. Each sync writes NB in at most one transaction and touches only
+// rows whose desired content changed; a burst of events is folded into few syncs
+// (Params.MinSyncInterval).
 package master
 
 import (
@@ -77,8 +80,10 @@ type Params struct {
 	// Recorder receives Events; nil = an events broadcaster writing to Kube.
 	Recorder record.EventRecorder
 
-	// MinSyncInterval is the least time between the starts of two syncs; events
-	// arriving sooner are folded into the next sync. 0 = 50 ms.
+	// MinSyncInterval bounds how long events wait to be folded into one sync: after
+	// a sync that took d, the next starts min(d, MinSyncInterval) after it ended
+	// (cheap syncs follow each other at once; costly ones leave the master at
+	// least as much idle time, up to this). 0 = 50 ms.
 	MinSyncInterval time.Duration
 	// ResyncPeriod is how often a sync runs with no event, repairing NB rows changed
 	// behind our back. 0 = 10 minutes; negative = never.
