@@ -45,7 +45,7 @@ type controller struct {
 	lastStart    time.Time     // start of the last sync
 	lastEnd      time.Time     // end of the last sync
 	lastDuration time.Duration // how long the last sync took
-	pendingSince time.Time // first event not yet covered by a sync started after it
+	pendingSince time.Time     // first event not yet covered by a sync started after it
 
 	dmu   sync.Mutex
 	dirty dirty // what changed since the last sync started

@@ -39,7 +39,7 @@ func CommitPlan(ctx context.Context, c Client, plan Plan) ([]string, error) {
 	if len(plan.Changes) == 0 {
 		return nil, nil
 	}
-	ops, err := Ops(c, plan)
+	ops, err := Ops(plan)
 	if err != nil {
 		return nil, err
 	}

@@ -291,7 +291,7 @@ func TestApplyGroupedNexthopSwitch(t *testing.T) {
 				t.Fatal(err)
 			}
 			plan := Diff(three("node-b"), cur)
-			ops, err = Ops(c, plan)
+			ops, err = Ops(plan)
 			if err != nil {
 				t.Fatal(err)
 			}

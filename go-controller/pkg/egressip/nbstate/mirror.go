@@ -18,7 +18,8 @@ import (
 // master's full verification (start-up, NB reconnect, periodic) rebuilds it.
 type Mirror struct {
 	rows State
-	// byPod indexes the policy and NAT rows of one served pod ("namespace/name").
+	// byPod indexes the policy and NAT rows of one served pod ("namespace/name");
+	// rows of no pod are under "".
 	byPod map[string]map[Key]bool
 	// served are the addresses of the served-pods address sets, per family.
 	served map[string]map[string]bool
@@ -60,12 +61,11 @@ func (m *Mirror) put(k Key, row any) {
 		}
 		return
 	}
-	if k.IDs.Pod != "" {
-		if m.byPod[k.IDs.Pod] == nil {
-			m.byPod[k.IDs.Pod] = map[Key]bool{}
-		}
-		m.byPod[k.IDs.Pod][k] = true
+	// Rows of no pod (the shared policies) are indexed under "".
+	if m.byPod[k.IDs.Pod] == nil {
+		m.byPod[k.IDs.Pod] = map[Key]bool{}
 	}
+	m.byPod[k.IDs.Pod][k] = true
 }
 
 func (m *Mirror) drop(table string, k Key) {
@@ -95,7 +95,7 @@ func (m *Mirror) drop(table string, k Key) {
 func (m *Mirror) Current(pods map[string]bool, routers map[string]string) Current {
 	cur := NewCurrent()
 	cur.Routers = routers
-	for pod := range pods {
+	add := func(pod string) {
 		for k := range m.byPod[pod] {
 			if p, ok := m.rows.Policies[k]; ok {
 				cur.Rows.Policies[k] = p
@@ -105,15 +105,9 @@ func (m *Mirror) Current(pods map[string]bool, routers map[string]string) Curren
 			}
 		}
 	}
-	for k, p := range m.rows.Policies {
-		if k.IDs.Pod == "" {
-			cur.Rows.Policies[k] = p
-		}
-	}
-	for k, n := range m.rows.NATs {
-		if k.IDs.Pod == "" {
-			cur.Rows.NATs[k] = n
-		}
+	add("") // shared rows
+	for pod := range pods {
+		add(pod)
 	}
 	for k, s := range m.rows.AddressSets {
 		if k.IDs.Rule != RuleServedPods {

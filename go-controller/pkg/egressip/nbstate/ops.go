@@ -6,8 +6,6 @@ import (
 	"slices"
 	"strings"
 
-	"github.com/ovn-org/libovsdb/client"
-	"github.com/ovn-org/libovsdb/model"
 	"github.com/ovn-org/libovsdb/ovsdb"
 
 	"github.com/ovn-egressip/ovn-egressip/go-controller/pkg/nbdb"
@@ -20,13 +18,14 @@ import (
 // unreferenced non-root rows), so a row shared with a router we do not know of is
 // never deleted under it.
 //
-// New rows are built with api.Create (the libovsdb mapper); updates, mutations and
-// deletes name their rows by UUID (or by our external_ids) directly, without a
-// cache lookup per row. A next hop switch of many reroute policies of one
+// Every operation is built directly from the columns we write (no mapper
+// reflection per row, which dominated large plans); updates, mutations and
+// deletes name their rows by UUID (or by our external_ids), without a cache
+// lookup per row. A next hop switch of many reroute policies of one
 // EgressIP (a move) is one update whose condition selects that EgressIP's reroute
 // policies of that family by external_ids.
-func Ops(api client.API, plan Plan) ([]ovsdb.Operation, error) {
-	b := opsBuilder{api: api, added: map[refKey][]ovsdb.UUID{}, removed: map[refKey][]ovsdb.UUID{}, removing: map[refKey]map[string]bool{}}
+func Ops(plan Plan) ([]ovsdb.Operation, error) {
+	b := opsBuilder{added: map[refKey][]ovsdb.UUID{}, removed: map[refKey][]ovsdb.UUID{}, removing: map[refKey]map[string]bool{}}
 	grouped := b.groupNexthopSwitches(plan.Changes)
 	for i, c := range plan.Changes {
 		var err error
@@ -47,7 +46,6 @@ func Ops(api client.API, plan Plan) ([]ovsdb.Operation, error) {
 }
 
 type opsBuilder struct {
-	api      client.API
 	inserts  []ovsdb.Operation
 	updates  []ovsdb.Operation
 	deletes  []ovsdb.Operation
@@ -80,28 +78,20 @@ func (b *opsBuilder) note(key refKey) {
 
 func (b *opsBuilder) insert(i int, c Change) error {
 	named := fmt.Sprintf("egressip_row_%d", i)
-	var row model.Model
+	var row ovsdb.Row
 	switch r := c.Row.(type) {
 	case *nbdb.LogicalRouterPolicy:
-		cp := *r
-		cp.UUID = named
-		row = &cp
+		row = ovsdb.Row{"priority": r.Priority, "match": r.Match, "action": r.Action,
+			"nexthops": stringSet(r.Nexthops), "external_ids": stringMap(r.ExternalIDs)}
 	case *nbdb.NAT:
-		cp := *r
-		cp.UUID = named
-		row = &cp
+		row = ovsdb.Row{"type": r.Type, "external_ip": r.ExternalIP, "logical_ip": r.LogicalIP,
+			"external_ids": stringMap(r.ExternalIDs)}
 	case *nbdb.AddressSet:
-		cp := *r
-		cp.UUID = named
-		row = &cp
+		row = ovsdb.Row{"name": r.Name, "addresses": stringSet(r.Addresses), "external_ids": stringMap(r.ExternalIDs)}
 	default:
 		return fmt.Errorf("unexpected row type %T", c.Row)
 	}
-	ops, err := b.api.Create(row)
-	if err != nil {
-		return err
-	}
-	b.inserts = append(b.inserts, ops...)
+	b.inserts = append(b.inserts, ovsdb.Operation{Op: ovsdb.OperationInsert, Table: c.Table, Row: row, UUIDName: named})
 	if c.Table != nbdb.AddressSetTable {
 		key := refKey{router: c.RouterUUID, nat: c.Table == nbdb.NATTable}
 		b.note(key)

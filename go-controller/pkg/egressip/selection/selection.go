@@ -141,7 +141,9 @@ func (r Ranked) Rank(name string) (int, bool) {
 }
 
 // SelectsNamespace reports whether the EgressIP of rank i selects namespace ns.
-func (r Ranked) SelectsNamespace(i int, ns *corev1.Namespace) bool { return r.sels[i].MatchesNamespace(ns) }
+func (r Ranked) SelectsNamespace(i int, ns *corev1.Namespace) bool {
+	return r.sels[i].MatchesNamespace(ns)
+}
 
 // Serve returns the EgressIP that serves pod (in namespace ns, nil when unknown):
 // the first in priority whose selectors match a servable pod; "" when none.
