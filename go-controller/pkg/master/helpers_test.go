@@ -173,7 +173,7 @@ func (e *env) params() Params {
 		Recorder:        e.eventRecorder(),
 		MinSyncInterval: 10 * time.Millisecond,
 		ResyncPeriod:    -1,
-		NBTimeout:       10 * time.Second,
+		NBTimeout:       30 * time.Second,
 		beforeSync: func() {
 			e.mu.Lock()
 			e.syncStart = time.Now()

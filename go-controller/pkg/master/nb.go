@@ -27,6 +27,7 @@ const deadAfterSilentProbes = 10
 // nbClient is what a sync needs of the NB connection.
 type nbClient interface {
 	nbstate.Client
+	nbstate.Querier
 	// Connected reports whether the last liveness probe succeeded.
 	Connected() bool
 	// Guard returns a context that is also canceled when the connection is found
@@ -63,6 +64,15 @@ func (c *nbConn) Transact(ctx context.Context, ops ...ovsdb.Operation) ([]ovsdb.
 	return c.Client.Transact(ctx, ops...)
 }
 
+// Query runs read-only operations (a full sync's selects): not counted as
+// transactions, and failing at once when the connection is known to be lost.
+func (c *nbConn) Query(ctx context.Context, ops ...ovsdb.Operation) ([]ovsdb.OperationResult, error) {
+	if !c.up.Load() {
+		return nil, client.ErrNotConnected
+	}
+	return c.Client.Transact(ctx, ops...)
+}
+
 func (c *nbConn) Guard(ctx context.Context) (context.Context, context.CancelFunc) {
 	c.mu.Lock()
 	lost := c.lost
@@ -95,8 +105,8 @@ func (c *nbConn) setUp(up bool) (was bool) {
 }
 
 // newNBClient builds (does not connect) a libovsdb client whose cache holds only
-// the tables the master reads: Logical_Router (name, policies, nat),
-// Logical_Router_Policy, NAT and Address_Set. It reconnects by itself with an
+// the tables the master reads: Logical_Router (name), Logical_Router_Policy, NAT
+// and Address_Set (name, external_ids). It reconnects by itself with an
 // exponential backoff (100 ms to 5 s, forever) and re-establishes its monitor;
 // with several endpoints it only uses the RAFT leader.
 func newNBClient(s settings) (client.Client, error) {
@@ -153,14 +163,19 @@ func connectNB(ctx context.Context, c client.Client, timeout time.Duration, addr
 		}
 		delay = min(2*delay, 5*time.Second)
 	}
-	lr := &nbdb.LogicalRouter{}
+	// Routers: names only; address sets: names and external_ids. Their large set
+	// columns (a router's policies and nat, a served-pods set's addresses, 20,000
+	// elements in a large cluster) would cost the cache a pass over the whole set
+	// on every change; a full sync reads them with a select instead
+	// (nbstate.ReadCurrentLive), and between full syncs the Mirror knows them.
+	lr, as := &nbdb.LogicalRouter{}, &nbdb.AddressSet{}
 	mctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	_, err := c.Monitor(mctx, c.NewMonitor(
-		client.WithTable(lr, &lr.Name, &lr.Policies, &lr.Nat),
+		client.WithTable(lr, &lr.Name),
 		client.WithTable(&nbdb.LogicalRouterPolicy{}),
 		client.WithTable(&nbdb.NAT{}),
-		client.WithTable(&nbdb.AddressSet{}),
+		client.WithTable(as, &as.Name, &as.ExternalIDs),
 	))
 	if err != nil {
 		return fmt.Errorf("monitor OVN Northbound at %s: %w", addr, err)

@@ -199,7 +199,7 @@ func (c *controller) podsIn(ns string, set map[string]bool) error {
 }
 
 // commit makes NB hold r: a full sync compares with every row we own in NB (read
-// from the libovsdb cache), an incremental one with the Mirror's rows of r.pods
+// from the libovsdb cache and one select), an incremental one with the Mirror's rows of r.pods
 // and the shared rows. One transaction; the Mirror follows what was committed.
 func (c *controller) commit(ctx context.Context, r nbRows, full bool) error {
 	tctx, cancelTimeout := context.WithTimeout(ctx, c.s.NBTimeout)
@@ -210,7 +210,7 @@ func (c *controller) commit(ctx context.Context, r nbRows, full bool) error {
 	var cur nbstate.Current
 	var err error
 	if full {
-		if cur, err = nbstate.ReadCurrent(gctx, c.nb); err != nil {
+		if cur, err = nbstate.ReadCurrentLive(gctx, c.nb, c.nb); err != nil {
 			return err
 		}
 		c.foreignSets = cur.ForeignAddressSets

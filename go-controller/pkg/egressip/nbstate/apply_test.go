@@ -2,6 +2,7 @@ package nbstate
 
 import (
 	"context"
+	"maps"
 	"slices"
 	"strings"
 	"testing"
@@ -315,6 +316,78 @@ func TestApplyGroupedNexthopSwitch(t *testing.T) {
 			_ = c.WhereCache(func(p *nbdb.LogicalRouterPolicy) bool { return p.UUID != "" && p.Match == "ip4.src == 10.244.9.9" }).List(ctx, &look)
 			if len(look) != 1 || !slices.Equal(look[0].Nexthops, []string{"100.64.0.9"}) {
 				t.Errorf("look-alike foreign policy changed: %+v", look)
+			}
+		})
+	}
+}
+
+// querier runs selects through a client's Transact.
+type querier struct{ c client.Client }
+
+func (q querier) Query(ctx context.Context, ops ...ovsdb.Operation) ([]ovsdb.OperationResult, error) {
+	return q.c.Transact(ctx, ops...)
+}
+
+// TestReadCurrentLive: reading router references and address set addresses with
+// a select gives the same Current as reading them from a cache that holds them,
+// including a stale duplicate, a set of one address (a bare value on the wire) and
+// an empty one.
+func TestReadCurrentLive(t *testing.T) {
+	for _, srv := range servers {
+		t.Run(srv.name, func(t *testing.T) {
+			s := srv.start(t)
+			c := s.Client(t)
+			setupTopology(t, c)
+			ctx := context.Background()
+			desired := sampleDesired("node-a")
+			for k, set := range desired.AddressSets {
+				cp := *set
+				if k.IDs.Rule == RuleServedPods {
+					cp.Addresses = cp.Addresses[:1]
+				} else {
+					cp.Addresses = nil
+				}
+				desired.AddressSets[k] = &cp
+			}
+			if _, err := Apply(ctx, c, desired); err != nil {
+				t.Fatal(err)
+			}
+			var dup *nbdb.LogicalRouterPolicy
+			for k, p := range desired.Policies {
+				if k.IDs.Rule == RuleReroute {
+					cp := *p
+					cp.UUID = "dup"
+					dup = &cp
+				}
+			}
+			routers, err := ReadRouters(c)
+			if err != nil {
+				t.Fatal(err)
+			}
+			cr := &nbdb.LogicalRouter{UUID: routers[ClusterRouter]}
+			ops := create(t, c, dup)
+			mut, err := c.Where(cr).Mutate(cr, model.Mutation{Field: &cr.Policies, Mutator: ovsdb.MutateOperationInsert, Value: []string{"dup"}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			transact(t, c, append(ops, mut...))
+
+			want, err := ReadCurrent(ctx, c)
+			if err != nil {
+				t.Fatal(err)
+			}
+			got, err := ReadCurrentLive(ctx, c, querier{c})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(want.Stale) != 1 || len(got.Stale) != 1 || got.Stale[0] != want.Stale[0] {
+				t.Errorf("stale: live %v, cached %v; want the same one duplicate", got.Stale, want.Stale)
+			}
+			if g, w := Dump(got.Rows), Dump(want.Rows); !slices.Equal(g, w) {
+				t.Errorf("rows:\n live   %v\n cached %v", g, w)
+			}
+			if !maps.Equal(got.Routers, want.Routers) || !maps.Equal(got.ForeignAddressSets, want.ForeignAddressSets) {
+				t.Errorf("routers %v / %v, foreign sets %v / %v", got.Routers, want.Routers, got.ForeignAddressSets, want.ForeignAddressSets)
 			}
 		})
 	}

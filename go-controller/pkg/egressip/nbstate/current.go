@@ -5,6 +5,7 @@ import (
 	"fmt"
 
 	"github.com/ovn-org/libovsdb/cache"
+	"github.com/ovn-org/libovsdb/ovsdb"
 
 	"github.com/ovn-egressip/ovn-egressip/go-controller/pkg/nbdb"
 )
@@ -20,18 +21,82 @@ type CacheReader interface {
 // Address_Set. Rows are read without copying (cache objects are replaced, never
 // changed, on update): the rows in Current are READ ONLY.
 func ReadCurrent(ctx context.Context, c CacheReader) (Current, error) {
-	cur := NewCurrent()
 	tc := c.Cache()
 	if tc == nil {
 		return Current{}, fmt.Errorf("no NB cache (not connected)")
 	}
 	var routers []*nbdb.LogicalRouter
-	var policies []*nbdb.LogicalRouterPolicy
-	var nats []*nbdb.NAT
 	var sets []*nbdb.AddressSet
 	if err := rows(tc, nbdb.LogicalRouterTable, func(r *nbdb.LogicalRouter) { routers = append(routers, r) }); err != nil {
 		return Current{}, err
 	}
+	if err := rows(tc, nbdb.AddressSetTable, func(s *nbdb.AddressSet) { sets = append(sets, s) }); err != nil {
+		return Current{}, err
+	}
+	return assemble(ctx, tc, routers, sets)
+}
+
+// Querier runs read-only operations (select) on NB.
+type Querier interface {
+	Query(ctx context.Context, ops ...ovsdb.Operation) ([]ovsdb.OperationResult, error)
+}
+
+// ReadCurrentLive is ReadCurrent for a client whose cache holds the policy and NAT
+// rows but, of routers, only their names and, of address sets, only names and
+// external_ids: the large set columns (a router's policies and nat, a served-pods
+// set's addresses) are read with one select instead, so that the client does not
+// process every change of a 20,000-element set in its cache.
+func ReadCurrentLive(ctx context.Context, c CacheReader, q Querier) (Current, error) {
+	tc := c.Cache()
+	if tc == nil {
+		return Current{}, fmt.Errorf("no NB cache (not connected)")
+	}
+	owner := ovsdb.OvsMap{GoMap: map[any]any{OwnerControllerKey: OwnerController}}
+	res, err := q.Query(ctx,
+		ovsdb.Operation{Op: ovsdb.OperationSelect, Table: nbdb.LogicalRouterTable, Where: []ovsdb.Condition{},
+			Columns: []string{"_uuid", "name", "policies", "nat"}},
+		ovsdb.Operation{Op: ovsdb.OperationSelect, Table: nbdb.AddressSetTable,
+			Where:   []ovsdb.Condition{ovsdb.NewCondition("external_ids", ovsdb.ConditionIncludes, owner)},
+			Columns: []string{"_uuid", "name", "addresses", "external_ids"}})
+	if err == nil && len(res) < 2 {
+		err = fmt.Errorf("%d results for 2 selects", len(res))
+	}
+	if err == nil {
+		for _, r := range res[:2] {
+			if r.Error != "" {
+				err = fmt.Errorf("%s: %s", r.Error, r.Details)
+			}
+		}
+	}
+	if err != nil {
+		return Current{}, fmt.Errorf("select routers and address sets: %w", err)
+	}
+	var routers []*nbdb.LogicalRouter
+	for _, row := range res[0].Rows {
+		routers = append(routers, &nbdb.LogicalRouter{UUID: uuidOfCell(row["_uuid"]), Name: stringOf(row["name"]),
+			Policies: uuidSet(row["policies"]), Nat: uuidSet(row["nat"])})
+	}
+	var sets []*nbdb.AddressSet
+	for _, row := range res[1].Rows {
+		sets = append(sets, &nbdb.AddressSet{UUID: uuidOfCell(row["_uuid"]), Name: stringOf(row["name"]),
+			Addresses: stringSetOf(row["addresses"]), ExternalIDs: stringMapOf(row["external_ids"])})
+	}
+	if err := rows(tc, nbdb.AddressSetTable, func(s *nbdb.AddressSet) {
+		if !Owned(s.ExternalIDs) {
+			sets = append(sets, s) // a foreign set: only its name is read
+		}
+	}); err != nil {
+		return Current{}, err
+	}
+	return assemble(ctx, tc, routers, sets)
+}
+
+// assemble reads the policies and NAT rows we own from the cache and files them
+// under their routers (see ReadCurrent).
+func assemble(ctx context.Context, tc *cache.TableCache, routers []*nbdb.LogicalRouter, sets []*nbdb.AddressSet) (Current, error) {
+	cur := NewCurrent()
+	var policies []*nbdb.LogicalRouterPolicy
+	var nats []*nbdb.NAT
 	if err := rows(tc, nbdb.LogicalRouterPolicyTable, func(p *nbdb.LogicalRouterPolicy) {
 		if Owned(p.ExternalIDs) {
 			policies = append(policies, p)
@@ -44,9 +109,6 @@ func ReadCurrent(ctx context.Context, c CacheReader) (Current, error) {
 			nats = append(nats, n)
 		}
 	}); err != nil {
-		return Current{}, err
-	}
-	if err := rows(tc, nbdb.AddressSetTable, func(s *nbdb.AddressSet) { sets = append(sets, s) }); err != nil {
 		return Current{}, err
 	}
 	if ctx.Err() != nil {
@@ -166,6 +228,64 @@ func uuidOf(row any) string {
 		return r.UUID
 	}
 	return ""
+}
+
+// Cells of select results (ovsdb.Row values): a set of one element is the bare
+// element, a UUID is ovsdb.UUID, a map is ovsdb.OvsMap.
+func uuidOfCell(v any) string {
+	if u, ok := v.(ovsdb.UUID); ok {
+		return u.GoUUID
+	}
+	return ""
+}
+
+func stringOf(v any) string {
+	s, _ := v.(string)
+	return s
+}
+
+func elements(v any) []any {
+	if s, ok := v.(ovsdb.OvsSet); ok {
+		return s.GoSet
+	}
+	if v == nil {
+		return nil
+	}
+	return []any{v}
+}
+
+func uuidSet(v any) []string {
+	var out []string
+	for _, e := range elements(v) {
+		if u := uuidOfCell(e); u != "" {
+			out = append(out, u)
+		}
+	}
+	return out
+}
+
+func stringSetOf(v any) []string {
+	out := []string{}
+	for _, e := range elements(v) {
+		if s, ok := e.(string); ok {
+			out = append(out, s)
+		}
+	}
+	return out
+}
+
+func stringMapOf(v any) map[string]string {
+	out := map[string]string{}
+	if m, ok := v.(ovsdb.OvsMap); ok {
+		for k, val := range m.GoMap {
+			ks, ok1 := k.(string)
+			vs, ok2 := val.(string)
+			if ok1 && ok2 {
+				out[ks] = vs
+			}
+		}
+	}
+	return out
 }
 
 // rows calls f with every row of table, uncopied (read only).
