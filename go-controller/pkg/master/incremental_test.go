@@ -132,3 +132,24 @@ func TestLabelChangeDuringSync(t *testing.T) {
 		}
 	})
 }
+
+// TestOwnWritesAreNotFullSyncs: the master's status writes come back as EgressIP
+// events; the syncs they cause are incremental (only the start-up sync is full)
+// and write nothing more.
+func TestOwnWritesAreNotFullSyncs(t *testing.T) {
+	e := cluster(t, nbserver.Start, "shared")
+	e.create(egressIP("eip-prod", 0, []string{"172.18.0.33", "172.18.0.44"}, prodNS, web))
+	e.expectStatus("eip-prod", "172.18.0.33@node1", "172.18.0.44@node2")
+	e.expectMetric(1, metricNBTransactions)
+	e.settle()
+	txns, done := e.metric(metricNBTransactions), e.syncs.Load()
+	e.updateNode("node3", func(n *corev1.Node) { n.Labels["touch"] = "1" }) // one more sync, after the echo
+	e.waitSyncs(done + 1)
+	e.settle()
+	if full, all := e.metric(metricSyncDuration, "full"), e.metric(metricSyncDuration, "incremental"); full != 1 || all < 2 {
+		t.Errorf("%v full syncs (want 1: start-up) and %v incremental ones (want >= 2: the EgressIP's, the node update's)", full, all)
+	}
+	if got := e.metric(metricNBTransactions); got != txns {
+		t.Errorf("NB transactions after the status echo: %v, want %v", got, txns)
+	}
+}
