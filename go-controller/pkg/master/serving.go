@@ -139,10 +139,11 @@ func (s *serving) coClaimants(ips []netip.Addr, dirty map[string]bool) {
 // namespace and name (the order nbstate.Desired meets them in).
 func (s *serving) winner(ip netip.Addr, key string, rank selection.Ranked) bool {
 	list := s.claims[ip]
-	if len(list) == 1 {
-		return list[0] == key
-	}
 	fam := nbstate.Family(ip)
+	if len(list) == 1 {
+		_, routed := s.routes[s.pods[key].eip][fam]
+		return list[0] == key && routed
+	}
 	best, bestRank := "", 0
 	for _, k := range list {
 		p := s.pods[k]
