@@ -4,9 +4,11 @@
 // liqo.io/use-direct-connections: "true", the liqo.io/direct-connections-data annotation
 // (directconn.BuildShadow). It stands in for Liqo's EndpointSlice reflector, which we do not have.
 //
+// The shadows are in the shape Liqo's virtual kubelet writes, so that a Liqo provider maps them too.
+//
 // It watches, in the consumer cluster, Services, EndpointSlices, Nodes (virtual-node labels) and Configurations,
-// and in each provider the ShadowEndpointSlices it wrote (label directconn.OriginClusterIDLabel = its cluster ID),
-// so that edits and deletions by others are repaired and shadows of deleted slices are removed.
+// and in each provider the ShadowEndpointSlices it wrote (label offloading.liqo.io/origin = its cluster ID), so
+// that edits and deletions by others are repaired and shadows of deleted slices are removed.
 package consumer
 
 import (
@@ -47,7 +49,8 @@ type Provider struct {
 
 // Config is what New needs.
 type Config struct {
-	// ClusterID is the consumer's cluster ID (written in directconn.OriginClusterIDLabel).
+	// ClusterID is the consumer's cluster ID (written in directconn.OriginClusterIDLabel and as the endpoints'
+	// nodeName).
 	ClusterID string
 	// Kube is the consumer cluster's client (Services, EndpointSlices, Nodes, Events).
 	Kube kubernetes.Interface

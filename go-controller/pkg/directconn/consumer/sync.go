@@ -3,6 +3,7 @@ package consumer
 import (
 	"context"
 	"errors"
+	"fmt"
 
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
@@ -22,7 +23,7 @@ import (
 func (c *Controller) sync(ctx context.Context, key cache.ObjectName) error {
 	slice, err := c.slices.EndpointSlices(key.Namespace).Get(key.Name)
 	if err != nil && !apierrors.IsNotFound(err) {
-		return err
+		return fmt.Errorf("reading EndpointSlice %s from the cache: %w", key, err)
 	}
 	if err != nil || !reflected(slice) {
 		slice = nil
@@ -33,11 +34,18 @@ func (c *Controller) sync(ctx context.Context, key cache.ObjectName) error {
 		peers        map[string]directconn.Peer
 	)
 	if slice != nil {
-		if svc, err = c.services.Services(key.Namespace).Get(slice.Labels[discoveryv1.LabelServiceName]); err != nil {
+		svc, err = c.services.Services(key.Namespace).Get(slice.Labels[discoveryv1.LabelServiceName])
+		switch {
+		case apierrors.IsNotFound(err):
 			svc = nil // no Service: reflected without direct-connections data
+		case err != nil:
+			return fmt.Errorf("reading the Service of EndpointSlice %s from the cache: %w", key, err)
 		}
-		nodes, _ := c.nodes.List(labels.Everything())
-		nodeClusters = directconn.VirtualNodeClusters(nodes)
+		nodes, err := c.nodes.List(labels.Everything())
+		if err != nil {
+			return fmt.Errorf("listing Nodes from the cache: %w", err)
+		}
+		nodeClusters = directconn.NodeClusters(nodes)
 		peers = directconn.Peers(kube.List[netv1beta1.Configuration](c.cfgs.GetStore()), nil)
 	}
 
@@ -102,7 +110,9 @@ func (c *Controller) write(ctx context.Context, p providerState, existing, desir
 }
 
 // reflected reports whether a consumer EndpointSlice is reflected: it belongs to a Service and was not itself
-// written by a direct-connections controller.
+// made from a ShadowEndpointSlice (when this cluster is also a provider), by us or by Liqo.
 func reflected(s *discoveryv1.EndpointSlice) bool {
-	return s.Labels[discoveryv1.LabelServiceName] != "" && s.Labels[discoveryv1.LabelManagedBy] != directconn.ManagedBy
+	return s.Labels[discoveryv1.LabelServiceName] != "" &&
+		s.Labels[discoveryv1.LabelManagedBy] != directconn.ReflectionManagedBy &&
+		s.Labels[directconn.ShadowManagedByLabel] != directconn.ShadowManagedBy
 }
