@@ -130,14 +130,16 @@ func TestConsumerReflects(t *testing.T) {
 	f := newFixture(t)
 	f.run(t)
 	ctx := context.Background()
-	want := `{"endpoints":[{"clusterID":"cluster-c","realIP":"10.244.3.7","consumerIP":"10.71.3.7","reflectedIP":"10.71.3.7"}]}`
+	want := `{"clusterAddresses":{"cluster-c":["10.71.3.7"]},"realIPs":{"10.71.3.7":"10.244.3.7"}}`
 	s := f.waitShadow(t, "data annotation", func(s *offv1beta1.ShadowEndpointSlice) bool {
 		return s != nil && s.Annotations[directconn.DataAnnotation] == want
 	})
-	if got := addrs(s); !reflect.DeepEqual(got, []string{"10.244.1.5", "10.244.2.4", "10.71.3.7"}) {
+	// B's own pod is left out (B's EndpointSlice controller serves it), the others untranslated.
+	if got := addrs(s); !reflect.DeepEqual(got, []string{"10.244.1.5", "10.71.3.7"}) {
 		t.Errorf("shadow addresses = %v", got)
 	}
-	if s.Labels[directconn.OriginClusterIDLabel] != "cluster-a" {
+	if s.Labels[directconn.OriginClusterIDLabel] != "cluster-a" || s.Labels[directconn.DestinationClusterIDLabel] != "cluster-b" ||
+		s.Labels[discoveryv1.LabelManagedBy] != directconn.ReflectionManagedBy {
 		t.Errorf("labels = %v", s.Labels)
 	}
 
@@ -152,13 +154,13 @@ func TestConsumerReflects(t *testing.T) {
 		return s != nil && !has
 	})
 
-	// A node that stops being virtual changes nothing listed, but its pod is no longer un-remapped either.
+	// A node that stops being virtual: its pod counts as the consumer's, and is reflected.
 	n, _ := f.kube.CoreV1().Nodes().Get(ctx, "vn-b", metav1.GetOptions{})
 	n.Labels = nil
 	if _, err := f.kube.CoreV1().Nodes().Update(ctx, n, metav1.UpdateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	f.waitShadow(t, "B's pod passed through", func(s *offv1beta1.ShadowEndpointSlice) bool {
+	f.waitShadow(t, "B's pod reflected", func(s *offv1beta1.ShadowEndpointSlice) bool {
 		return s != nil && reflect.DeepEqual(addrs(s), []string{"10.244.1.5", "10.70.2.4", "10.71.3.7"})
 	})
 
@@ -184,9 +186,9 @@ func TestConsumerTooLargeLeavesPreviousShadow(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	// 4000 endpoints on C: the data document is about 390 KB.
+	// 8000 endpoints on C: the data document (addresses and real IPs) is about 370 KB.
 	var eps []discoveryv1.Endpoint
-	for i := range 4000 {
+	for i := range 8000 {
 		eps = append(eps, ep("vn-c", fmt.Sprintf("10.71.%d.%d", i/250, i%250+1)))
 	}
 	big := slice(eps...)
@@ -195,7 +197,7 @@ func TestConsumerTooLargeLeavesPreviousShadow(t *testing.T) {
 	}
 	if err := wait.PollUntilContextTimeout(ctx, 10*time.Millisecond, 10*time.Second, true, func(context.Context) (bool, error) {
 		s, _ := f.ctrl.slices.EndpointSlices("demo").Get("web-1")
-		return s != nil && len(s.Endpoints) == 4000, nil
+		return s != nil && len(s.Endpoints) == 8000, nil
 	}); err != nil {
 		t.Fatal("the informer never saw the large slice")
 	}

@@ -2,11 +2,14 @@ package integration
 
 import (
 	"context"
+	"encoding/json"
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/dynamic"
@@ -39,6 +42,16 @@ func startCluster(t *testing.T, id string) *cluster {
 		t.Fatal(err)
 	}
 	return c
+}
+
+// ensureNamespace creates namespace name unless it exists.
+func (c *cluster) ensureNamespace(t *testing.T, name string) {
+	t.Helper()
+	_, err := c.kube.CoreV1().Namespaces().Create(context.Background(),
+		&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name}}, metav1.CreateOptions{})
+	if err != nil && !apierrors.IsAlreadyExists(err) {
+		t.Fatalf("%s: namespace %s: %v", c.id, name, err)
+	}
 }
 
 func (c *cluster) namespace(t *testing.T, name string) {
@@ -127,4 +140,29 @@ func virtualNode(cluster string) map[string]string {
 func endpoint(node, addr string) discoveryv1.Endpoint {
 	return discoveryv1.Endpoint{Addresses: []string{addr}, NodeName: ptr.To(node),
 		Conditions: discoveryv1.EndpointConditions{Ready: ptr.To(true)}}
+}
+
+// logObject logs obj (read back from cluster c) as indented JSON without the server-set metadata, for the
+// examples in docs/direct-connections.md (go test -v).
+func (c *cluster) logObject(t *testing.T, title string, u *unstructured.Unstructured) {
+	t.Helper()
+	u = u.DeepCopy()
+	for _, f := range []string{"managedFields", "uid", "resourceVersion", "creationTimestamp", "generation"} {
+		unstructured.RemoveNestedField(u.Object, "metadata", f)
+	}
+	b, err := json.MarshalIndent(u.Object, "", "  ")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("%s: %s\n%s", c.id, title, b)
+}
+
+// logResource logs the object name in namespace demo of resource gvr (see logObject).
+func (c *cluster) logResource(t *testing.T, title string, gvr schema.GroupVersionResource, name string) {
+	t.Helper()
+	u, err := c.dyn.Resource(gvr).Namespace("demo").Get(context.Background(), name, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.logObject(t, title, u)
 }
