@@ -61,6 +61,9 @@ func TestLiqoShadowsAtOurProvider(t *testing.T) {
 	b.createLiqo(t, liqoShadow("malformed", "cluster-b", `{"clusterAddresses":{"cluster-c":["10.71.3.7"]`,
 		"10.244.1.5", "10.71.3.7"))
 	b.createLiqo(t, liqoShadow("taken", "cluster-b", "", "10.244.1.5"))
+	// liqos: a shadow whose EndpointSlice Liqo's own ShadowEndpointSlice controller has already written.
+	b.createLiqo(t, liqoShadow("liqos", "cluster-b", "", "10.244.1.5"))
+	liqos := b.liqoWrittenSlice(t, "liqos", "10.80.1.99")
 
 	ctrl, err := provider.New(provider.Config{ClusterID: "cluster-b", Kube: b.kube, Dynamic: b.dyn})
 	if err != nil {
@@ -106,15 +109,22 @@ func TestLiqoShadowsAtOurProvider(t *testing.T) {
 	b.waitEvent(t, "EndpointSlice", "bad", directconn.ReasonDirectConnectionUnavailable,
 		`no Configuration for cluster cluster-x (clusterAddresses["cluster-x"]): mapped through consumer cluster cluster-a instead (addresses 10.244.9.9)`)
 	b.waitEvent(t, "EndpointSlice", "bad", directconn.ReasonRemapFailed,
-		`real IP 10.250.9.9 (realIPs["10.99.9.9"]) is in no spec.remote.cidr.pod [10.244.0.0/16] of Configuration liqo-tenant-cluster-d/cluster-d`)
+		`real IP 10.250.9.9 (realIPs["10.99.9.9"]) is in no spec.remote.cidr.pod [10.203.0.0/16] of Configuration liqo-tenant-cluster-d/cluster-d`)
 	b.waitEvent(t, "EndpointSlice", "malformed", directconn.ReasonInvalidData, "not a JSON object")
 
 	// Another controller's slice is left alone, and the shadow says why.
 	b.waitEvent(t, "ShadowEndpointSlice", "taken", provider.ReasonEndpointSliceConflict,
-		`EndpointSlice demo/taken exists and is not controlled by a ShadowEndpointSlice (endpointslice.kubernetes.io/managed-by="endpointslice-controller.k8s.io"`)
+		`EndpointSlice demo/taken is managed by another controller (endpointslice.kubernetes.io/managed-by="endpointslice-controller.k8s.io"`)
 	if got, err := b.kube.DiscoveryV1().EndpointSlices("demo").Get(ctx, "taken", metav1.GetOptions{}); err != nil ||
 		got.ResourceVersion == "" || !reflect.DeepEqual(got.Endpoints[0].Addresses, []string{"10.244.2.9"}) || metav1.GetControllerOf(got) != nil {
 		t.Errorf("the other controller's slice changed: %+v, %v", got, err)
+	}
+
+	// A slice Liqo's controller wrote is Liqo's: left alone, and the shadow says why.
+	b.waitEvent(t, "ShadowEndpointSlice", "liqos", provider.ReasonEndpointSliceConflict,
+		`controller Liqo's ShadowEndpointSlice controller (field manager shadow-endpointslice-controller)`)
+	if got, err := b.kube.DiscoveryV1().EndpointSlices("demo").Get(ctx, "liqos", metav1.GetOptions{}); err != nil || got.ResourceVersion != liqos.ResourceVersion {
+		t.Errorf("the slice Liqo's controller wrote was changed: %+v, %v", got, err)
 	}
 
 	// The ForeignCluster of A reports its network down: every endpoint becomes not ready, as with Liqo.
@@ -141,4 +151,29 @@ func TestLiqoShadowsAtOurProvider(t *testing.T) {
 	}); err != nil {
 		t.Fatalf("endpoints still ready after the ForeignCluster's network went down: %v", err)
 	}
+}
+
+// liqoWrittenSlice creates EndpointSlice demo/name as Liqo's ShadowEndpointSlice controller does (its field
+// manager, controlled by the shadow of that name, liqo.io/managed-by=shadowendpointslice) with one address.
+func (c *cluster) liqoWrittenSlice(t *testing.T, name, addr string) *discoveryv1.EndpointSlice {
+	t.Helper()
+	ctx := context.Background()
+	sh, err := c.dyn.Resource(offv1beta1.ShadowEndpointSliceResource).Namespace("demo").Get(ctx, name, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := &discoveryv1.EndpointSlice{
+		ObjectMeta: metav1.ObjectMeta{Namespace: "demo", Name: name,
+			Labels: map[string]string{discoveryv1.LabelServiceName: "web", "liqo.io/managed-by": "shadowendpointslice",
+				"offloading.liqo.io/origin": "cluster-a"},
+			OwnerReferences: []metav1.OwnerReference{{APIVersion: "offloading.liqo.io/v1beta1", Kind: "ShadowEndpointSlice",
+				Name: name, UID: sh.GetUID(), Controller: ptr.To(true), BlockOwnerDeletion: ptr.To(true)}}},
+		AddressType: discoveryv1.AddressTypeIPv4,
+		Endpoints:   []discoveryv1.Endpoint{{Addresses: []string{addr}}},
+	}
+	created, err := c.kube.DiscoveryV1().EndpointSlices("demo").Create(ctx, s, metav1.CreateOptions{FieldManager: provider.LiqoFieldManager})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return created
 }

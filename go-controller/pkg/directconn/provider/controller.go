@@ -45,6 +45,14 @@ const (
 // Component is the Event source and logger name.
 const Component = "directconn-provider"
 
+// Field managers (metadata.managedFields) of the EndpointSlices made from ShadowEndpointSlices.
+const (
+	// FieldManager is ours.
+	FieldManager = "ovn-egressip-directconn"
+	// LiqoFieldManager is Liqo's ShadowEndpointSlice controller's; a slice it has written is left to it.
+	LiqoFieldManager = "shadow-endpointslice-controller"
+)
+
 // clusterIndex indexes ShadowEndpointSlices by their origin cluster ID and the cluster IDs listed in their data
 // annotation: the clusters whose Configuration, Connection or ForeignCluster the slice depends on.
 const clusterIndex = "directconn-cluster"

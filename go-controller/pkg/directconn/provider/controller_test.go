@@ -272,7 +272,7 @@ func TestProviderRefusesForeignSlice(t *testing.T) {
 	if err := c.sync(ctx, cacheName("demo", "web-1")); err != nil {
 		t.Fatalf("sync = %v, want nil (reported, not retried)", err)
 	}
-	f.waitEvent(t, `Warning EndpointSliceConflict EndpointSlice demo/web-1 exists and is not controlled by a ShadowEndpointSlice (endpointslice.kubernetes.io/managed-by="someone-else", controller none)`)
+	f.waitEvent(t, `Warning EndpointSliceConflict EndpointSlice demo/web-1 is managed by another controller (endpointslice.kubernetes.io/managed-by="someone-else", controller none)`)
 	got, _ := f.kube.DiscoveryV1().EndpointSlices("demo").Get(context.Background(), "web-1", metav1.GetOptions{})
 	if got.Endpoints[0].Addresses[0] != "192.0.2.1" || got.Labels[directconn.ShadowManagedByLabel] != "" {
 		t.Fatalf("foreign slice changed: %+v", got)

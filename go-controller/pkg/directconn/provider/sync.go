@@ -19,7 +19,7 @@ import (
 	"github.com/ovn-egressip/ovn-egressip/go-controller/pkg/directconn/kube"
 )
 
-// errConflict is returned by write when the EndpointSlice exists and no ShadowEndpointSlice controls it.
+// errConflict is returned by write when the EndpointSlice exists and is another controller's (see ownedByShadow).
 var errConflict = errors.New("EndpointSlice exists and is managed by another controller")
 
 // sync converges the EndpointSlice namespace/name with the ShadowEndpointSlice of the same name: created or
@@ -103,12 +103,15 @@ func (c *Controller) reportConflict(shadow *offv1beta1.ShadowEndpointSlice, live
 	c.log.Info("EndpointSlice managed by another controller: left alone, not retried until it changes",
 		"endpointSlice", key, "managedBy", live.Labels[discoveryv1.LabelManagedBy])
 	c.recorder.Eventf(shadow, corev1.EventTypeWarning, ReasonEndpointSliceConflict,
-		"EndpointSlice %s exists and is not controlled by a ShadowEndpointSlice (%s=%q, controller %s): left alone; "+
-			"delete it, or rename one of them, to let this ShadowEndpointSlice through",
+		"EndpointSlice %s is managed by another controller (%s=%q, controller %s): left alone; "+
+			"this ShadowEndpointSlice goes through once that slice is deleted",
 		key, discoveryv1.LabelManagedBy, live.Labels[discoveryv1.LabelManagedBy], controllerOf(live))
 }
 
 func controllerOf(s *discoveryv1.EndpointSlice) string {
+	if writtenByLiqo(s) {
+		return "Liqo's ShadowEndpointSlice controller (field manager " + LiqoFieldManager + ")"
+	}
 	ref := metav1.GetControllerOf(s)
 	if ref == nil {
 		return "none"
@@ -137,7 +140,7 @@ func (c *Controller) write(ctx context.Context, existing, desired *discoveryv1.E
 		existing = nil
 	}
 	if existing == nil {
-		created, err := client.Create(ctx, desired, metav1.CreateOptions{})
+		created, err := client.Create(ctx, desired, metav1.CreateOptions{FieldManager: FieldManager})
 		if apierrors.IsAlreadyExists(err) {
 			live, gerr := client.Get(ctx, desired.Name, metav1.GetOptions{})
 			if gerr == nil && !ownedByShadow(live) {
@@ -159,7 +162,7 @@ func (c *Controller) write(ctx context.Context, existing, desired *discoveryv1.E
 	updated.OwnerReferences = desired.OwnerReferences
 	updated.Endpoints = desired.Endpoints
 	updated.Ports = desired.Ports
-	out, err := client.Update(ctx, updated, metav1.UpdateOptions{})
+	out, err := client.Update(ctx, updated, metav1.UpdateOptions{FieldManager: FieldManager})
 	if err == nil {
 		c.log.V(2).Info("Updated EndpointSlice", "endpointSlice", klogKey(out))
 	}
@@ -174,12 +177,24 @@ func sameContent(a, b *discoveryv1.EndpointSlice) bool {
 		equality.Semantic.DeepEqual(a.Ports, b.Ports)
 }
 
-// ownedByShadow reports whether a ShadowEndpointSlice of the slice's name controls it: ours, or Liqo's
-// controller's, which writes the same slice.
+// ownedByShadow reports whether the slice is ours to write: a ShadowEndpointSlice of its name controls it, and
+// Liqo's ShadowEndpointSlice controller (which makes slices of the same shape from the same shadows) has not
+// written it. A slice Liqo's controller writes stays Liqo's, so that the two never rewrite each other's work.
 func ownedByShadow(s *discoveryv1.EndpointSlice) bool {
 	ref := metav1.GetControllerOf(s)
 	return ref != nil && ref.Kind == "ShadowEndpointSlice" && ref.Name == s.Name &&
-		ref.APIVersion == offv1beta1.SchemeGroupVersion.String()
+		ref.APIVersion == offv1beta1.SchemeGroupVersion.String() && !writtenByLiqo(s)
+}
+
+// writtenByLiqo reports whether Liqo's ShadowEndpointSlice controller has written the slice (its field manager
+// appears in managedFields).
+func writtenByLiqo(s *discoveryv1.EndpointSlice) bool {
+	for _, f := range s.ManagedFields {
+		if f.Manager == LiqoFieldManager {
+			return true
+		}
+	}
+	return false
 }
 
 func ignoreNotFound(err error) error {
