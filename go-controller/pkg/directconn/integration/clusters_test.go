@@ -10,7 +10,6 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
@@ -18,7 +17,6 @@ import (
 
 	netv1beta1 "github.com/ovn-egressip/ovn-egressip/go-controller/pkg/crd/liqo/networking/v1beta1"
 	"github.com/ovn-egressip/ovn-egressip/go-controller/pkg/directconn"
-	"github.com/ovn-egressip/ovn-egressip/go-controller/pkg/directconn/kube"
 	"github.com/ovn-egressip/ovn-egressip/test/apiserver"
 )
 
@@ -62,30 +60,6 @@ func (c *cluster) namespace(t *testing.T, name string) {
 	}
 }
 
-// configuration creates this cluster's Configuration for cluster remote: its pod CIDR real is seen as view.
-func (c *cluster) configuration(t *testing.T, remote, real, view string) {
-	t.Helper()
-	ns := "liqo-tenant-" + remote
-	c.namespace(t, ns)
-	cfg := &netv1beta1.Configuration{
-		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: remote, Labels: map[string]string{directconn.RemoteClusterIDLabel: remote}},
-		Spec:       netv1beta1.ConfigurationSpec{Remote: netv1beta1.ClusterConfig{CIDR: netv1beta1.ClusterConfigCIDR{Pod: []netv1beta1.CIDR{netv1beta1.CIDR(real)}}}},
-		Status:     netv1beta1.ConfigurationStatus{Remote: &netv1beta1.ClusterConfig{CIDR: netv1beta1.ClusterConfigCIDR{Pod: []netv1beta1.CIDR{netv1beta1.CIDR(view)}}}},
-	}
-	c.createWithStatus(t, netv1beta1.ConfigurationResource, netv1beta1.SchemeGroupVersion.WithKind("Configuration"), cfg)
-}
-
-// connection creates this cluster's Connection to cluster remote with status v (in liqo-tenant-<remote>, which
-// configuration created).
-func (c *cluster) connection(t *testing.T, remote string, v netv1beta1.ConnectionStatusValue) {
-	t.Helper()
-	conn := &netv1beta1.Connection{
-		ObjectMeta: metav1.ObjectMeta{Namespace: "liqo-tenant-" + remote, Name: "gw-" + remote, Labels: map[string]string{directconn.RemoteClusterIDLabel: remote}},
-		Status:     netv1beta1.ConnectionStatus{Value: v},
-	}
-	c.createWithStatus(t, netv1beta1.ConnectionResource, netv1beta1.SchemeGroupVersion.WithKind("Connection"), conn)
-}
-
 // setConnection changes the status of this cluster's Connection to cluster remote.
 func (c *cluster) setConnection(t *testing.T, remote string, v netv1beta1.ConnectionStatusValue) {
 	t.Helper()
@@ -98,30 +72,6 @@ func (c *cluster) setConnection(t *testing.T, remote string, v netv1beta1.Connec
 	u.Object["status"] = map[string]interface{}{"value": string(v)}
 	if _, err := r.UpdateStatus(ctx, u, metav1.UpdateOptions{}); err != nil {
 		t.Fatalf("%s: Connection to %s status %s: %v", c.id, remote, v, err)
-	}
-}
-
-type statusObject interface {
-	metav1.Object
-	runtime.Object
-}
-
-func (c *cluster) createWithStatus(t *testing.T, gvr schema.GroupVersionResource, gvk schema.GroupVersionKind, obj statusObject) {
-	t.Helper()
-	ctx := context.Background()
-	u, err := kube.ToUnstructured(obj, gvk)
-	if err != nil {
-		t.Fatal(err)
-	}
-	status := u.Object["status"]
-	r := c.dyn.Resource(gvr).Namespace(obj.GetNamespace())
-	created, err := r.Create(ctx, u, metav1.CreateOptions{})
-	if err != nil {
-		t.Fatalf("%s: create %s %s: %v", c.id, gvk.Kind, obj.GetName(), err)
-	}
-	created.Object["status"] = status // the status subresource ignores status on create
-	if _, err := r.UpdateStatus(ctx, created, metav1.UpdateOptions{}); err != nil {
-		t.Fatalf("%s: status of %s %s: %v", c.id, gvk.Kind, obj.GetName(), err)
 	}
 }
 
