@@ -38,6 +38,14 @@ import (
 // Component is the Event source and logger name.
 const Component = "directconn-consumer"
 
+// ReasonShadowConflict is the Warning Event reason on a consumer EndpointSlice whose ShadowEndpointSlice name is
+// taken, in a provider, by a shadow this consumer did not write.
+const ReasonShadowConflict = "ShadowEndpointSliceConflict"
+
+// legacyOriginLabel marked the shadows written by earlier versions of this controller (before it wrote Liqo's
+// offloading.liqo.io/origin); such a shadow naming this cluster is adopted.
+const legacyOriginLabel = "directconn.ovn-egressip.io/origin-cluster-id"
+
 // Provider is one provider cluster the consumer reflects to.
 type Provider struct {
 	// ClusterID is the provider's cluster ID, as in the liqo.io/remote-cluster-id label of its virtual nodes and

@@ -229,3 +229,51 @@ func fakeDynamic(t *testing.T, objs ...runtime.Object) *dynamicfake.FakeDynamicC
 	}
 	return d
 }
+
+func legacyOrForeignShadow(labels map[string]string) *offv1beta1.ShadowEndpointSlice {
+	return &offv1beta1.ShadowEndpointSlice{
+		ObjectMeta: metav1.ObjectMeta{Namespace: "demo", Name: "web-1", Labels: labels,
+			Annotations: map[string]string{directconn.DataAnnotation: `{"endpoints":[]}`}},
+		Spec: offv1beta1.ShadowEndpointSliceSpec{Template: offv1beta1.EndpointSliceTemplate{AddressType: discoveryv1.AddressTypeIPv4,
+			Endpoints: []discoveryv1.Endpoint{{Addresses: []string{"192.0.2.1"}}}}},
+	}
+}
+
+// TestConsumerAdoptsLegacyShadow: a shadow an earlier version wrote for this cluster (its own origin label, the old
+// data format) is rewritten in Liqo's shape (before: every create failed with AlreadyExists, retried forever).
+func TestConsumerAdoptsLegacyShadow(t *testing.T) {
+	f := newFixture(t, legacyOrForeignShadow(map[string]string{legacyOriginLabel: "cluster-a"}))
+	f.run(t)
+	f.waitShadow(t, "Liqo's shape", func(s *offv1beta1.ShadowEndpointSlice) bool {
+		return s != nil && s.Labels[directconn.OriginClusterIDLabel] == "cluster-a" &&
+			s.Annotations[directconn.DataAnnotation] == `{"clusterAddresses":{"cluster-c":["10.71.3.7"]},"realIPs":{"10.71.3.7":"10.244.3.7"}}` &&
+			reflect.DeepEqual(addrs(s), []string{"10.244.1.5", "10.71.3.7"})
+	})
+}
+
+// TestConsumerLeavesOthersShadow: a shadow of the same name written by another consumer is left alone, with a
+// Warning Event and no retry.
+func TestConsumerLeavesOthersShadow(t *testing.T) {
+	f := newFixture(t, legacyOrForeignShadow(map[string]string{directconn.OriginClusterIDLabel: "cluster-z"}))
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer func() { cancel(); f.ctrl.factory.Shutdown() }()
+	if err := f.ctrl.startInformers(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.ctrl.sync(ctx, cache.ObjectName{Namespace: "demo", Name: "web-1"}); err != nil {
+		t.Fatalf("sync = %v, want nil (reported, not retried)", err)
+	}
+	select {
+	case e := <-f.recorder.Events:
+		want := `Warning ShadowEndpointSliceConflict ShadowEndpointSlice demo/web-1 in cluster cluster-b exists and was not written by this consumer (offloading.liqo.io/origin="cluster-z"): left alone`
+		if e != want {
+			t.Fatalf("event %q, want %q", e, want)
+		}
+	default:
+		t.Fatal("no Event")
+	}
+	s, err := f.getShadow(ctx)
+	if err != nil || !reflect.DeepEqual(addrs(s), []string{"192.0.2.1"}) {
+		t.Fatalf("the other consumer's shadow changed: %+v, %v", s, err)
+	}
+}

@@ -80,20 +80,41 @@ func (c *Controller) sync(ctx context.Context, key cache.ObjectName) error {
 			errs = append(errs, err)
 			continue
 		}
-		if err := c.write(ctx, p, existing, desired); err != nil {
+		if err := c.write(ctx, p, slice, existing, desired); err != nil {
 			errs = append(errs, err)
 		}
 	}
 	return errors.Join(errs...)
 }
 
-func (c *Controller) write(ctx context.Context, p providerState, existing, desired *offv1beta1.ShadowEndpointSlice) error {
+// write creates or updates the shadow. A shadow of the same name that the informer does not hold (it lacks our
+// origin label) is adopted when an earlier version of this controller wrote it for this cluster (legacyOriginLabel),
+// and otherwise left alone with a Warning Event on the consumer's slice, not retried until the slice changes.
+func (c *Controller) write(ctx context.Context, p providerState, slice *discoveryv1.EndpointSlice,
+	existing, desired *offv1beta1.ShadowEndpointSlice) error {
+	key := desired.Namespace + "/" + desired.Name
 	if existing == nil {
 		err := p.writer.Create(ctx, desired)
 		if err == nil {
-			c.log.V(2).Info("Created ShadowEndpointSlice", "cluster", p.id, "shadowEndpointSlice", desired.Namespace+"/"+desired.Name)
+			c.log.V(2).Info("Created ShadowEndpointSlice", "cluster", p.id, "shadowEndpointSlice", key)
 		}
-		return err
+		if !apierrors.IsAlreadyExists(err) {
+			return err
+		}
+		live, gerr := p.writer.Get(ctx, desired.Namespace, desired.Name)
+		switch {
+		case gerr != nil || live.Labels[directconn.OriginClusterIDLabel] == c.clusterID:
+			return err // ours, not in the cache yet: retried
+		case live.Labels[legacyOriginLabel] != c.clusterID:
+			c.log.Info("ShadowEndpointSlice of another writer: left alone", "cluster", p.id, "shadowEndpointSlice", key,
+				"origin", live.Labels[directconn.OriginClusterIDLabel])
+			c.recorder.Eventf(slice, corev1.EventTypeWarning, ReasonShadowConflict,
+				"ShadowEndpointSlice %s in cluster %s exists and was not written by this consumer (%s=%q): left alone",
+				key, p.id, directconn.OriginClusterIDLabel, live.Labels[directconn.OriginClusterIDLabel])
+			return nil
+		}
+		c.log.Info("Adopting the ShadowEndpointSlice an earlier version wrote", "cluster", p.id, "shadowEndpointSlice", key)
+		existing = live
 	}
 	if equality.Semantic.DeepEqual(existing.Labels, desired.Labels) &&
 		equality.Semantic.DeepEqual(existing.Annotations, desired.Annotations) &&
@@ -104,7 +125,7 @@ func (c *Controller) write(ctx context.Context, p providerState, existing, desir
 	updated.Labels, updated.Annotations, updated.Spec = desired.Labels, desired.Annotations, desired.Spec
 	err := p.writer.Update(ctx, updated)
 	if err == nil {
-		c.log.V(2).Info("Updated ShadowEndpointSlice", "cluster", p.id, "shadowEndpointSlice", desired.Namespace+"/"+desired.Name)
+		c.log.V(2).Info("Updated ShadowEndpointSlice", "cluster", p.id, "shadowEndpointSlice", key)
 	}
 	return err
 }

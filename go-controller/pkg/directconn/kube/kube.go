@@ -152,6 +152,15 @@ func (s Shadows) Create(ctx context.Context, sh *offv1beta1.ShadowEndpointSlice)
 	return err
 }
 
+// Get reads namespace/name from the apiserver.
+func (s Shadows) Get(ctx context.Context, namespace, name string) (*offv1beta1.ShadowEndpointSlice, error) {
+	u, err := s.resource(namespace).Get(ctx, name, metav1.GetOptions{})
+	if err != nil {
+		return nil, err
+	}
+	return FromUnstructured[offv1beta1.ShadowEndpointSlice](u)
+}
+
 // Update replaces sh (sh.ResourceVersion must be set).
 func (s Shadows) Update(ctx context.Context, sh *offv1beta1.ShadowEndpointSlice) error {
 	u, err := ToUnstructured(sh, shadowGVK)
