@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
-# Regenerates, byte for byte, the minimal Liqo API copies used by the direct-connections controllers:
-#  - deepcopy for go-controller/pkg/crd/liqo/{offloading,networking}/v1beta1 (deepcopy-gen),
-#  - their CRD manifests dist/crds/offloading.liqo.io_*.yaml and dist/crds/networking.liqo.io_*.yaml (controller-gen).
+# Regenerates, byte for byte, the copies of Liqo's API types used by the direct-connections controllers:
+#  - deepcopy for go-controller/pkg/crd/liqo/{offloading,networking,core}/v1beta1 (deepcopy-gen),
+#  - their CRD manifests dist/crds/{offloading,networking,core}.liqo.io_*.yaml (controller-gen).
 # Tools are pinned as `tool` lines in go.mod and run with `go tool`. Called by `make generate`.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
