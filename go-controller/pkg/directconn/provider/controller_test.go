@@ -335,3 +335,52 @@ func fakeDynamic(t *testing.T, objs ...runtime.Object) *dynamicfake.FakeDynamicC
 	}
 	return d
 }
+
+// TestProviderLeavesLiqosSlice: a slice that Liqo's ShadowEndpointSlice controller wrote (its field manager in
+// managedFields), although controlled by the shadow of its name, is Liqo's: an Event, no write, no retry.
+func TestProviderLeavesLiqosSlice(t *testing.T) {
+	liqos := &discoveryv1.EndpointSlice{
+		ObjectMeta: metav1.ObjectMeta{Namespace: "demo", Name: "web-1",
+			Labels: map[string]string{directconn.ShadowManagedByLabel: directconn.ShadowManagedBy},
+			OwnerReferences: []metav1.OwnerReference{{APIVersion: offv1beta1.SchemeGroupVersion.String(), Kind: "ShadowEndpointSlice",
+				Name: "web-1", UID: "shadow-uid", Controller: ptr.To(true)}},
+			ManagedFields: []metav1.ManagedFieldsEntry{{Manager: LiqoFieldManager, Operation: metav1.ManagedFieldsOperationApply}}},
+		AddressType: discoveryv1.AddressTypeIPv4,
+		Endpoints:   []discoveryv1.Endpoint{{Addresses: []string{"192.0.2.1"}}},
+	}
+	f := &fixture{kube: kubefake.NewClientset(liqos), dyn: fakeDynamic(t, testShadow()), recorder: record.NewFakeRecorder(100)}
+	c, err := New(Config{ClusterID: "cluster-b", Kube: f.kube, Dynamic: f.dyn, Recorder: f.recorder})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer func() { cancel(); c.factory.Shutdown() }()
+	if err := c.startInformers(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.sync(ctx, cacheName("demo", "web-1")); err != nil {
+		t.Fatalf("sync = %v, want nil", err)
+	}
+	f.waitEvent(t, "Warning EndpointSliceConflict EndpointSlice demo/web-1 is managed by another controller "+
+		`(endpointslice.kubernetes.io/managed-by="", controller Liqo's ShadowEndpointSlice controller (field manager shadow-endpointslice-controller))`)
+	for _, a := range f.kube.Actions() {
+		if v := a.GetVerb(); a.GetResource().Resource == "endpointslices" && (v == "create" || v == "update" || v == "patch" || v == "delete") {
+			t.Errorf("the provider wrote to Liqo's slice: %s", v)
+		}
+	}
+	// The shadow goes: Liqo's slice is not ours to delete either.
+	if err := f.dyn.Resource(offv1beta1.ShadowEndpointSliceResource).Namespace("demo").Delete(ctx, "web-1", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if err := wait.PollUntilContextTimeout(ctx, 10*time.Millisecond, 10*time.Second, true, func(context.Context) (bool, error) {
+		return kube.Get[offv1beta1.ShadowEndpointSlice](c.shadows.GetStore(), "demo", "web-1") == nil, nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.sync(ctx, cacheName("demo", "web-1")); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.kube.DiscoveryV1().EndpointSlices("demo").Get(ctx, "web-1", metav1.GetOptions{}); err != nil {
+		t.Fatalf("Liqo's slice was deleted: %v", err)
+	}
+}
