@@ -22,6 +22,7 @@ import (
 	"k8s.io/client-go/rest"
 	"k8s.io/utils/ptr"
 
+	netv1beta1 "github.com/ovn-egressip/ovn-egressip/go-controller/pkg/crd/liqo/networking/v1beta1"
 	offv1beta1 "github.com/ovn-egressip/ovn-egressip/go-controller/pkg/crd/liqo/offloading/v1beta1"
 	"github.com/ovn-egressip/ovn-egressip/go-controller/pkg/directconn"
 	"github.com/ovn-egressip/ovn-egressip/go-controller/pkg/directconn/kube"
@@ -150,7 +151,8 @@ func (r *replica) stop(t *testing.T) {
 func createShadow(t *testing.T, dyn dynamic.Interface, name, addr string) {
 	t.Helper()
 	s := &offv1beta1.ShadowEndpointSlice{
-		ObjectMeta: metav1.ObjectMeta{Namespace: "demo", Name: name, Labels: map[string]string{discoveryv1.LabelServiceName: "web"}},
+		ObjectMeta: metav1.ObjectMeta{Namespace: "demo", Name: name, Labels: map[string]string{discoveryv1.LabelServiceName: "web",
+			directconn.OriginClusterIDLabel: "cluster-a"}},
 		Spec: offv1beta1.ShadowEndpointSliceSpec{Template: offv1beta1.EndpointSliceTemplate{
 			AddressType: discoveryv1.AddressTypeIPv4,
 			Endpoints:   []discoveryv1.Endpoint{{Addresses: []string{addr}}},
@@ -162,6 +164,31 @@ func createShadow(t *testing.T, dyn dynamic.Interface, name, addr string) {
 	}
 }
 
+// createIdentityConfiguration creates this cluster's Configuration for cluster id whose pod CIDR it sees unchanged,
+// so that the shadows' addresses map to themselves without a Warning Event (Events are written asynchronously
+// and would blur the count of each replica's writes).
+func createIdentityConfiguration(t *testing.T, dyn dynamic.Interface, id, cidr string) {
+	t.Helper()
+	ctx := context.Background()
+	cfg := &netv1beta1.Configuration{
+		ObjectMeta: metav1.ObjectMeta{Namespace: "demo", Name: id, Labels: map[string]string{directconn.RemoteClusterIDLabel: id}},
+		Spec:       netv1beta1.ConfigurationSpec{Remote: netv1beta1.ClusterConfig{CIDR: netv1beta1.ClusterConfigCIDR{Pod: []netv1beta1.CIDR{netv1beta1.CIDR(cidr)}}}},
+	}
+	u, err := kube.ToUnstructured(cfg, netv1beta1.SchemeGroupVersion.WithKind("Configuration"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := dyn.Resource(netv1beta1.ConfigurationResource).Namespace("demo")
+	created, err := r.Create(ctx, u, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	created.Object["status"] = map[string]interface{}{"remote": map[string]interface{}{"cidr": map[string]interface{}{"pod": []interface{}{cidr}}}}
+	if _, err := r.UpdateStatus(ctx, created, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+}
+
 // waitSlices waits until the EndpointSlices of demo managed by directconn are exactly want (name -> address), each
 // with a single controller reference to the ShadowEndpointSlice of its name, and returns them by name.
 func waitSlices(t *testing.T, k kubernetes.Interface, dyn dynamic.Interface, want map[string]string) map[string]discoveryv1.EndpointSlice {
@@ -170,7 +197,7 @@ func waitSlices(t *testing.T, k kubernetes.Interface, dyn dynamic.Interface, wan
 	var got map[string]discoveryv1.EndpointSlice
 	err := wait.PollUntilContextTimeout(context.Background(), 50*time.Millisecond, pollTimeout, true, func(ctx context.Context) (bool, error) {
 		list, err := k.DiscoveryV1().EndpointSlices("demo").List(ctx, metav1.ListOptions{
-			LabelSelector: discoveryv1.LabelManagedBy + "=" + directconn.ManagedBy})
+			LabelSelector: directconn.ShadowManagedByLabel + "=" + directconn.ShadowManagedBy})
 		if err != nil {
 			return false, err
 		}
@@ -219,6 +246,7 @@ func TestProviderReplicasOneActs(t *testing.T) {
 	if _, err := admin.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "demo"}}, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
+	createIdentityConfiguration(t, dyn, "cluster-a", "10.244.0.0/16")
 	createShadow(t, dyn, "web-1", "10.244.1.5")
 	createShadow(t, dyn, "web-2", "10.244.1.6")
 

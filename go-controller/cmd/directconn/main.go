@@ -57,6 +57,9 @@ const (
 // identity.
 const podNameEnv = "POD_NAME"
 
+// flagDeny is Liqo's provider flag of the same name.
+const flagDeny = "deny-direct-connections"
+
 // options are the parsed flags.
 type options struct {
 	mode       string
@@ -64,6 +67,7 @@ type options struct {
 	kubeconfig string
 	providers  []providerFlag // consumer only
 	namespaces []string       // consumer only
+	deny       bool           // provider only
 	workers    int
 	logLevel   int
 	election   election
@@ -88,6 +92,7 @@ func flags() []cli.Flag {
 		&cli.StringFlag{Name: "kubeconfig", Usage: "kubeconfig of this cluster (default: in-cluster config)"},
 		&cli.StringSliceFlag{Name: "provider", Usage: "consumer mode: a provider to reflect to, as CLUSTER_ID=KUBECONFIG (repeat for each)"},
 		&cli.StringSliceFlag{Name: "namespace", Usage: "consumer mode: reflect only this namespace (repeatable; default all)"},
+		&cli.BoolFlag{Name: flagDeny, Usage: "provider mode: drop the endpoints listed in liqo.io/direct-connections-data instead of remapping them (as Liqo's flag of that name)"},
 		&cli.IntFlag{Name: "workers", Value: 2, Usage: "number of sync workers"},
 		&cli.IntFlag{Name: "loglevel", Value: 2, Usage: "klog verbosity"},
 		&cli.BoolFlag{Name: flagLeaderElect, Value: true, Usage: "run the controller only while holding a coordination.k8s.io Lease in this cluster (for several replicas)"},
@@ -144,6 +149,9 @@ func parseOptions(c *cli.Context) (options, error) {
 	}
 	switch o.mode {
 	case modeConsumer:
+		if c.Bool(flagDeny) {
+			return o, fmt.Errorf("--%s is for --mode provider", flagDeny)
+		}
 		seen := map[string]bool{o.clusterID: true}
 		for _, p := range c.StringSlice("provider") {
 			id, path, ok := strings.Cut(p, "=")
@@ -163,6 +171,7 @@ func parseOptions(c *cli.Context) (options, error) {
 		if len(c.StringSlice("provider")) > 0 || len(o.namespaces) > 0 {
 			return o, fmt.Errorf("--provider and --namespace are for --mode consumer")
 		}
+		o.deny = c.Bool(flagDeny)
 	default:
 		return o, fmt.Errorf("--mode must be %s or %s, not %q", modeConsumer, modeProvider, o.mode)
 	}

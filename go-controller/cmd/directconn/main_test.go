@@ -46,8 +46,11 @@ func TestParseOptions(t *testing.T) {
 	if err != nil {
 		t.Fatalf("provider mode: %v", err)
 	}
-	if got.election.leaseName != "ovn-egressip-directconn-provider" {
-		t.Errorf("provider's default Lease name = %q", got.election.leaseName)
+	if got.election.leaseName != "ovn-egressip-directconn-provider" || got.deny {
+		t.Errorf("provider's default Lease name = %q, deny %v", got.election.leaseName, got.deny)
+	}
+	if got, err = parse(t, "--mode", "provider", "--cluster-id", "cluster-b", "--deny-direct-connections"); err != nil || !got.deny {
+		t.Errorf("--deny-direct-connections: %+v, %v", got, err)
 	}
 
 	got, err = parse(t, "--mode", "provider", "--cluster-id", "cluster-b", "--leader-elect-namespace", "ovn-egressip",
@@ -96,6 +99,7 @@ func TestParseOptionsErrors(t *testing.T) {
 		{[]string{"--mode", "both", "--cluster-id", "a"}, "--mode must be consumer or provider"},
 		{[]string{"--mode", "provider", "--cluster-id", "not a label"}, "--cluster-id"},
 		{[]string{"--mode", "consumer", "--cluster-id", "a"}, "at least one --provider"},
+		{[]string{"--mode", "consumer", "--cluster-id", "a", "--provider", "b=/x", "--deny-direct-connections"}, "--deny-direct-connections is for --mode provider"},
 		{[]string{"--mode", "consumer", "--cluster-id", "a", "--provider", "b"}, "want CLUSTER_ID=KUBECONFIG"},
 		{[]string{"--mode", "consumer", "--cluster-id", "a", "--provider", "b=/x", "--provider", "b=/y"}, "given twice"},
 		{[]string{"--mode", "consumer", "--cluster-id", "a", "--provider", "a=/x"}, "given twice (or is this cluster)"},

@@ -62,7 +62,8 @@ func runClusters(ctx context.Context, opts options, cc clusterConfigs) error {
 	// The controller is built and started only once leading, so that a standby replica neither watches nor writes.
 	lead := func(ctx context.Context) error {
 		if opts.mode == modeProvider {
-			c, err := provider.New(provider.Config{ClusterID: opts.clusterID, Kube: kube, Dynamic: dyn})
+			c, err := provider.New(provider.Config{ClusterID: opts.clusterID, Kube: kube, Dynamic: dyn,
+				DenyDirectConnections: opts.deny})
 			if err != nil {
 				return err
 			}

@@ -10,6 +10,7 @@ import (
 	discoveryv1 "k8s.io/api/discovery/v1"
 	apivalidation "k8s.io/apimachinery/pkg/api/validation"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
 
 	offv1beta1 "github.com/ovn-egressip/ovn-egressip/go-controller/pkg/crd/liqo/offloading/v1beta1"
 )
@@ -20,7 +21,8 @@ var ErrAnnotationsTooLarge = errors.New("annotations too large")
 
 // ShadowInput is the consumer-side snapshot for reflecting one EndpointSlice to one provider.
 type ShadowInput struct {
-	// ConsumerClusterID is this (consumer) cluster's ID; written in OriginClusterIDLabel.
+	// ConsumerClusterID is this (consumer) cluster's ID; written in OriginClusterIDLabel and as each endpoint's
+	// nodeName.
 	ConsumerClusterID string
 	// Target is the cluster ID of provider P the shadow is written to.
 	Target string
@@ -28,56 +30,65 @@ type ShadowInput struct {
 	Service *corev1.Service
 	// Slice is the consumer's EndpointSlice.
 	Slice *discoveryv1.EndpointSlice
-	// NodeClusters maps virtual node names to their provider cluster ID (VirtualNodeClusters).
+	// NodeClusters maps every Node's name to the provider cluster it stands for, "" for the consumer's own
+	// (NodeClusters).
 	NodeClusters map[string]string
 	// Peers are the consumer's Configurations by remote cluster ID (Peers); Connections are not used here.
 	Peers map[string]Peer
 }
 
-// BuildShadow returns the ShadowEndpointSlice to write to provider in.Target: same namespace and name as the
-// consumer's slice, its labels (plus endpointslice.kubernetes.io/managed-by=ManagedBy and OriginClusterIDLabel) and
-// annotations, and its endpoints (without nodeName, which names a consumer Node) with the addresses as P sees them:
+// BuildShadow returns the ShadowEndpointSlice that Liqo's virtual kubelet writes to provider in.Target for the
+// consumer's EndpointSlice: same namespace and name; the slice's labels plus endpointslice.kubernetes.io/
+// managed-by=endpointslice.reflection.liqo.io, offloading.liqo.io/origin=<consumer> and
+// offloading.liqo.io/destination=<target>; the slice's annotations; its ports and address type; and its endpoints
+// except those on the target's own virtual nodes (the target's EndpointSlice controller serves its pods), each
+// with its addresses untranslated, its Ready condition, hostname, zone and hints, nodeName the consumer's cluster
+// ID and a targetRef of kind Remote<Kind>. An endpoint on an unknown Node is left out (a Problem says so), as
+// Liqo does.
 //
-//   - pods on P itself: the consumer's address un-remapped with the consumer's Configuration for P (status entry
-//     -> spec entry), i.e. the pod's own IP on P; an address outside every remapped CIDR (such as a host-network
-//     pod) and every address when the consumer has no Configuration for P pass through unchanged;
-//   - every other address (the consumer's pods, other providers' pods): passed through as the consumer sees it.
-//     This is the indirect path, through the consumer.
-//
-// When the Service opts in, the data annotation lists the addresses of pods on other providers (see Data); the
-// real IP comes from the consumer's Configuration for C, and an address that cannot be un-remapped is not listed
-// (P keeps the indirect address) and is reported as a Problem. The returned error wraps ErrAnnotationsTooLarge when
-// the annotations would exceed the apiserver's limit: the caller must then leave the previous shadow as it was.
+// When the Service opts in, the data annotation lists, per other provider C, the addresses of the endpoints on
+// C's virtual nodes (Data); realIPs carries, beyond Liqo, the pod's IP in C when the consumer sees C under a
+// remapped CIDR. An address whose real IP cannot be computed is listed without one and reported as a Problem.
+// The returned error wraps ErrAnnotationsTooLarge when the annotations would exceed the apiserver's limit: the
+// caller must then leave the previous shadow as it was.
 func BuildShadow(in ShadowInput) (*offv1beta1.ShadowEndpointSlice, []Problem, error) {
-	b := shadowBuilder{in: in, optIn: in.Service != nil && UsesDirectConnections(in.Service.Annotations)}
-	endpoints := make([]discoveryv1.Endpoint, 0, len(in.Slice.Endpoints))
+	b := shadowBuilder{in: in, optIn: in.Service != nil && UsesDirectConnections(in.Service.Annotations),
+		data: Data{ClusterAddresses: map[string][]string{}, RealIPs: map[string]string{}}}
+	var endpoints []discoveryv1.Endpoint
 	for _, ep := range in.Slice.Endpoints {
-		endpoints = append(endpoints, b.endpoint(ep))
+		if out, ok := b.endpoint(ep); ok {
+			endpoints = append(endpoints, out)
+		}
 	}
 
 	labels := maps.Clone(in.Slice.Labels)
 	if labels == nil {
 		labels = map[string]string{}
 	}
-	labels[discoveryv1.LabelManagedBy] = ManagedBy
+	labels[discoveryv1.LabelManagedBy] = ReflectionManagedBy
 	labels[OriginClusterIDLabel] = in.ConsumerClusterID
+	labels[DestinationClusterIDLabel] = in.Target
 	annotations := maps.Clone(in.Slice.Annotations)
 	delete(annotations, DataAnnotation)
-	if len(b.data.Endpoints) > 0 {
+	if len(b.data.ClusterAddresses) > 0 {
+		if len(b.data.RealIPs) == 0 {
+			b.data.RealIPs = nil
+		}
 		doc, err := b.data.Encode()
 		if err != nil {
-			return nil, b.problems, fmt.Errorf("EndpointSlice %s/%s: encode %s: %w",
-				in.Slice.Namespace, in.Slice.Name, DataAnnotation, err)
+			return nil, b.problems, fmt.Errorf("EndpointSlice %s/%s: %w", in.Slice.Namespace, in.Slice.Name, err)
 		}
 		if annotations == nil {
 			annotations = map[string]string{}
 		}
 		annotations[DataAnnotation] = doc
 	}
+	if len(annotations) == 0 {
+		annotations = nil
+	}
 	if err := apivalidation.ValidateAnnotationsSize(annotations); err != nil {
-		return nil, b.problems, fmt.Errorf("%w: ShadowEndpointSlice %s/%s for cluster %s with %d %s entries: %v",
-			ErrAnnotationsTooLarge, in.Slice.Namespace, in.Slice.Name, in.Target, len(b.data.Endpoints),
-			DataAnnotation, err)
+		return nil, b.problems, fmt.Errorf("%w: ShadowEndpointSlice %s/%s for cluster %s listing %d addresses: %w",
+			ErrAnnotationsTooLarge, in.Slice.Namespace, in.Slice.Name, in.Target, b.listed, err)
 	}
 
 	var ports []discoveryv1.EndpointPort
@@ -103,84 +114,76 @@ type shadowBuilder struct {
 	in       ShadowInput
 	optIn    bool
 	data     Data
+	listed   int
 	problems []Problem
 }
 
-func (b *shadowBuilder) endpoint(ep discoveryv1.Endpoint) discoveryv1.Endpoint {
-	out := *ep.DeepCopy()
-	out.NodeName = nil // the consumer's node names mean nothing to the provider
-	if b.in.Slice.AddressType == discoveryv1.AddressTypeFQDN {
-		return out
-	}
+// endpoint returns the reflected endpoint, or false when it is not reflected.
+func (b *shadowBuilder) endpoint(ep discoveryv1.Endpoint) (discoveryv1.Endpoint, bool) {
 	cluster := ""
 	if ep.NodeName != nil {
-		cluster = b.in.NodeClusters[*ep.NodeName]
-	}
-	for i, a := range ep.Addresses {
-		ip, err := netip.ParseAddr(a)
-		if err != nil {
-			continue // the apiserver validates slice addresses; leave anything else alone
+		c, known := b.in.NodeClusters[*ep.NodeName]
+		if !known {
+			b.problem(ReasonEndpointNotReflected, fmt.Sprintf(
+				"endpoint %v on Node %s, which is unknown, not reflected to cluster %s", ep.Addresses, *ep.NodeName, b.in.Target))
+			return discoveryv1.Endpoint{}, false
 		}
-		switch {
-		case cluster == "":
-			// the consumer's own pod: indirect, pass through
-		case cluster == b.in.Target:
-			out.Addresses[i] = b.onTarget(ip).String()
-		case b.optIn:
-			b.list(cluster, ip)
+		if c == b.in.Target {
+			return discoveryv1.Endpoint{}, false // the target's own pod: its EndpointSlice controller serves it
+		}
+		cluster = c
+	}
+	src := ep.DeepCopy()
+	out := discoveryv1.Endpoint{
+		Addresses:  src.Addresses,
+		Conditions: discoveryv1.EndpointConditions{Ready: src.Conditions.Ready},
+		Hostname:   src.Hostname,
+		TargetRef:  src.TargetRef,
+		NodeName:   ptr.To(b.in.ConsumerClusterID),
+		Zone:       src.Zone,
+		Hints:      src.Hints,
+	}
+	if out.TargetRef != nil {
+		out.TargetRef.Kind = RemoteKindPrefix + out.TargetRef.Kind
+	}
+	if cluster != "" && b.optIn && b.in.Slice.AddressType != discoveryv1.AddressTypeFQDN {
+		for _, a := range out.Addresses {
+			b.list(cluster, a)
 		}
 	}
-	return out
+	return out, true
 }
 
-// onTarget translates the address of a pod running on the target provider back to the pod's own IP there.
-func (b *shadowBuilder) onTarget(ip netip.Addr) netip.Addr {
-	p, ok := b.in.Peers[b.in.Target]
-	if !ok || !p.HasConfiguration {
-		return ip
-	}
-	if p.MapErr != nil {
-		b.problem(ReasonRemapFailed, fmt.Sprintf("address %s on cluster %s passed through: %v", ip, b.in.Target, p.MapErr))
-		return ip
-	}
-	if !p.Map.ContainsView(ip) {
-		return ip
-	}
-	realIP, err := p.Map.ViewToReal(ip)
+// list adds the address of a pod on another provider to the data document, with its real IP when the consumer
+// sees it under a remapped CIDR.
+func (b *shadowBuilder) list(cluster, addr string) {
+	b.data.ClusterAddresses[cluster] = append(b.data.ClusterAddresses[cluster], addr)
+	b.listed++
+	ip, err := netip.ParseAddr(addr)
 	if err != nil {
-		b.problem(ReasonRemapFailed, fmt.Sprintf("address %s on cluster %s passed through: %v", ip, b.in.Target, err))
-		return ip
+		return // the apiserver validates slice addresses; listed as it is, like Liqo does
 	}
-	return realIP
-}
-
-// list adds the address of a pod on another provider to the data document, when its real IP is known.
-func (b *shadowBuilder) list(cluster string, ip netip.Addr) {
 	p, ok := b.in.Peers[cluster]
-	var (
-		realIP netip.Addr
-		err    error
-	)
+	var realIP netip.Addr
 	switch {
 	case !ok || !p.HasConfiguration:
 		err = fmt.Errorf("the consumer has no Configuration for cluster %s", cluster)
 	case p.MapErr != nil:
 		err = p.MapErr
+	case !p.Map.ContainsView(ip):
+		err = fmt.Errorf("%s is in no status.remote.cidr.pod %v of Configuration %s", ip, p.Map.View, p.Config)
 	default:
 		realIP, err = p.Map.ViewToReal(ip)
 	}
 	if err != nil {
 		b.problem(ReasonRemapFailed, fmt.Sprintf(
-			"address %s on cluster %s not listed for direct connections from cluster %s: %v",
-			ip, cluster, b.in.Target, err))
+			"address %s on cluster %s listed for direct connections from cluster %s without its real IP: %v",
+			addr, cluster, b.in.Target, err))
 		return
 	}
-	b.data.Endpoints = append(b.data.Endpoints, DataEndpoint{
-		ClusterID:   cluster,
-		RealIP:      realIP.String(),
-		ConsumerIP:  ip.String(),
-		ReflectedIP: ip.String(),
-	})
+	if realIP != ip.Unmap() {
+		b.data.RealIPs[addr] = realIP.String()
+	}
 }
 
 func (b *shadowBuilder) problem(reason, msg string) {

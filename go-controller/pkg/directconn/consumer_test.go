@@ -1,8 +1,10 @@
 package directconn
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"reflect"
 	"strings"
 	"testing"
@@ -45,7 +47,7 @@ var overlapSlice = consumerSlice(discoveryv1.AddressTypeIPv4,
 	endpoint("vn-b", "10.70.2.4"),
 	endpoint("vn-c", "10.71.3.7"))
 
-var nodeClusters = VirtualNodeClusters([]*corev1.Node{
+var nodeClusters = NodeClusters([]*corev1.Node{
 	{ObjectMeta: metav1.ObjectMeta{Name: "a-node1"}},
 	{ObjectMeta: metav1.ObjectMeta{Name: "vn-b", Labels: map[string]string{NodeTypeLabel: VirtualNodeType, RemoteClusterIDLabel: "cluster-b"}}},
 	{ObjectMeta: metav1.ObjectMeta{Name: "vn-c", Labels: map[string]string{NodeTypeLabel: VirtualNodeType, RemoteClusterIDLabel: "cluster-c"}}},
@@ -77,58 +79,68 @@ func TestBuildShadow(t *testing.T) {
 		wantProblems []string
 	}{
 		{
-			name: "overlap, reflected to B: B's pod un-remapped, C's pod listed with its real IP",
+			name: "overlap, reflected to B: B's pod left out, C's pod listed untranslated, with its real IP",
 			svc:  service(optIn), slice: overlapSlice, target: "cluster-b", peers: consumerPeers,
-			wantAddrs: []string{"10.244.1.5", "10.244.2.4", "10.71.3.7"},
-			wantData:  `{"endpoints":[{"clusterID":"cluster-c","realIP":"10.244.3.7","consumerIP":"10.71.3.7","reflectedIP":"10.71.3.7"}]}`,
+			wantAddrs: []string{"10.244.1.5", "10.71.3.7"},
+			wantData:  `{"clusterAddresses":{"cluster-c":["10.71.3.7"]},"realIPs":{"10.71.3.7":"10.244.3.7"}}`,
 		},
 		{
-			name: "overlap, reflected to C: B's pod listed",
+			name: "overlap, reflected to C: C's pod left out, B's pod listed",
 			svc:  service(optIn), slice: overlapSlice, target: "cluster-c", peers: consumerPeers,
-			wantAddrs: []string{"10.244.1.5", "10.70.2.4", "10.244.3.7"},
-			wantData:  `{"endpoints":[{"clusterID":"cluster-b","realIP":"10.244.2.4","consumerIP":"10.70.2.4","reflectedIP":"10.70.2.4"}]}`,
+			wantAddrs: []string{"10.244.1.5", "10.70.2.4"},
+			wantData:  `{"clusterAddresses":{"cluster-b":["10.70.2.4"]},"realIPs":{"10.70.2.4":"10.244.2.4"}}`,
+		},
+		{
+			name: "no overlap: exactly Liqo's document (no real IPs)",
+			svc:  service(optIn), slice: overlapSlice, target: "cluster-b",
+			peers: Peers([]*netv1beta1.Configuration{
+				configuration("cluster-c", []string{"10.71.0.0/16"}, []string{"10.71.0.0/16"})}, nil),
+			wantAddrs: []string{"10.244.1.5", "10.71.3.7"},
+			wantData:  `{"clusterAddresses":{"cluster-c":["10.71.3.7"]}}`,
 		},
 		{
 			name: "not opted in: reflected, no annotation",
 			svc:  service(nil), slice: overlapSlice, target: "cluster-b", peers: consumerPeers,
-			wantAddrs: []string{"10.244.1.5", "10.244.2.4", "10.71.3.7"},
+			wantAddrs: []string{"10.244.1.5", "10.71.3.7"},
 		},
 		{
 			name: "opt-in value other than exactly true is off",
 			svc:  service(map[string]string{UseDirectConnectionsAnnotation: "True"}), slice: overlapSlice, target: "cluster-b", peers: consumerPeers,
-			wantAddrs: []string{"10.244.1.5", "10.244.2.4", "10.71.3.7"},
+			wantAddrs: []string{"10.244.1.5", "10.71.3.7"},
 		},
 		{
 			name: "no Service: no annotation",
 			svc:  nil, slice: overlapSlice, target: "cluster-b", peers: consumerPeers,
-			wantAddrs: []string{"10.244.1.5", "10.244.2.4", "10.71.3.7"},
+			wantAddrs: []string{"10.244.1.5", "10.71.3.7"},
 		},
 		{
-			name: "no endpoint on another provider: no annotation",
+			name: "no endpoint on another provider: no annotation; a virtual node without cluster ID counts as the consumer's",
 			svc:  service(optIn), target: "cluster-b", peers: consumerPeers,
 			slice:     consumerSlice(discoveryv1.AddressTypeIPv4, endpoint("a-node1", "10.244.1.5"), endpoint("vn-b", "10.70.2.4"), endpoint("vn-x", "10.9.9.9")),
-			wantAddrs: []string{"10.244.1.5", "10.244.2.4", "10.9.9.9"},
+			wantAddrs: []string{"10.244.1.5", "10.9.9.9"},
 		},
 		{
-			name: "no Configuration for the target: pass through",
-			svc:  service(optIn), slice: overlapSlice, target: "cluster-b",
-			peers:     Peers([]*netv1beta1.Configuration{configuration("cluster-c", []string{"10.244.0.0/16"}, []string{"10.71.0.0/16"})}, nil),
-			wantAddrs: []string{"10.244.1.5", "10.70.2.4", "10.71.3.7"},
-			wantData:  `{"endpoints":[{"clusterID":"cluster-c","realIP":"10.244.3.7","consumerIP":"10.71.3.7","reflectedIP":"10.71.3.7"}]}`,
-		},
-		{
-			name: "no consumer Configuration for C: not listed, reported",
+			name: "no consumer Configuration for C: listed without real IP, reported",
 			svc:  service(optIn), slice: overlapSlice, target: "cluster-b",
 			peers:        Peers([]*netv1beta1.Configuration{configuration("cluster-b", []string{"10.244.0.0/16"}, []string{"10.70.0.0/16"})}, nil),
-			wantAddrs:    []string{"10.244.1.5", "10.244.2.4", "10.71.3.7"},
-			wantProblems: []string{ReasonRemapFailed + ": address 10.71.3.7 on cluster cluster-c not listed for direct connections from cluster cluster-b: the consumer has no Configuration for cluster cluster-c"},
+			wantAddrs:    []string{"10.244.1.5", "10.71.3.7"},
+			wantData:     `{"clusterAddresses":{"cluster-c":["10.71.3.7"]}}`,
+			wantProblems: []string{ReasonRemapFailed + ": address 10.71.3.7 on cluster cluster-c listed for direct connections from cluster cluster-b without its real IP: the consumer has no Configuration for cluster cluster-c"},
 		},
 		{
-			name: "consumer address of C outside its remapped CIDR: not listed, reported",
+			name: "consumer address of C outside its remapped CIDR: listed without real IP, reported",
 			svc:  service(optIn), target: "cluster-b", peers: consumerPeers,
 			slice:        consumerSlice(discoveryv1.AddressTypeIPv4, endpoint("vn-c", "10.99.3.7")),
 			wantAddrs:    []string{"10.99.3.7"},
-			wantProblems: []string{ReasonRemapFailed + ": address 10.99.3.7 on cluster cluster-c not listed for direct connections from cluster cluster-b: 10.99.3.7 is in no known remapped CIDR [10.71.0.0/16]"},
+			wantData:     `{"clusterAddresses":{"cluster-c":["10.99.3.7"]}}`,
+			wantProblems: []string{ReasonRemapFailed + ": address 10.99.3.7 on cluster cluster-c listed for direct connections from cluster cluster-b without its real IP: 10.99.3.7 is in no status.remote.cidr.pod [10.71.0.0/16] of Configuration liqo-tenant-cluster-c/cluster-c"},
+		},
+		{
+			name: "endpoint on an unknown Node: left out, reported",
+			svc:  service(optIn), target: "cluster-b", peers: consumerPeers,
+			slice:        consumerSlice(discoveryv1.AddressTypeIPv4, endpoint("a-node1", "10.244.1.5"), endpoint("gone", "10.244.9.9")),
+			wantAddrs:    []string{"10.244.1.5"},
+			wantProblems: []string{ReasonEndpointNotReflected + ": endpoint [10.244.9.9] on Node gone, which is unknown, not reflected to cluster cluster-b"},
 		},
 		{
 			name: "IPv6",
@@ -138,8 +150,8 @@ func TestBuildShadow(t *testing.T) {
 				configuration("cluster-b", []string{"fd00:244::/32"}, []string{"fd00:70::/32"}),
 				configuration("cluster-c", []string{"fd00:244::/32"}, []string{"fd00:71::/32"}),
 			}, nil),
-			wantAddrs: []string{"fd00:244::2:4", "fd00:71::3:7"},
-			wantData:  `{"endpoints":[{"clusterID":"cluster-c","realIP":"fd00:244::3:7","consumerIP":"fd00:71::3:7","reflectedIP":"fd00:71::3:7"}]}`,
+			wantAddrs: []string{"fd00:71::3:7"},
+			wantData:  `{"clusterAddresses":{"cluster-c":["fd00:71::3:7"]},"realIPs":{"fd00:71::3:7":"fd00:244::3:7"}}`,
 		},
 	}
 	for _, tc := range tests {
@@ -164,12 +176,18 @@ func TestBuildShadow(t *testing.T) {
 			if sh.Name != tc.slice.Name || sh.Namespace != tc.slice.Namespace {
 				t.Errorf("shadow is %s/%s, want the slice's name", sh.Namespace, sh.Name)
 			}
-			if sh.Labels[discoveryv1.LabelServiceName] != "web" || sh.Labels[discoveryv1.LabelManagedBy] != ManagedBy ||
-				sh.Labels[OriginClusterIDLabel] != "cluster-a" {
-				t.Errorf("labels = %v", sh.Labels)
+			wantLabels := map[string]string{discoveryv1.LabelServiceName: "web", discoveryv1.LabelManagedBy: ReflectionManagedBy,
+				OriginClusterIDLabel: "cluster-a", DestinationClusterIDLabel: tc.target}
+			if !reflect.DeepEqual(sh.Labels, wantLabels) {
+				t.Errorf("labels = %v, want %v", sh.Labels, wantLabels)
 			}
 			if sh.Spec.Template.AddressType != tc.slice.AddressType || len(sh.Spec.Template.Ports) != 1 {
 				t.Errorf("template address type/ports = %v/%v", sh.Spec.Template.AddressType, sh.Spec.Template.Ports)
+			}
+			for _, ep := range sh.Spec.Template.Endpoints {
+				if ep.NodeName == nil || *ep.NodeName != "cluster-a" {
+					t.Errorf("endpoint %v: nodeName %v, want the consumer's cluster ID", ep.Addresses, ep.NodeName)
+				}
 			}
 		})
 	}
@@ -179,9 +197,82 @@ func TestBuildShadow(t *testing.T) {
 	}
 }
 
+// TestBuildShadowEndpointShape: each endpoint is in Liqo's shape: Ready only among the conditions, hostname, zone
+// and hints kept, nodeName the consumer's cluster ID, targetRef of kind RemotePod.
+func TestBuildShadowEndpointShape(t *testing.T) {
+	ep := discoveryv1.Endpoint{
+		Addresses:          []string{"10.71.3.7"},
+		Conditions:         discoveryv1.EndpointConditions{Ready: ptr.To(true), Serving: ptr.To(true), Terminating: ptr.To(false)},
+		Hostname:           ptr.To("web-0"),
+		TargetRef:          &corev1.ObjectReference{Kind: "Pod", Namespace: "demo", Name: "web-0", UID: "pod-uid"},
+		NodeName:           ptr.To("vn-c"),
+		Zone:               ptr.To("z1"),
+		Hints:              &discoveryv1.EndpointHints{ForZones: []discoveryv1.ForZone{{Name: "z1"}}},
+		DeprecatedTopology: map[string]string{"x": "y"},
+	}
+	slice := consumerSlice(discoveryv1.AddressTypeIPv4, ep)
+	sh, _, err := BuildShadow(ShadowInput{ConsumerClusterID: "cluster-a", Target: "cluster-b", Service: service(optIn),
+		Slice: slice, NodeClusters: nodeClusters, Peers: consumerPeers})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := discoveryv1.Endpoint{
+		Addresses:  []string{"10.71.3.7"},
+		Conditions: discoveryv1.EndpointConditions{Ready: ptr.To(true)},
+		Hostname:   ptr.To("web-0"),
+		TargetRef:  &corev1.ObjectReference{Kind: "RemotePod", Namespace: "demo", Name: "web-0", UID: "pod-uid"},
+		NodeName:   ptr.To("cluster-a"),
+		Zone:       ptr.To("z1"),
+		Hints:      &discoveryv1.EndpointHints{ForZones: []discoveryv1.ForZone{{Name: "z1"}}},
+	}
+	if got := sh.Spec.Template.Endpoints; len(got) != 1 || !reflect.DeepEqual(got[0], want) {
+		t.Fatalf("endpoint =\n%+v\nwant\n%+v", got, want)
+	}
+	if slice.Endpoints[0].TargetRef.Kind != "Pod" {
+		t.Fatalf("the consumer's slice was changed: %+v", slice.Endpoints[0].TargetRef)
+	}
+}
+
+// TestShadowDataReadByLiqo decodes our consumer's data annotation with a struct of the shape Liqo's provider
+// reads ({"clusterAddresses": {"<clusterID>": ["<ip>", ...]}}, unknown fields ignored, as encoding/json does): each
+// cluster's addresses are exactly those of the shadow's endpoints on that cluster, as the shadow carries them.
+func TestShadowDataReadByLiqo(t *testing.T) {
+	slice := consumerSlice(discoveryv1.AddressTypeIPv4,
+		endpoint("a-node1", "10.244.1.5"), endpoint("vn-b", "10.70.2.4"),
+		endpoint("vn-c", "10.71.3.7"), endpoint("vn-c", "10.71.3.8"), endpoint("vn-d", "10.73.4.4"))
+	nodes := maps.Clone(nodeClusters)
+	nodes["vn-d"] = "cluster-d"
+	sh, _, err := BuildShadow(ShadowInput{ConsumerClusterID: "cluster-a", Target: "cluster-b", Service: service(optIn),
+		Slice: slice, NodeClusters: nodes, Peers: consumerPeers})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var liqo struct {
+		ClusterAddresses map[string][]string `json:"clusterAddresses"`
+	}
+	if err := json.Unmarshal([]byte(sh.Annotations[DataAnnotation]), &liqo); err != nil {
+		t.Fatalf("Liqo's shape cannot decode %s: %v", sh.Annotations[DataAnnotation], err)
+	}
+	want := map[string][]string{"cluster-c": {"10.71.3.7", "10.71.3.8"}, "cluster-d": {"10.73.4.4"}}
+	if !reflect.DeepEqual(liqo.ClusterAddresses, want) {
+		t.Fatalf("clusterAddresses = %v, want %v", liqo.ClusterAddresses, want)
+	}
+	inShadow := map[string]bool{}
+	for _, a := range addresses(sh.Spec.Template.Endpoints) {
+		inShadow[a] = true
+	}
+	for c, addrs := range liqo.ClusterAddresses {
+		for _, a := range addrs {
+			if !inShadow[a] {
+				t.Errorf("cluster %s: listed address %s is not in the shadow's endpoints %v", c, a, addresses(sh.Spec.Template.Endpoints))
+			}
+		}
+	}
+}
+
 func TestBuildShadowStripsForeignDataAnnotation(t *testing.T) {
 	s := consumerSlice(discoveryv1.AddressTypeIPv4, endpoint("a-node1", "10.244.1.5"))
-	s.Annotations[DataAnnotation] = `{"endpoints":[{"clusterID":"x","realIP":"1.1.1.1","reflectedIP":"10.244.1.5"}]}`
+	s.Annotations[DataAnnotation] = `{"clusterAddresses":{"x":["10.244.1.5"]}}`
 	sh, _, err := BuildShadow(ShadowInput{ConsumerClusterID: "cluster-a", Target: "cluster-b", Service: service(optIn),
 		Slice: s, NodeClusters: nodeClusters, Peers: consumerPeers})
 	if err != nil {
@@ -193,9 +284,9 @@ func TestBuildShadowStripsForeignDataAnnotation(t *testing.T) {
 }
 
 func TestBuildShadowTooLarge(t *testing.T) {
-	// 4000 endpoints on C: each data entry is about 100 bytes, so the document exceeds 256 KiB.
+	// 8000 endpoints on C with real IPs: each is about 40 bytes of data, so the document exceeds 256 KiB.
 	var eps []discoveryv1.Endpoint
-	for i := range 4000 {
+	for i := range 8000 {
 		eps = append(eps, endpoint("vn-c", netipFromIndex("10.71.0.0", i)))
 	}
 	s := consumerSlice(discoveryv1.AddressTypeIPv4, eps...)
@@ -205,13 +296,13 @@ func TestBuildShadowTooLarge(t *testing.T) {
 	if !errors.Is(err, ErrAnnotationsTooLarge) || sh != nil {
 		t.Fatalf("BuildShadow = %v, %v; want nil and ErrAnnotationsTooLarge", sh, err)
 	}
-	if !strings.Contains(err.Error(), "web-abc12") || !strings.Contains(err.Error(), "4000") {
+	if !strings.Contains(err.Error(), "web-abc12") || !strings.Contains(err.Error(), "8000") {
 		t.Errorf("error should name the slice and the entry count: %v", err)
 	}
 	// Half as many fit.
-	in.Slice = consumerSlice(discoveryv1.AddressTypeIPv4, eps[:2000]...)
+	in.Slice = consumerSlice(discoveryv1.AddressTypeIPv4, eps[:4000]...)
 	if _, _, err := BuildShadow(in); err != nil {
-		t.Fatalf("2000 entries: %v", err)
+		t.Fatalf("4000 entries: %v", err)
 	}
 }
 

@@ -5,90 +5,164 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/netip"
+	"sort"
 )
 
-// Data is the JSON document in annotation liqo.io/direct-connections-data on a ShadowEndpointSlice that the
-// consumer writes into provider P. It lists every address of the slice that belongs to a pod running on another
-// provider C (a virtual node of the consumer labelled liqo.io/remote-cluster-id=C, C != P). Addresses of pods on P
-// and on the consumer are not listed; a slice with nothing to list carries no annotation.
+// Data is the JSON document in annotation liqo.io/direct-connections-data on a ShadowEndpointSlice written into
+// provider P, in Liqo's format:
 //
-//	{"endpoints":[{"clusterID":"cluster-c","realIP":"10.244.3.7","consumerIP":"10.71.3.7","reflectedIP":"10.71.3.7"}]}
+//	{"clusterAddresses":{"cluster-c":["10.71.3.7"]},"realIPs":{"10.71.3.7":"10.244.3.7"}}
 //
-// realIP is what lets P compute the direct address without guessing: the consumer may see C under a remapped CIDR
-// (10.71.0.0/16 above) that means nothing to P, so it un-remaps consumerIP with its own Configuration for C
-// (status entry -> spec entry at the same position) and writes C's own address. P then maps realIP with its
-// Configuration for C (spec entry containing realIP -> status entry at the same position, host bits kept).
+// clusterAddresses lists, per provider C other than P, the addresses of the slice's endpoints that run on C (on a
+// virtual node labelled liqo.io/remote-cluster-id=C), exactly as they appear in the shadow's endpoints: the
+// consumer's view, untranslated. This is all Liqo writes and reads.
+//
+// realIPs is our extension (Liqo's parser ignores unknown fields): for a listed address that the consumer sees
+// under a remapped CIDR (C's pod CIDR overlaps another cluster's), the pod's own IP in C, computed by the consumer
+// with its Configuration for C (status entry containing the address -> spec entry at the same position, host bits
+// kept). The provider maps that real IP with its own Configuration for C; the consumer's remapped view means
+// nothing to the provider. Addresses whose real IP is the address itself are not in realIPs.
 type Data struct {
-	// Endpoints are the listed addresses, in the order they appear in the slice.
-	Endpoints []DataEndpoint `json:"endpoints"`
+	// ClusterAddresses maps a provider cluster ID to the addresses of the endpoints running there.
+	ClusterAddresses map[string][]string `json:"clusterAddresses"`
+	// RealIPs maps a listed address to the pod's IP in its own cluster, when they differ.
+	RealIPs map[string]string `json:"realIPs,omitempty"`
 }
 
-// DataEndpoint is one listed address.
-type DataEndpoint struct {
-	// ClusterID is the cluster ID of provider C, where the pod runs.
-	ClusterID string `json:"clusterID"`
-	// RealIP is the pod's IP in C's own pod CIDR (C's spec.remote.cidr.pod as others know it).
-	RealIP string `json:"realIP"`
-	// ConsumerIP is the pod's IP as the consumer sees it (in the consumer's EndpointSlice).
-	ConsumerIP string `json:"consumerIP"`
-	// ReflectedIP is the same address as it appears in the ShadowEndpointSlice written to P: the indirect address
-	// that P replaces with the direct one, and keeps when the direct path is not available.
-	ReflectedIP string `json:"reflectedIP"`
-}
+// Data document field names, for messages.
+const (
+	fieldClusterAddresses = "clusterAddresses"
+	fieldRealIPs          = "realIPs"
+)
 
-// Encode renders d as compact JSON.
+// Encode renders d as compact JSON (map keys sorted, so equal documents encode equally).
 func (d Data) Encode() (string, error) {
 	var buf bytes.Buffer
 	enc := json.NewEncoder(&buf)
 	enc.SetEscapeHTML(false)
 	if err := enc.Encode(d); err != nil {
-		return "", err
+		return "", fmt.Errorf("encoding %s: %w", DataAnnotation, err)
 	}
 	return string(bytes.TrimRight(buf.Bytes(), "\n")), nil
 }
 
-// ParsedEndpoint is a DataEndpoint whose addresses have been parsed.
-type ParsedEndpoint struct {
-	ClusterID   string
-	RealIP      netip.Addr
-	ConsumerIP  netip.Addr
-	ReflectedIP netip.Addr
+// ParsedData is the usable part of a data document.
+type ParsedData struct {
+	// Cluster maps each listed address to the cluster it runs on.
+	Cluster map[netip.Addr]string
+	// Real maps a listed address to the pod's real IP, when the document gives one (our extension).
+	Real map[netip.Addr]netip.Addr
 }
 
-// DecodeData parses the annotation value. Every entry must have a cluster ID and parsable realIP and reflectedIP
-// of the same family (consumerIP is informative and may be empty); otherwise the whole document is rejected, since
-// a partly understood document could pair the wrong addresses.
-func DecodeData(s string) ([]ParsedEndpoint, error) {
-	var d Data
-	dec := json.NewDecoder(bytes.NewReader([]byte(s)))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(&d); err != nil {
-		return nil, fmt.Errorf("annotation %s is not a valid document: %w", DataAnnotation, err)
+// Clusters returns the listed cluster IDs, sorted.
+func (p ParsedData) Clusters() []string {
+	seen := map[string]bool{}
+	var out []string
+	for _, c := range p.Cluster {
+		if !seen[c] {
+			seen[c] = true
+			out = append(out, c)
+		}
 	}
-	out := make([]ParsedEndpoint, 0, len(d.Endpoints))
-	for i, e := range d.Endpoints {
-		if e.ClusterID == "" {
-			return nil, fmt.Errorf("annotation %s: endpoints[%d].clusterID is empty", DataAnnotation, i)
+	sort.Strings(out)
+	return out
+}
+
+// ParseData reads the annotation value, keeping every part it can use. Each part it cannot use is a Problem
+// (reason ReasonInvalidData) whose message names the field and value: a document that is not a JSON object (nothing
+// is listed), an unknown field (ignored; Liqo ignores them too), a clusterAddresses entry that is not a list of
+// strings, an empty cluster ID, an address that does not parse, an address listed for several clusters (listed for
+// none), a realIPs entry that does not parse, names an unlisted address or mixes IP families (ignored).
+func ParseData(s string) (ParsedData, []Problem) {
+	out := ParsedData{Cluster: map[netip.Addr]string{}, Real: map[netip.Addr]netip.Addr{}}
+	var problems []Problem
+	bad := func(format string, args ...any) {
+		problems = append(problems, Problem{Reason: ReasonInvalidData,
+			Message: fmt.Sprintf("annotation %s: ", DataAnnotation) + fmt.Sprintf(format, args...)})
+	}
+	var top map[string]json.RawMessage
+	if err := json.Unmarshal([]byte(s), &top); err != nil {
+		bad("not a JSON object (%v): no address is listed, every address is mapped through the consumer", err)
+		return out, problems
+	}
+	for _, k := range sortedKeys(top) {
+		if k != fieldClusterAddresses && k != fieldRealIPs {
+			bad("unknown field %q ignored", k)
 		}
-		p := ParsedEndpoint{ClusterID: e.ClusterID}
-		var err error
-		if p.RealIP, err = netip.ParseAddr(e.RealIP); err != nil {
-			return nil, fmt.Errorf("annotation %s: endpoints[%d].realIP: %w", DataAnnotation, i, err)
+	}
+
+	var clusters map[string]json.RawMessage
+	if raw, ok := top[fieldClusterAddresses]; ok {
+		if err := json.Unmarshal(raw, &clusters); err != nil {
+			bad("field %s is not an object of cluster IDs (%v): no address is listed", fieldClusterAddresses, err)
 		}
-		if p.ReflectedIP, err = netip.ParseAddr(e.ReflectedIP); err != nil {
-			return nil, fmt.Errorf("annotation %s: endpoints[%d].reflectedIP: %w", DataAnnotation, i, err)
+	}
+	ambiguous := map[netip.Addr]bool{}
+	for _, id := range sortedKeys(clusters) {
+		var addrs []string
+		if err := json.Unmarshal(clusters[id], &addrs); err != nil {
+			bad("%s[%q] is not a list of addresses (%v): ignored", fieldClusterAddresses, id, err)
+			continue
 		}
-		p.RealIP, p.ReflectedIP = p.RealIP.Unmap(), p.ReflectedIP.Unmap()
-		if p.RealIP.BitLen() != p.ReflectedIP.BitLen() {
-			return nil, fmt.Errorf("annotation %s: endpoints[%d]: realIP %s and reflectedIP %s are of different families",
-				DataAnnotation, i, p.RealIP, p.ReflectedIP)
+		if id == "" {
+			bad("%s has an empty cluster ID: its addresses %v are not listed", fieldClusterAddresses, addrs)
+			continue
 		}
-		if e.ConsumerIP != "" {
-			if p.ConsumerIP, err = netip.ParseAddr(e.ConsumerIP); err != nil {
-				return nil, fmt.Errorf("annotation %s: endpoints[%d].consumerIP: %w", DataAnnotation, i, err)
+		for i, a := range addrs {
+			ip, err := netip.ParseAddr(a)
+			if err != nil {
+				bad("%s[%q][%d] %q is not an IP address: ignored", fieldClusterAddresses, id, i, a)
+				continue
 			}
+			ip = ip.Unmap()
+			if prev, seen := out.Cluster[ip]; (seen && prev != id) || ambiguous[ip] {
+				if !ambiguous[ip] {
+					bad("address %s is listed for clusters %s and %s (%s[%q][%d]): listed for neither",
+						ip, prev, id, fieldClusterAddresses, id, i)
+				}
+				delete(out.Cluster, ip)
+				ambiguous[ip] = true
+				continue
+			}
+			out.Cluster[ip] = id
 		}
-		out = append(out, p)
 	}
-	return out, nil
+
+	var reals map[string]string
+	if raw, ok := top[fieldRealIPs]; ok {
+		if err := json.Unmarshal(raw, &reals); err != nil {
+			bad("field %s is not an object of addresses (%v): ignored", fieldRealIPs, err)
+		}
+	}
+	for _, k := range sortedKeys(reals) {
+		v := reals[k]
+		listed, err1 := netip.ParseAddr(k)
+		realIP, err2 := netip.ParseAddr(v)
+		switch {
+		case err1 != nil:
+			bad("%s key %q is not an IP address: ignored", fieldRealIPs, k)
+		case err2 != nil:
+			bad("%s[%q] %q is not an IP address: ignored", fieldRealIPs, k, v)
+		case listed.Unmap().BitLen() != realIP.Unmap().BitLen():
+			bad("%s[%q] %q is of another IP family: ignored", fieldRealIPs, k, v)
+		default:
+			if _, ok := out.Cluster[listed.Unmap()]; !ok {
+				if !ambiguous[listed.Unmap()] {
+					bad("%s[%q] names an address not listed in %s: ignored", fieldRealIPs, k, fieldClusterAddresses)
+				}
+				continue
+			}
+			out.Real[listed.Unmap()] = realIP.Unmap()
+		}
+	}
+	return out, problems
+}
+
+func sortedKeys[V any](m map[string]V) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	return keys
 }

@@ -1,6 +1,7 @@
 package directconn
 
-// Names and keys. Those under liqo.io are Liqo's, so that the controllers can run beside a Liqo installation.
+// Names and keys. They are Liqo's (pkg/consts, pkg/virtualKubelet/forge), so that our controllers and Liqo's
+// read each other's objects: our consumer beside Liqo's provider, Liqo's consumer beside our provider.
 const (
 	// UseDirectConnectionsAnnotation on a consumer Service opts it in; only the exact value "true" counts.
 	UseDirectConnectionsAnnotation = "liqo.io/use-direct-connections"
@@ -14,31 +15,44 @@ const (
 	// VirtualNodeType is the value of NodeTypeLabel on a virtual Node.
 	VirtualNodeType = "virtual-node"
 
-	// OriginClusterIDLabel on a ShadowEndpointSlice names the consumer cluster that wrote it; the consumer
-	// controller owns (updates and deletes) only shadows carrying its own cluster ID.
-	OriginClusterIDLabel = "directconn.ovn-egressip.io/origin-cluster-id"
-	// ManagedBy is the endpointslice.kubernetes.io/managed-by value of the slices we write, so that the
-	// provider's own EndpointSlice controller leaves them alone.
-	ManagedBy = "directconn.ovn-egressip.io"
+	// OriginClusterIDLabel on a ShadowEndpointSlice names the consumer cluster that wrote it. The provider maps
+	// the addresses not listed in the data with its Configuration for that cluster; the consumer owns (updates
+	// and deletes) only the shadows carrying its own cluster ID.
+	OriginClusterIDLabel = "offloading.liqo.io/origin"
+	// DestinationClusterIDLabel on a ShadowEndpointSlice names the provider cluster it was written to.
+	DestinationClusterIDLabel = "offloading.liqo.io/destination"
+	// ReflectionManagedBy is the endpointslice.kubernetes.io/managed-by value of the ShadowEndpointSlices a
+	// consumer writes. The provider copies the shadow's labels to its EndpointSlice, so the provider's own
+	// EndpointSlice controller leaves that slice alone.
+	ReflectionManagedBy = "endpointslice.reflection.liqo.io"
+	// ShadowManagedByLabel with value ShadowManagedBy marks the EndpointSlices made from ShadowEndpointSlices.
+	ShadowManagedByLabel = "liqo.io/managed-by"
+	// ShadowManagedBy is the value of ShadowManagedByLabel on the EndpointSlices the provider writes.
+	ShadowManagedBy = "shadowendpointslice"
+	// RemoteKindPrefix is prepended to the kind of a reflected endpoint's targetRef (Pod -> RemotePod).
+	RemoteKindPrefix = "Remote"
 )
 
 // Event reasons.
 const (
-	// ReasonDirectConnectionUnavailable (Warning, provider): an address keeps its indirect value because there is
-	// no Configuration for its cluster, no Connection to it, or the Connection is not Connected.
+	// ReasonDirectConnectionUnavailable (Warning, provider): a listed address goes through the consumer because
+	// there is no Configuration for its cluster, no Connection to it, or the Connection is not Connected.
 	ReasonDirectConnectionUnavailable = "DirectConnectionUnavailable"
-	// ReasonRemapFailed (Warning, both sides): an address could not be translated (outside every known CIDR,
-	// prefix-length or family mismatch, malformed Configuration); it keeps its indirect value.
+	// ReasonRemapFailed (Warning, both sides): an address could not be translated (outside every CIDR of its
+	// cluster, prefix-length or family mismatch, malformed or missing Configuration).
 	ReasonRemapFailed = "DirectConnectionRemapFailed"
-	// ReasonInvalidData (Warning, provider): the data annotation could not be used; every address stays indirect.
+	// ReasonInvalidData (Warning, provider): part of the data annotation could not be used (the message names the
+	// field); the addresses it concerns are mapped as unlisted ones.
 	ReasonInvalidData = "InvalidDirectConnectionsData"
 	// ReasonAnnotationTooLarge (Warning, consumer): the shadow's annotations would exceed the apiserver's 256 KiB
 	// limit; the previous ShadowEndpointSlice is left as it was.
 	ReasonAnnotationTooLarge = "DirectConnectionsDataTooLarge"
+	// ReasonEndpointNotReflected (Warning, consumer): an endpoint's node is unknown, so the endpoint is left out.
+	ReasonEndpointNotReflected = "EndpointNotReflected"
 )
 
 // Problem is something to report as a Warning Event on the slice being built (and in the log). Problems never
-// stop the build: the affected address keeps its indirect value.
+// stop the build: the affected address takes the path the message names.
 type Problem struct {
 	// Reason is one of the Reason* constants.
 	Reason string

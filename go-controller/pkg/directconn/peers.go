@@ -14,8 +14,12 @@ import (
 type Peer struct {
 	// HasConfiguration is true when at least one Configuration names the cluster.
 	HasConfiguration bool
+	// Config is the namespace/name of the Configuration (of one of them when there are several).
+	Config string
 	// Map is the Configuration's pod CIDR map; valid only when HasConfiguration and MapErr == nil.
 	Map CIDRMap
+	// Ext is the Configuration's external CIDR map; valid only when HasConfiguration and MapErr == nil.
+	Ext CIDRMap
 	// MapErr says why the Configuration cannot be used (malformed, no status yet, several Configurations).
 	MapErr error
 	// Connection is the best status.value among the Connections that name the cluster (Connected, then
@@ -37,7 +41,7 @@ func Peers(cfgs []*netv1beta1.Configuration, conns []*netv1beta1.Connection) map
 		}
 	}
 	for id, list := range byCluster {
-		p := Peer{HasConfiguration: true}
+		p := Peer{HasConfiguration: true, Config: list[0].Namespace + "/" + list[0].Name}
 		if len(list) > 1 {
 			names := make([]string, 0, len(list))
 			for _, c := range list {
@@ -46,7 +50,7 @@ func Peers(cfgs []*netv1beta1.Configuration, conns []*netv1beta1.Connection) map
 			sort.Strings(names)
 			p.MapErr = fmt.Errorf("%d Configurations name cluster %s (%v); expected one", len(list), id, names)
 		} else {
-			p.Map, p.MapErr = CIDRMapFromConfiguration(list[0])
+			p.Map, p.Ext, p.MapErr = CIDRMapFromConfiguration(list[0])
 		}
 		out[id] = p
 	}
@@ -78,17 +82,15 @@ func connectionRank(v netv1beta1.ConnectionStatusValue) int {
 	}
 }
 
-// VirtualNodeClusters maps the name of each virtual Node (label liqo.io/type=virtual-node) to the provider
-// cluster it stands for (label liqo.io/remote-cluster-id). Virtual nodes without a cluster ID are left out, so
-// their endpoints are treated like the consumer's own.
-func VirtualNodeClusters(nodes []*corev1.Node) map[string]string {
+// NodeClusters maps the name of every Node to the provider cluster it stands for: the liqo.io/remote-cluster-id
+// label of a virtual Node (label liqo.io/type=virtual-node), "" for the consumer's own Nodes and for virtual nodes
+// without a cluster ID (their endpoints are treated like the consumer's own).
+func NodeClusters(nodes []*corev1.Node) map[string]string {
 	out := map[string]string{}
 	for _, n := range nodes {
-		if n.Labels[NodeTypeLabel] != VirtualNodeType {
-			continue
-		}
-		if id := n.Labels[RemoteClusterIDLabel]; id != "" {
-			out[n.Name] = id
+		out[n.Name] = ""
+		if n.Labels[NodeTypeLabel] == VirtualNodeType {
+			out[n.Name] = n.Labels[RemoteClusterIDLabel]
 		}
 	}
 	return out

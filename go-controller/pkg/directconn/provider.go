@@ -1,6 +1,7 @@
 package directconn
 
 import (
+	"errors"
 	"fmt"
 	"maps"
 	"net/netip"
@@ -23,35 +24,80 @@ type SliceInput struct {
 	Shadow *offv1beta1.ShadowEndpointSlice
 	// Peers are this provider's Configurations and Connections by remote cluster ID (Peers).
 	Peers map[string]Peer
+	// Origin is the state of the shadow's origin cluster from its ForeignCluster; nil when there is none (the
+	// endpoints' readiness is then left as the shadow says, and every address is mapped).
+	Origin *OriginState
+	// DenyDirectConnections drops the endpoints listed in the data instead of remapping them (Liqo's
+	// --deny-direct-connections).
+	DenyDirectConnections bool
 }
 
-// BuildEndpointSlice returns the EndpointSlice for a ShadowEndpointSlice: same namespace and name, owned by the
-// shadow (controller reference), with its labels (endpointslice.kubernetes.io/managed-by=ManagedBy) and annotations
-// minus the data annotation, its ports and address type, and its endpoints where each address listed in the data
-// annotation is replaced by the direct address when
+// ErrNoOrigin is wrapped by BuildEndpointSlice when the shadow has no offloading.liqo.io/origin label: without
+// the consumer's identity the addresses cannot be mapped, and Liqo's provider refuses such shadows too.
+var ErrNoOrigin = errors.New("no " + OriginClusterIDLabel + " label")
+
+// BuildEndpointSlice returns the EndpointSlice Liqo's ShadowEndpointSlice controller makes of a shadow: same
+// namespace and name, owned by the shadow (controller reference), its labels plus liqo.io/managed-by=
+// shadowendpointslice, its annotations minus the data annotation, its ports and address type, and its endpoints
+// with each address mapped:
 //
-//   - this provider has a Configuration for the pod's cluster C and a Connection to C whose status is Connected, and
-//   - the pod's real IP lies in one of the Configuration's spec.remote.cidr.pod entries whose paired status entry
-//     has the same family and prefix length: the direct address is that status prefix with the real IP's host bits.
+//   - an address listed in the data for cluster C (C's pod): the direct address, i.e. the pod's real IP (realIPs,
+//     else the address itself) in a spec.remote.cidr.pod entry of this provider's Configuration for C, carried to
+//     the status entry at the same position with its host bits. An address in no spec entry (the consumer sees C
+//     under a remapped CIDR, as with overlapping pod CIDRs) gets the host bits under C's only status pod CIDR; with
+//     several, it cannot be placed. Beyond Liqo: the direct address is used only while a Connection to C is
+//     Connected; otherwise, and whenever it cannot be computed, the address is mapped as an unlisted one (through
+//     the consumer) and a Problem says why. With DenyDirectConnections the endpoint is dropped instead.
+//   - any other address: mapped with this provider's Configuration for the origin cluster: the pod CIDR entry
+//     containing it, else the external CIDR entry containing it, carried to the status entry at the same position;
+//     in neither, unchanged. A missing or malformed Configuration leaves the address unchanged, with a Problem.
 //
-// Otherwise the address keeps its indirect value and a Problem says why. Addresses not listed are untouched.
+// When the origin's ForeignCluster exists, its networking module disabled means no mapping at all, and the Ready
+// condition of every endpoint that is not explicitly not ready becomes the ForeignCluster's readiness (network
+// Established or module disabled, API server Established or None).
 //
-// The result is in the form the apiserver stores (see asStored), so that it compares equal to the stored
-// EndpointSlice when nothing changed.
-func BuildEndpointSlice(in SliceInput) (*discoveryv1.EndpointSlice, []Problem) {
+// Problems never fail the slice (Liqo fails the whole slice on any mapping error); the returned error wraps
+// ErrNoOrigin when the shadow has no origin label. The result is in the form the apiserver stores (see asStored),
+// so that it compares equal to the stored EndpointSlice when nothing changed.
+func BuildEndpointSlice(in SliceInput) (*discoveryv1.EndpointSlice, []Problem, error) {
 	s := in.Shadow
-	b := sliceBuilder{groups: map[string]int{}}
-	direct := b.directAddresses(in)
+	origin := s.Labels[OriginClusterIDLabel]
+	if origin == "" {
+		return nil, nil, fmt.Errorf("ShadowEndpointSlice %s/%s: %w", s.Namespace, s.Name, ErrNoOrigin)
+	}
+	b := sliceBuilder{in: in, origin: origin, groups: map[string]int{}}
+	var data ParsedData
+	if raw, ok := s.Annotations[DataAnnotation]; ok {
+		var problems []Problem
+		data, problems = ParseData(raw)
+		for _, p := range problems {
+			b.add(p.Reason, p.Message, "")
+		}
+	}
+	mapping := in.Origin == nil || in.Origin.NetworkingEnabled
 
 	endpoints := make([]discoveryv1.Endpoint, 0, len(s.Spec.Template.Endpoints))
 	for _, ep := range s.Spec.Template.Endpoints {
 		out := *ep.DeepCopy()
+		if b.listed(out, data) && in.DenyDirectConnections {
+			continue
+		}
 		for i, a := range out.Addresses {
-			if ip, err := netip.ParseAddr(a); err == nil {
-				if d, ok := direct[ip.Unmap()]; ok {
+			ip, err := netip.ParseAddr(a)
+			if err != nil || !mapping {
+				continue // FQDN slices; the apiserver validates IP addresses
+			}
+			ip = ip.Unmap()
+			if c, listed := data.Cluster[ip]; listed {
+				if d, ok := b.direct(c, ip, data.Real); ok {
 					out.Addresses[i] = d.String()
+					continue
 				}
 			}
+			out.Addresses[i] = b.viaOrigin(ip).String()
+		}
+		if in.Origin != nil && (out.Conditions.Ready == nil || *out.Conditions.Ready) {
+			out.Conditions.Ready = ptr.To(in.Origin.Ready)
 		}
 		endpoints = append(endpoints, out)
 	}
@@ -60,10 +106,7 @@ func BuildEndpointSlice(in SliceInput) (*discoveryv1.EndpointSlice, []Problem) {
 		ports = append(ports, *p.DeepCopy())
 	}
 	labels := maps.Clone(s.Labels)
-	if labels == nil {
-		labels = map[string]string{}
-	}
-	labels[discoveryv1.LabelManagedBy] = ManagedBy
+	labels[ShadowManagedByLabel] = ShadowManagedBy
 	annotations := maps.Clone(s.Annotations)
 	delete(annotations, DataAnnotation)
 	if len(annotations) == 0 {
@@ -82,7 +125,7 @@ func BuildEndpointSlice(in SliceInput) (*discoveryv1.EndpointSlice, []Problem) {
 		Ports:       ports,
 	}
 	asStored(out)
-	return out, b.problems()
+	return out, b.problems(), nil
 }
 
 // asStored changes s in place as kube-apiserver (v1.37) changes an EndpointSlice written through
@@ -124,69 +167,108 @@ func ShadowOwnerReference(s *offv1beta1.ShadowEndpointSlice) metav1.OwnerReferen
 	}
 }
 
-// sliceBuilder gathers Problems grouped by (reason, cause), listing the addresses each cause affects.
+// sliceBuilder maps addresses and gathers Problems grouped by (reason, cause), listing the addresses each cause
+// affects.
 type sliceBuilder struct {
+	in     SliceInput
+	origin string
 	order  []Problem
 	addrs  [][]string
 	groups map[string]int
 }
 
-// directAddresses maps each listed reflected address to its direct address, for the entries that can be remapped.
-func (b *sliceBuilder) directAddresses(in SliceInput) map[netip.Addr]netip.Addr {
-	raw, ok := in.Shadow.Annotations[DataAnnotation]
-	if !ok {
-		return nil
-	}
-	entries, err := DecodeData(raw)
-	if err != nil {
-		b.add(ReasonInvalidData, err.Error()+"; every address keeps its indirect value", "")
-		return nil
-	}
-	out := map[netip.Addr]netip.Addr{}
-	conflicted := map[netip.Addr]bool{}
-	for _, e := range entries {
-		d, reason, why := directAddress(in, e)
-		if why != "" {
-			b.add(reason, why, e.ReflectedIP.String())
-			continue
+// listed reports whether one of the endpoint's addresses is listed in the data.
+func (b *sliceBuilder) listed(ep discoveryv1.Endpoint, data ParsedData) bool {
+	for _, a := range ep.Addresses {
+		if ip, err := netip.ParseAddr(a); err == nil {
+			if _, ok := data.Cluster[ip.Unmap()]; ok {
+				return true
+			}
 		}
-		if prev, seen := out[e.ReflectedIP]; (seen && prev != d) || conflicted[e.ReflectedIP] {
-			b.add(ReasonInvalidData, "the data lists the address several times with different real IPs",
-				e.ReflectedIP.String())
-			delete(out, e.ReflectedIP)
-			conflicted[e.ReflectedIP] = true
-			continue
-		}
-		out[e.ReflectedIP] = d
 	}
-	return out
+	return false
 }
 
-// directAddress computes one entry's direct address, or the reason and cause that keep it indirect.
-func directAddress(in SliceInput, e ParsedEndpoint) (netip.Addr, string, string) {
-	c := e.ClusterID
-	if c == in.LocalClusterID {
-		return netip.Addr{}, ReasonInvalidData, fmt.Sprintf("the data lists cluster %s, which is this cluster", c)
+// direct returns the direct address of listed address ip of cluster c, or false (with a Problem) when it is not
+// available or cannot be computed.
+func (b *sliceBuilder) direct(c string, ip netip.Addr, reals map[netip.Addr]netip.Addr) (netip.Addr, bool) {
+	field := fmt.Sprintf("%s[%q]", fieldClusterAddresses, c)
+	fallback := fmt.Sprintf("mapped through consumer cluster %s instead", b.origin)
+	if c == b.in.LocalClusterID {
+		b.add(ReasonInvalidData, fmt.Sprintf("%s names this cluster: %s", field, fallback), ip.String())
+		return netip.Addr{}, false
 	}
-	p := in.Peers[c]
+	p := b.in.Peers[c]
 	switch {
 	case !p.HasConfiguration:
-		return netip.Addr{}, ReasonDirectConnectionUnavailable,
-			fmt.Sprintf("no Configuration for cluster %s: indirect address kept", c)
+		b.add(ReasonDirectConnectionUnavailable,
+			fmt.Sprintf("no Configuration for cluster %s (%s): %s", c, field, fallback), ip.String())
+		return netip.Addr{}, false
 	case !p.HasConnection:
-		return netip.Addr{}, ReasonDirectConnectionUnavailable,
-			fmt.Sprintf("no Connection to cluster %s: indirect address kept", c)
+		b.add(ReasonDirectConnectionUnavailable,
+			fmt.Sprintf("no Connection to cluster %s (%s): %s", c, field, fallback), ip.String())
+		return netip.Addr{}, false
 	case p.Connection != netv1beta1.Connected:
-		return netip.Addr{}, ReasonDirectConnectionUnavailable,
-			fmt.Sprintf("connection to cluster %s is down (status %q): indirect address kept", c, p.Connection)
+		b.add(ReasonDirectConnectionUnavailable, fmt.Sprintf("connection to cluster %s is down (status %q) (%s): %s",
+			c, p.Connection, field, fallback), ip.String())
+		return netip.Addr{}, false
 	case p.MapErr != nil:
-		return netip.Addr{}, ReasonRemapFailed, fmt.Sprintf("cluster %s: %v: indirect address kept", c, p.MapErr)
+		b.add(ReasonRemapFailed, fmt.Sprintf("cluster %s (%s): %v: %s", c, field, p.MapErr, fallback), ip.String())
+		return netip.Addr{}, false
 	}
-	d, err := p.Map.RealToView(e.RealIP)
+	var (
+		d   netip.Addr
+		err error
+	)
+	realIP, given := reals[ip]
+	switch {
+	case given && p.Map.ContainsReal(realIP):
+		d, err = p.Map.RealToView(realIP)
+	case given:
+		err = fmt.Errorf("real IP %s (%s[%q]) is in no spec.remote.cidr.pod %v of Configuration %s",
+			realIP, fieldRealIPs, ip, p.Map.Real, p.Config)
+	case p.Map.ContainsReal(ip):
+		d, err = p.Map.RealToView(ip)
+	default:
+		d, err = p.Map.ViewByHostBits(ip)
+		if err != nil {
+			err = fmt.Errorf("%w (Configuration %s)", err, p.Config)
+		}
+	}
 	if err != nil {
-		return netip.Addr{}, ReasonRemapFailed, fmt.Sprintf("cluster %s: %v: indirect address kept", c, err)
+		b.add(ReasonRemapFailed, fmt.Sprintf("cluster %s (%s): %v: %s", c, field, err, fallback), ip.String())
+		return netip.Addr{}, false
 	}
-	return d, "", ""
+	return d, true
+}
+
+// viaOrigin maps ip with this provider's Configuration for the origin cluster (pod CIDRs, then external CIDRs);
+// unchanged when in neither, or (with a Problem) when the Configuration is missing or unusable.
+func (b *sliceBuilder) viaOrigin(ip netip.Addr) netip.Addr {
+	p := b.in.Peers[b.origin]
+	kept := "address kept as the consumer wrote it"
+	if !p.HasConfiguration {
+		b.add(ReasonRemapFailed, fmt.Sprintf("no Configuration for origin cluster %s (label %s): %s",
+			b.origin, OriginClusterIDLabel, kept), ip.String())
+		return ip
+	}
+	if p.MapErr != nil {
+		b.add(ReasonRemapFailed, fmt.Sprintf("origin cluster %s: %v: %s", b.origin, p.MapErr, kept), ip.String())
+		return ip
+	}
+	for _, m := range []CIDRMap{p.Map, p.Ext} {
+		if !m.ContainsReal(ip) {
+			continue
+		}
+		d, err := m.RealToView(ip)
+		if err != nil {
+			b.add(ReasonRemapFailed, fmt.Sprintf("origin cluster %s, Configuration %s: %v: %s",
+				b.origin, p.Config, err, kept), ip.String())
+			return ip
+		}
+		return d
+	}
+	return ip
 }
 
 func (b *sliceBuilder) add(reason, cause, addr string) {

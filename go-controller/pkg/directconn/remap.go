@@ -16,25 +16,36 @@ type CIDRMap struct {
 	View []netip.Prefix
 }
 
-// CIDRMapFromConfiguration reads a Configuration's pod CIDRs. Errors (returned, never guessed around): a CIDR that
-// does not parse, no status.remote yet, or spec and status lists of different lengths. Prefix-length and family
-// mismatches within a pair are reported only when an address falls in that pair (see RealToView).
-func CIDRMapFromConfiguration(cfg *netv1beta1.Configuration) (CIDRMap, error) {
+// CIDRMapFromConfiguration reads a Configuration's pod CIDRs (pod) and external CIDRs (ext). Errors (returned,
+// never guessed around): a CIDR that does not parse, no status.remote yet, or spec and status lists of different
+// lengths. Prefix-length and family mismatches within a pair are reported only when an address falls in that pair
+// (see RealToView).
+func CIDRMapFromConfiguration(cfg *netv1beta1.Configuration) (pod, ext CIDRMap, err error) {
 	name := cfg.Namespace + "/" + cfg.Name
-	reals, err := parsePrefixes(cfg.Spec.Remote.CIDR.Pod)
-	if err != nil {
-		return CIDRMap{}, fmt.Errorf("spec.remote.cidr.pod of Configuration %s: %w", name, err)
-	}
 	if cfg.Status.Remote == nil {
-		return CIDRMap{}, fmt.Errorf("no status.remote in Configuration %s yet (remapping not done)", name)
+		return CIDRMap{}, CIDRMap{}, fmt.Errorf("no status.remote in Configuration %s yet (remapping not done)", name)
 	}
-	views, err := parsePrefixes(cfg.Status.Remote.CIDR.Pod)
+	if pod, err = cidrMap(cfg.Spec.Remote.CIDR.Pod, cfg.Status.Remote.CIDR.Pod, "pod", name); err != nil {
+		return CIDRMap{}, CIDRMap{}, err
+	}
+	if ext, err = cidrMap(cfg.Spec.Remote.CIDR.External, cfg.Status.Remote.CIDR.External, "external", name); err != nil {
+		return CIDRMap{}, CIDRMap{}, err
+	}
+	return pod, ext, nil
+}
+
+func cidrMap(spec, status []netv1beta1.CIDR, field, name string) (CIDRMap, error) {
+	reals, err := parsePrefixes(spec)
 	if err != nil {
-		return CIDRMap{}, fmt.Errorf("status.remote.cidr.pod of Configuration %s: %w", name, err)
+		return CIDRMap{}, fmt.Errorf("spec.remote.cidr.%s of Configuration %s: %w", field, name, err)
+	}
+	views, err := parsePrefixes(status)
+	if err != nil {
+		return CIDRMap{}, fmt.Errorf("status.remote.cidr.%s of Configuration %s: %w", field, name, err)
 	}
 	if len(reals) != len(views) {
-		return CIDRMap{}, fmt.Errorf("%d spec.remote.cidr.pod entries but %d in status in Configuration %s",
-			len(reals), len(views), name)
+		return CIDRMap{}, fmt.Errorf("%d spec.remote.cidr.%s entries but %d in status in Configuration %s",
+			len(reals), field, len(views), name)
 	}
 	return CIDRMap{Real: reals, View: views}, nil
 }
@@ -68,14 +79,39 @@ func (m CIDRMap) ViewToReal(ip netip.Addr) (netip.Addr, error) {
 }
 
 // ContainsView reports whether ip is in one of the View prefixes.
-func (m CIDRMap) ContainsView(ip netip.Addr) bool {
+func (m CIDRMap) ContainsView(ip netip.Addr) bool { return containedIn(ip, m.View) }
+
+// ContainsReal reports whether ip is in one of the Real prefixes.
+func (m CIDRMap) ContainsReal(ip netip.Addr) bool { return containedIn(ip, m.Real) }
+
+func containedIn(ip netip.Addr, prefixes []netip.Prefix) bool {
 	ip = ip.Unmap()
-	for _, p := range m.View {
+	for _, p := range prefixes {
 		if p.Contains(ip) {
 			return true
 		}
 	}
 	return false
+}
+
+// ViewByHostBits returns the address in the only View prefix with ip's host bits, for an address of the remote
+// cluster that another cluster (the consumer) sees under a remapped CIDR unknown here. Every remapping keeps the
+// prefix length and the host bits, so with a single pod CIDR the answer is exact; with several the CIDR the address
+// came from is unknown, and it is an error, as are a family or prefix-length mismatch.
+func (m CIDRMap) ViewByHostBits(ip netip.Addr) (netip.Addr, error) {
+	ip = ip.Unmap()
+	if len(m.Real) != 1 {
+		return netip.Addr{}, fmt.Errorf("%s is in no real CIDR %v, and with %d CIDRs its own CIDR is unknown",
+			ip, m.Real, len(m.Real))
+	}
+	src, dst := m.Real[0], m.View[0]
+	switch {
+	case src.Addr().BitLen() != ip.BitLen() || dst.Addr().BitLen() != ip.BitLen():
+		return netip.Addr{}, fmt.Errorf("%s is in no real CIDR %v, of another IP family", ip, m.Real)
+	case src.Bits() != dst.Bits():
+		return netip.Addr{}, fmt.Errorf("%s is in no real CIDR %v, paired with %s: prefix lengths differ", ip, src, dst)
+	}
+	return graft(dst, ip), nil
 }
 
 func translate(ip netip.Addr, from, to []netip.Prefix, fromName, toName string) (netip.Addr, error) {

@@ -119,7 +119,7 @@ func TestRealToView(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			m, err := CIDRMapFromConfiguration(configuration("c", tc.real, tc.view))
+			m, _, err := CIDRMapFromConfiguration(configuration("c", tc.real, tc.view))
 			if err != nil {
 				t.Fatalf("CIDRMapFromConfiguration: %v", err)
 			}
@@ -153,11 +153,68 @@ func TestCIDRMapFromConfigurationErrors(t *testing.T) {
 		{"spec does not parse", []string{"10.244.0.0"}, []string{"10.72.0.0/16"}, "spec.remote.cidr.pod of Configuration liqo-tenant-c/c: entry 0"},
 		{"status does not parse", []string{"10.244.0.0/16"}, []string{"nope"}, "status.remote.cidr.pod of Configuration liqo-tenant-c/c: entry 0"},
 	}
+	external := configuration("c", []string{"10.244.0.0/16"}, []string{"10.72.0.0/16"})
+	external.Spec.Remote.CIDR.External = []netv1beta1.CIDR{"10.60.0.0/16"}
+	if _, _, err := CIDRMapFromConfiguration(external); err == nil ||
+		!strings.Contains(err.Error(), "1 spec.remote.cidr.external entries but 0 in status") {
+		t.Errorf("external CIDRs without status: got %v", err)
+	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			_, err := CIDRMapFromConfiguration(configuration("c", tc.real, tc.view))
+			_, _, err := CIDRMapFromConfiguration(configuration("c", tc.real, tc.view))
 			if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
 				t.Fatalf("got %v, want error containing %q", err, tc.wantErr)
+			}
+		})
+	}
+}
+
+func TestCIDRMapFromConfigurationExternal(t *testing.T) {
+	c := configuration("a", []string{"10.244.0.0/16"}, []string{"10.80.0.0/16"})
+	c.Spec.Remote.CIDR.External = []netv1beta1.CIDR{"10.60.0.0/16"}
+	c.Status.Remote.CIDR.External = []netv1beta1.CIDR{"10.61.0.0/16"}
+	pod, ext, err := CIDRMapFromConfiguration(c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, err := pod.RealToView(netip.MustParseAddr("10.244.1.5")); err != nil || got.String() != "10.80.1.5" {
+		t.Errorf("pod: %v %v", got, err)
+	}
+	if got, err := ext.RealToView(netip.MustParseAddr("10.60.0.9")); err != nil || got.String() != "10.61.0.9" {
+		t.Errorf("external: %v %v", got, err)
+	}
+}
+
+func TestViewByHostBits(t *testing.T) {
+	one := CIDRMap{Real: []netip.Prefix{netip.MustParsePrefix("10.244.0.0/16")}, View: []netip.Prefix{netip.MustParsePrefix("10.72.0.0/16")}}
+	tests := []struct {
+		name    string
+		m       CIDRMap
+		ip      string
+		want    string
+		wantErr string
+	}{
+		{"single CIDR: the host bits under the view", one, "10.71.3.7", "10.72.3.7", ""},
+		{"IPv4-mapped IPv6 counts as IPv4", one, "::ffff:10.71.3.7", "10.72.3.7", ""},
+		{"other family", one, "fd00::1", "", "of another IP family"},
+		{"several CIDRs: unknown", CIDRMap{
+			Real: []netip.Prefix{netip.MustParsePrefix("10.244.0.0/16"), netip.MustParsePrefix("10.245.0.0/16")},
+			View: []netip.Prefix{netip.MustParsePrefix("10.72.0.0/16"), netip.MustParsePrefix("10.73.0.0/16")}},
+			"10.71.3.7", "", "with 2 CIDRs its own CIDR is unknown"},
+		{"prefix lengths differ", CIDRMap{Real: []netip.Prefix{netip.MustParsePrefix("10.244.0.0/16")},
+			View: []netip.Prefix{netip.MustParsePrefix("10.72.0.0/24")}}, "10.71.3.7", "", "prefix lengths differ"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			got, err := tc.m.ViewByHostBits(netip.MustParseAddr(tc.ip))
+			if tc.wantErr != "" {
+				if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
+					t.Fatalf("got %v, %v; want error containing %q", got, err, tc.wantErr)
+				}
+				return
+			}
+			if err != nil || got.String() != tc.want {
+				t.Fatalf("got %v, %v; want %s", got, err, tc.want)
 			}
 		})
 	}

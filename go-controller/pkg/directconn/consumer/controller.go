@@ -4,9 +4,11 @@
 // liqo.io/use-direct-connections: "true", the liqo.io/direct-connections-data annotation
 // (directconn.BuildShadow). It stands in for Liqo's EndpointSlice reflector, which we do not have.
 //
+// The shadows are in the shape Liqo's virtual kubelet writes, so that a Liqo provider maps them too.
+//
 // It watches, in the consumer cluster, Services, EndpointSlices, Nodes (virtual-node labels) and Configurations,
-// and in each provider the ShadowEndpointSlices it wrote (label directconn.OriginClusterIDLabel = its cluster ID),
-// so that edits and deletions by others are repaired and shadows of deleted slices are removed.
+// and in each provider the ShadowEndpointSlices it wrote (label offloading.liqo.io/origin = its cluster ID), so
+// that edits and deletions by others are repaired and shadows of deleted slices are removed.
 package consumer
 
 import (
@@ -36,6 +38,14 @@ import (
 // Component is the Event source and logger name.
 const Component = "directconn-consumer"
 
+// ReasonShadowConflict is the Warning Event reason on a consumer EndpointSlice whose ShadowEndpointSlice name is
+// taken, in a provider, by a shadow this consumer did not write.
+const ReasonShadowConflict = "ShadowEndpointSliceConflict"
+
+// legacyOriginLabel marked the shadows written by earlier versions of this controller (before it wrote Liqo's
+// offloading.liqo.io/origin); such a shadow naming this cluster is adopted.
+const legacyOriginLabel = "directconn.ovn-egressip.io/origin-cluster-id"
+
 // Provider is one provider cluster the consumer reflects to.
 type Provider struct {
 	// ClusterID is the provider's cluster ID, as in the liqo.io/remote-cluster-id label of its virtual nodes and
@@ -47,7 +57,8 @@ type Provider struct {
 
 // Config is what New needs.
 type Config struct {
-	// ClusterID is the consumer's cluster ID (written in directconn.OriginClusterIDLabel).
+	// ClusterID is the consumer's cluster ID (written in directconn.OriginClusterIDLabel and as the endpoints'
+	// nodeName).
 	ClusterID string
 	// Kube is the consumer cluster's client (Services, EndpointSlices, Nodes, Events).
 	Kube kubernetes.Interface

@@ -130,14 +130,16 @@ func TestConsumerReflects(t *testing.T) {
 	f := newFixture(t)
 	f.run(t)
 	ctx := context.Background()
-	want := `{"endpoints":[{"clusterID":"cluster-c","realIP":"10.244.3.7","consumerIP":"10.71.3.7","reflectedIP":"10.71.3.7"}]}`
+	want := `{"clusterAddresses":{"cluster-c":["10.71.3.7"]},"realIPs":{"10.71.3.7":"10.244.3.7"}}`
 	s := f.waitShadow(t, "data annotation", func(s *offv1beta1.ShadowEndpointSlice) bool {
 		return s != nil && s.Annotations[directconn.DataAnnotation] == want
 	})
-	if got := addrs(s); !reflect.DeepEqual(got, []string{"10.244.1.5", "10.244.2.4", "10.71.3.7"}) {
+	// B's own pod is left out (B's EndpointSlice controller serves it), the others untranslated.
+	if got := addrs(s); !reflect.DeepEqual(got, []string{"10.244.1.5", "10.71.3.7"}) {
 		t.Errorf("shadow addresses = %v", got)
 	}
-	if s.Labels[directconn.OriginClusterIDLabel] != "cluster-a" {
+	if s.Labels[directconn.OriginClusterIDLabel] != "cluster-a" || s.Labels[directconn.DestinationClusterIDLabel] != "cluster-b" ||
+		s.Labels[discoveryv1.LabelManagedBy] != directconn.ReflectionManagedBy {
 		t.Errorf("labels = %v", s.Labels)
 	}
 
@@ -152,13 +154,13 @@ func TestConsumerReflects(t *testing.T) {
 		return s != nil && !has
 	})
 
-	// A node that stops being virtual changes nothing listed, but its pod is no longer un-remapped either.
+	// A node that stops being virtual: its pod counts as the consumer's, and is reflected.
 	n, _ := f.kube.CoreV1().Nodes().Get(ctx, "vn-b", metav1.GetOptions{})
 	n.Labels = nil
 	if _, err := f.kube.CoreV1().Nodes().Update(ctx, n, metav1.UpdateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	f.waitShadow(t, "B's pod passed through", func(s *offv1beta1.ShadowEndpointSlice) bool {
+	f.waitShadow(t, "B's pod reflected", func(s *offv1beta1.ShadowEndpointSlice) bool {
 		return s != nil && reflect.DeepEqual(addrs(s), []string{"10.244.1.5", "10.70.2.4", "10.71.3.7"})
 	})
 
@@ -184,9 +186,9 @@ func TestConsumerTooLargeLeavesPreviousShadow(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	// 4000 endpoints on C: the data document is about 390 KB.
+	// 8000 endpoints on C: the data document (addresses and real IPs) is about 370 KB.
 	var eps []discoveryv1.Endpoint
-	for i := range 4000 {
+	for i := range 8000 {
 		eps = append(eps, ep("vn-c", fmt.Sprintf("10.71.%d.%d", i/250, i%250+1)))
 	}
 	big := slice(eps...)
@@ -195,7 +197,7 @@ func TestConsumerTooLargeLeavesPreviousShadow(t *testing.T) {
 	}
 	if err := wait.PollUntilContextTimeout(ctx, 10*time.Millisecond, 10*time.Second, true, func(context.Context) (bool, error) {
 		s, _ := f.ctrl.slices.EndpointSlices("demo").Get("web-1")
-		return s != nil && len(s.Endpoints) == 4000, nil
+		return s != nil && len(s.Endpoints) == 8000, nil
 	}); err != nil {
 		t.Fatal("the informer never saw the large slice")
 	}
@@ -226,4 +228,52 @@ func fakeDynamic(t *testing.T, objs ...runtime.Object) *dynamicfake.FakeDynamicC
 		t.Fatal(err)
 	}
 	return d
+}
+
+func legacyOrForeignShadow(labels map[string]string) *offv1beta1.ShadowEndpointSlice {
+	return &offv1beta1.ShadowEndpointSlice{
+		ObjectMeta: metav1.ObjectMeta{Namespace: "demo", Name: "web-1", Labels: labels,
+			Annotations: map[string]string{directconn.DataAnnotation: `{"endpoints":[]}`}},
+		Spec: offv1beta1.ShadowEndpointSliceSpec{Template: offv1beta1.EndpointSliceTemplate{AddressType: discoveryv1.AddressTypeIPv4,
+			Endpoints: []discoveryv1.Endpoint{{Addresses: []string{"192.0.2.1"}}}}},
+	}
+}
+
+// TestConsumerAdoptsLegacyShadow: a shadow an earlier version wrote for this cluster (its own origin label, the old
+// data format) is rewritten in Liqo's shape (before: every create failed with AlreadyExists, retried forever).
+func TestConsumerAdoptsLegacyShadow(t *testing.T) {
+	f := newFixture(t, legacyOrForeignShadow(map[string]string{legacyOriginLabel: "cluster-a"}))
+	f.run(t)
+	f.waitShadow(t, "Liqo's shape", func(s *offv1beta1.ShadowEndpointSlice) bool {
+		return s != nil && s.Labels[directconn.OriginClusterIDLabel] == "cluster-a" &&
+			s.Annotations[directconn.DataAnnotation] == `{"clusterAddresses":{"cluster-c":["10.71.3.7"]},"realIPs":{"10.71.3.7":"10.244.3.7"}}` &&
+			reflect.DeepEqual(addrs(s), []string{"10.244.1.5", "10.71.3.7"})
+	})
+}
+
+// TestConsumerLeavesOthersShadow: a shadow of the same name written by another consumer is left alone, with a
+// Warning Event and no retry.
+func TestConsumerLeavesOthersShadow(t *testing.T) {
+	f := newFixture(t, legacyOrForeignShadow(map[string]string{directconn.OriginClusterIDLabel: "cluster-z"}))
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer func() { cancel(); f.ctrl.factory.Shutdown() }()
+	if err := f.ctrl.startInformers(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.ctrl.sync(ctx, cache.ObjectName{Namespace: "demo", Name: "web-1"}); err != nil {
+		t.Fatalf("sync = %v, want nil (reported, not retried)", err)
+	}
+	select {
+	case e := <-f.recorder.Events:
+		want := `Warning ShadowEndpointSliceConflict ShadowEndpointSlice demo/web-1 in cluster cluster-b exists and was not written by this consumer (offloading.liqo.io/origin="cluster-z"): left alone`
+		if e != want {
+			t.Fatalf("event %q, want %q", e, want)
+		}
+	default:
+		t.Fatal("no Event")
+	}
+	s, err := f.getShadow(ctx)
+	if err != nil || !reflect.DeepEqual(addrs(s), []string{"192.0.2.1"}) {
+		t.Fatalf("the other consumer's shadow changed: %+v, %v", s, err)
+	}
 }

@@ -3,6 +3,7 @@ package consumer
 import (
 	"context"
 	"errors"
+	"fmt"
 
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
@@ -22,7 +23,7 @@ import (
 func (c *Controller) sync(ctx context.Context, key cache.ObjectName) error {
 	slice, err := c.slices.EndpointSlices(key.Namespace).Get(key.Name)
 	if err != nil && !apierrors.IsNotFound(err) {
-		return err
+		return fmt.Errorf("reading EndpointSlice %s from the cache: %w", key, err)
 	}
 	if err != nil || !reflected(slice) {
 		slice = nil
@@ -33,11 +34,18 @@ func (c *Controller) sync(ctx context.Context, key cache.ObjectName) error {
 		peers        map[string]directconn.Peer
 	)
 	if slice != nil {
-		if svc, err = c.services.Services(key.Namespace).Get(slice.Labels[discoveryv1.LabelServiceName]); err != nil {
+		svc, err = c.services.Services(key.Namespace).Get(slice.Labels[discoveryv1.LabelServiceName])
+		switch {
+		case apierrors.IsNotFound(err):
 			svc = nil // no Service: reflected without direct-connections data
+		case err != nil:
+			return fmt.Errorf("reading the Service of EndpointSlice %s from the cache: %w", key, err)
 		}
-		nodes, _ := c.nodes.List(labels.Everything())
-		nodeClusters = directconn.VirtualNodeClusters(nodes)
+		nodes, err := c.nodes.List(labels.Everything())
+		if err != nil {
+			return fmt.Errorf("listing Nodes from the cache: %w", err)
+		}
+		nodeClusters = directconn.NodeClusters(nodes)
 		peers = directconn.Peers(kube.List[netv1beta1.Configuration](c.cfgs.GetStore()), nil)
 	}
 
@@ -72,20 +80,41 @@ func (c *Controller) sync(ctx context.Context, key cache.ObjectName) error {
 			errs = append(errs, err)
 			continue
 		}
-		if err := c.write(ctx, p, existing, desired); err != nil {
+		if err := c.write(ctx, p, slice, existing, desired); err != nil {
 			errs = append(errs, err)
 		}
 	}
 	return errors.Join(errs...)
 }
 
-func (c *Controller) write(ctx context.Context, p providerState, existing, desired *offv1beta1.ShadowEndpointSlice) error {
+// write creates or updates the shadow. A shadow of the same name that the informer does not hold (it lacks our
+// origin label) is adopted when an earlier version of this controller wrote it for this cluster (legacyOriginLabel),
+// and otherwise left alone with a Warning Event on the consumer's slice, not retried until the slice changes.
+func (c *Controller) write(ctx context.Context, p providerState, slice *discoveryv1.EndpointSlice,
+	existing, desired *offv1beta1.ShadowEndpointSlice) error {
+	key := desired.Namespace + "/" + desired.Name
 	if existing == nil {
 		err := p.writer.Create(ctx, desired)
 		if err == nil {
-			c.log.V(2).Info("Created ShadowEndpointSlice", "cluster", p.id, "shadowEndpointSlice", desired.Namespace+"/"+desired.Name)
+			c.log.V(2).Info("Created ShadowEndpointSlice", "cluster", p.id, "shadowEndpointSlice", key)
 		}
-		return err
+		if !apierrors.IsAlreadyExists(err) {
+			return err
+		}
+		live, gerr := p.writer.Get(ctx, desired.Namespace, desired.Name)
+		switch {
+		case gerr != nil || live.Labels[directconn.OriginClusterIDLabel] == c.clusterID:
+			return err // ours, not in the cache yet: retried
+		case live.Labels[legacyOriginLabel] != c.clusterID:
+			c.log.Info("ShadowEndpointSlice of another writer: left alone", "cluster", p.id, "shadowEndpointSlice", key,
+				"origin", live.Labels[directconn.OriginClusterIDLabel])
+			c.recorder.Eventf(slice, corev1.EventTypeWarning, ReasonShadowConflict,
+				"ShadowEndpointSlice %s in cluster %s exists and was not written by this consumer (%s=%q): left alone",
+				key, p.id, directconn.OriginClusterIDLabel, live.Labels[directconn.OriginClusterIDLabel])
+			return nil
+		}
+		c.log.Info("Adopting the ShadowEndpointSlice an earlier version wrote", "cluster", p.id, "shadowEndpointSlice", key)
+		existing = live
 	}
 	if equality.Semantic.DeepEqual(existing.Labels, desired.Labels) &&
 		equality.Semantic.DeepEqual(existing.Annotations, desired.Annotations) &&
@@ -96,13 +125,15 @@ func (c *Controller) write(ctx context.Context, p providerState, existing, desir
 	updated.Labels, updated.Annotations, updated.Spec = desired.Labels, desired.Annotations, desired.Spec
 	err := p.writer.Update(ctx, updated)
 	if err == nil {
-		c.log.V(2).Info("Updated ShadowEndpointSlice", "cluster", p.id, "shadowEndpointSlice", desired.Namespace+"/"+desired.Name)
+		c.log.V(2).Info("Updated ShadowEndpointSlice", "cluster", p.id, "shadowEndpointSlice", key)
 	}
 	return err
 }
 
 // reflected reports whether a consumer EndpointSlice is reflected: it belongs to a Service and was not itself
-// written by a direct-connections controller.
+// made from a ShadowEndpointSlice (when this cluster is also a provider), by us or by Liqo.
 func reflected(s *discoveryv1.EndpointSlice) bool {
-	return s.Labels[discoveryv1.LabelServiceName] != "" && s.Labels[discoveryv1.LabelManagedBy] != directconn.ManagedBy
+	return s.Labels[discoveryv1.LabelServiceName] != "" &&
+		s.Labels[discoveryv1.LabelManagedBy] != directconn.ReflectionManagedBy &&
+		s.Labels[directconn.ShadowManagedByLabel] != directconn.ShadowManagedBy
 }

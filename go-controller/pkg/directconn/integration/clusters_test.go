@@ -2,12 +2,14 @@ package integration
 
 import (
 	"context"
+	"encoding/json"
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
@@ -15,7 +17,6 @@ import (
 
 	netv1beta1 "github.com/ovn-egressip/ovn-egressip/go-controller/pkg/crd/liqo/networking/v1beta1"
 	"github.com/ovn-egressip/ovn-egressip/go-controller/pkg/directconn"
-	"github.com/ovn-egressip/ovn-egressip/go-controller/pkg/directconn/kube"
 	"github.com/ovn-egressip/ovn-egressip/test/apiserver"
 )
 
@@ -41,36 +42,22 @@ func startCluster(t *testing.T, id string) *cluster {
 	return c
 }
 
+// ensureNamespace creates namespace name unless it exists.
+func (c *cluster) ensureNamespace(t *testing.T, name string) {
+	t.Helper()
+	_, err := c.kube.CoreV1().Namespaces().Create(context.Background(),
+		&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name}}, metav1.CreateOptions{})
+	if err != nil && !apierrors.IsAlreadyExists(err) {
+		t.Fatalf("%s: namespace %s: %v", c.id, name, err)
+	}
+}
+
 func (c *cluster) namespace(t *testing.T, name string) {
 	t.Helper()
 	if _, err := c.kube.CoreV1().Namespaces().Create(context.Background(),
 		&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name}}, metav1.CreateOptions{}); err != nil {
 		t.Fatalf("%s: namespace %s: %v", c.id, name, err)
 	}
-}
-
-// configuration creates this cluster's Configuration for cluster remote: its pod CIDR real is seen as view.
-func (c *cluster) configuration(t *testing.T, remote, real, view string) {
-	t.Helper()
-	ns := "liqo-tenant-" + remote
-	c.namespace(t, ns)
-	cfg := &netv1beta1.Configuration{
-		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: remote, Labels: map[string]string{directconn.RemoteClusterIDLabel: remote}},
-		Spec:       netv1beta1.ConfigurationSpec{Remote: netv1beta1.ClusterConfig{CIDR: netv1beta1.ClusterConfigCIDR{Pod: []netv1beta1.CIDR{netv1beta1.CIDR(real)}}}},
-		Status:     netv1beta1.ConfigurationStatus{Remote: &netv1beta1.ClusterConfig{CIDR: netv1beta1.ClusterConfigCIDR{Pod: []netv1beta1.CIDR{netv1beta1.CIDR(view)}}}},
-	}
-	c.createWithStatus(t, netv1beta1.ConfigurationResource, netv1beta1.SchemeGroupVersion.WithKind("Configuration"), cfg)
-}
-
-// connection creates this cluster's Connection to cluster remote with status v (in liqo-tenant-<remote>, which
-// configuration created).
-func (c *cluster) connection(t *testing.T, remote string, v netv1beta1.ConnectionStatusValue) {
-	t.Helper()
-	conn := &netv1beta1.Connection{
-		ObjectMeta: metav1.ObjectMeta{Namespace: "liqo-tenant-" + remote, Name: "gw-" + remote, Labels: map[string]string{directconn.RemoteClusterIDLabel: remote}},
-		Status:     netv1beta1.ConnectionStatus{Value: v},
-	}
-	c.createWithStatus(t, netv1beta1.ConnectionResource, netv1beta1.SchemeGroupVersion.WithKind("Connection"), conn)
 }
 
 // setConnection changes the status of this cluster's Connection to cluster remote.
@@ -85,30 +72,6 @@ func (c *cluster) setConnection(t *testing.T, remote string, v netv1beta1.Connec
 	u.Object["status"] = map[string]interface{}{"value": string(v)}
 	if _, err := r.UpdateStatus(ctx, u, metav1.UpdateOptions{}); err != nil {
 		t.Fatalf("%s: Connection to %s status %s: %v", c.id, remote, v, err)
-	}
-}
-
-type statusObject interface {
-	metav1.Object
-	runtime.Object
-}
-
-func (c *cluster) createWithStatus(t *testing.T, gvr schema.GroupVersionResource, gvk schema.GroupVersionKind, obj statusObject) {
-	t.Helper()
-	ctx := context.Background()
-	u, err := kube.ToUnstructured(obj, gvk)
-	if err != nil {
-		t.Fatal(err)
-	}
-	status := u.Object["status"]
-	r := c.dyn.Resource(gvr).Namespace(obj.GetNamespace())
-	created, err := r.Create(ctx, u, metav1.CreateOptions{})
-	if err != nil {
-		t.Fatalf("%s: create %s %s: %v", c.id, gvk.Kind, obj.GetName(), err)
-	}
-	created.Object["status"] = status // the status subresource ignores status on create
-	if _, err := r.UpdateStatus(ctx, created, metav1.UpdateOptions{}); err != nil {
-		t.Fatalf("%s: status of %s %s: %v", c.id, gvk.Kind, obj.GetName(), err)
 	}
 }
 
@@ -127,4 +90,29 @@ func virtualNode(cluster string) map[string]string {
 func endpoint(node, addr string) discoveryv1.Endpoint {
 	return discoveryv1.Endpoint{Addresses: []string{addr}, NodeName: ptr.To(node),
 		Conditions: discoveryv1.EndpointConditions{Ready: ptr.To(true)}}
+}
+
+// logObject logs obj (read back from cluster c) as indented JSON without the server-set metadata, for the
+// examples in docs/direct-connections.md (go test -v).
+func (c *cluster) logObject(t *testing.T, title string, u *unstructured.Unstructured) {
+	t.Helper()
+	u = u.DeepCopy()
+	for _, f := range []string{"managedFields", "uid", "resourceVersion", "creationTimestamp", "generation"} {
+		unstructured.RemoveNestedField(u.Object, "metadata", f)
+	}
+	b, err := json.MarshalIndent(u.Object, "", "  ")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("%s: %s\n%s", c.id, title, b)
+}
+
+// logResource logs the object name in namespace demo of resource gvr (see logObject).
+func (c *cluster) logResource(t *testing.T, title string, gvr schema.GroupVersionResource, name string) {
+	t.Helper()
+	u, err := c.dyn.Resource(gvr).Namespace("demo").Get(context.Background(), name, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.logObject(t, title, u)
 }

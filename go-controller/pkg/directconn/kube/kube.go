@@ -1,6 +1,6 @@
 // Package kube gives the direct-connections controllers typed access to the Liqo resources over client-go's
 // dynamic client: informers whose caches hold typed objects (converted once, when they enter the cache), typed
-// reads from those caches, and typed writes. It replaces a generated clientset for the three Liqo kinds.
+// reads from those caches, and typed writes. It replaces a generated clientset for the Liqo kinds.
 package kube
 
 import (
@@ -16,6 +16,7 @@ import (
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/tools/cache"
 
+	corev1beta1 "github.com/ovn-egressip/ovn-egressip/go-controller/pkg/crd/liqo/core/v1beta1"
 	netv1beta1 "github.com/ovn-egressip/ovn-egressip/go-controller/pkg/crd/liqo/networking/v1beta1"
 	offv1beta1 "github.com/ovn-egressip/ovn-egressip/go-controller/pkg/crd/liqo/offloading/v1beta1"
 )
@@ -24,7 +25,7 @@ import (
 func Scheme() *runtime.Scheme {
 	s := runtime.NewScheme()
 	for _, add := range []func(*runtime.Scheme) error{
-		clientgoscheme.AddToScheme, netv1beta1.AddToScheme, offv1beta1.AddToScheme,
+		clientgoscheme.AddToScheme, netv1beta1.AddToScheme, offv1beta1.AddToScheme, corev1beta1.AddToScheme,
 	} {
 		if err := add(s); err != nil {
 			panic(fmt.Sprintf("building scheme: %v", err)) // static registrations only: a programming error
@@ -39,6 +40,7 @@ func ListKinds() map[schema.GroupVersionResource]string {
 		offv1beta1.ShadowEndpointSliceResource: "ShadowEndpointSliceList",
 		netv1beta1.ConfigurationResource:       "ConfigurationList",
 		netv1beta1.ConnectionResource:          "ConnectionList",
+		corev1beta1.ForeignClusterResource:     "ForeignClusterList",
 	}
 }
 
@@ -148,6 +150,15 @@ func (s Shadows) Create(ctx context.Context, sh *offv1beta1.ShadowEndpointSlice)
 	}
 	_, err = s.resource(sh.Namespace).Create(ctx, u, metav1.CreateOptions{})
 	return err
+}
+
+// Get reads namespace/name from the apiserver.
+func (s Shadows) Get(ctx context.Context, namespace, name string) (*offv1beta1.ShadowEndpointSlice, error) {
+	u, err := s.resource(namespace).Get(ctx, name, metav1.GetOptions{})
+	if err != nil {
+		return nil, err
+	}
+	return FromUnstructured[offv1beta1.ShadowEndpointSlice](u)
 }
 
 // Update replaces sh (sh.ResourceVersion must be set).

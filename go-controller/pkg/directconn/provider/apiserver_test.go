@@ -54,7 +54,7 @@ func TestProviderLeavesDefaultedSliceAlone(t *testing.T) {
 	for name, tt := range shadows {
 		sh := &offv1beta1.ShadowEndpointSlice{
 			ObjectMeta: metav1.ObjectMeta{Namespace: "demo", Name: name,
-				Labels: map[string]string{discoveryv1.LabelServiceName: "web"}},
+				Labels: map[string]string{discoveryv1.LabelServiceName: "web", directconn.OriginClusterIDLabel: "cluster-a"}},
 			Spec: offv1beta1.ShadowEndpointSliceSpec{Template: offv1beta1.EndpointSliceTemplate{
 				AddressType: discoveryv1.AddressTypeIPv4, Endpoints: endpoints, Ports: tt.ports}},
 		}
@@ -121,7 +121,7 @@ func TestProviderLeavesDefaultedSliceAlone(t *testing.T) {
 		}
 		wantEndpoints := []discoveryv1.Endpoint{endpoints[0], *endpoints[1].DeepCopy()}
 		wantEndpoints[1].DeprecatedTopology = nil
-		if after.Labels[discoveryv1.LabelManagedBy] != directconn.ManagedBy ||
+		if after.Labels[directconn.ShadowManagedByLabel] != directconn.ShadowManagedBy ||
 			!equality.Semantic.DeepEqual(after.Endpoints, wantEndpoints) {
 			t.Errorf("EndpointSlice %s: labels %v, endpoints %s, want endpoints %s", name, after.Labels,
 				toJSON(after.Endpoints), toJSON(wantEndpoints))
@@ -144,7 +144,8 @@ func TestProviderReportsRejectedTemplate(t *testing.T) {
 	e := newAPIEnv(t)
 	ctx, kc, dyn := e.ctx, e.kc, e.dyn
 	sh := &offv1beta1.ShadowEndpointSlice{
-		ObjectMeta: metav1.ObjectMeta{Namespace: "demo", Name: "bad", Labels: map[string]string{discoveryv1.LabelServiceName: "web"}},
+		ObjectMeta: metav1.ObjectMeta{Namespace: "demo", Name: "bad", Labels: map[string]string{discoveryv1.LabelServiceName: "web",
+			directconn.OriginClusterIDLabel: "cluster-a"}},
 		Spec: offv1beta1.ShadowEndpointSliceSpec{Template: offv1beta1.EndpointSliceTemplate{
 			Endpoints: []discoveryv1.Endpoint{{Addresses: []string{"10.244.2.4"}}}}},
 	}

@@ -1,16 +1,17 @@
-// Package provider is the provider-side ShadowEndpointSlice controller of direct connections: it turns each
-// ShadowEndpointSlice written by a consumer into an EndpointSlice of the same namespace and name, with the
-// addresses listed in liqo.io/direct-connections-data replaced by direct addresses while this cluster's Connection
-// to the pod's cluster is Connected (directconn.BuildEndpointSlice). It watches ShadowEndpointSlices, its own
-// EndpointSlices, Configurations and Connections; a change of any of them re-syncs the slices it affects.
+// Package provider is the provider-side ShadowEndpointSlice controller of direct connections, a drop-in for
+// Liqo's: it turns each ShadowEndpointSlice written by a consumer (Liqo's virtual kubelet or our consumer) into an
+// EndpointSlice of the same namespace and name, with every address mapped as Liqo maps it and the addresses
+// listed in liqo.io/direct-connections-data replaced by direct addresses while this cluster's Connection to the
+// pod's cluster is Connected (directconn.BuildEndpointSlice). It watches ShadowEndpointSlices, EndpointSlices,
+// Configurations, Connections and (when the CRD is served) ForeignClusters; a change of any of them re-syncs the
+// slices it affects.
 package provider
 
 import (
 	"context"
 	"fmt"
 
-	discoveryv1 "k8s.io/api/discovery/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/informers"
@@ -21,20 +22,39 @@ import (
 	"k8s.io/client-go/util/workqueue"
 	"k8s.io/klog/v2"
 
+	corev1beta1 "github.com/ovn-egressip/ovn-egressip/go-controller/pkg/crd/liqo/core/v1beta1"
 	netv1beta1 "github.com/ovn-egressip/ovn-egressip/go-controller/pkg/crd/liqo/networking/v1beta1"
 	offv1beta1 "github.com/ovn-egressip/ovn-egressip/go-controller/pkg/crd/liqo/offloading/v1beta1"
 	"github.com/ovn-egressip/ovn-egressip/go-controller/pkg/directconn"
 	"github.com/ovn-egressip/ovn-egressip/go-controller/pkg/directconn/kube"
 )
 
-// ReasonEndpointSliceRejected is the Warning Event reason on a ShadowEndpointSlice whose template the API
-// server rejects as an EndpointSlice (the message carries the API server's field errors).
-const ReasonEndpointSliceRejected = "EndpointSliceRejected"
+// Warning Event reasons on a ShadowEndpointSlice that cannot be turned into an EndpointSlice. None is retried
+// until the objects involved change.
+const (
+	// ReasonEndpointSliceRejected: the API server rejects the template as an EndpointSlice (the message carries
+	// the API server's field errors).
+	ReasonEndpointSliceRejected = "EndpointSliceRejected"
+	// ReasonEndpointSliceConflict: an EndpointSlice of the same name exists that no ShadowEndpointSlice controls
+	// (another controller's); it is left alone.
+	ReasonEndpointSliceConflict = "EndpointSliceConflict"
+	// ReasonNoOrigin: the shadow has no offloading.liqo.io/origin label, so its consumer is unknown.
+	ReasonNoOrigin = "MissingOriginCluster"
+)
 
 // Component is the Event source and logger name.
 const Component = "directconn-provider"
 
-// clusterIndex indexes ShadowEndpointSlices by the cluster IDs listed in their data annotation.
+// Field managers (metadata.managedFields) of the EndpointSlices made from ShadowEndpointSlices.
+const (
+	// FieldManager is ours.
+	FieldManager = "ovn-egressip-directconn"
+	// LiqoFieldManager is Liqo's ShadowEndpointSlice controller's; a slice it has written is left to it.
+	LiqoFieldManager = "shadow-endpointslice-controller"
+)
+
+// clusterIndex indexes ShadowEndpointSlices by their origin cluster ID and the cluster IDs listed in their data
+// annotation: the clusters whose Configuration, Connection or ForeignCluster the slice depends on.
 const clusterIndex = "directconn-cluster"
 
 // Config is what New needs.
@@ -43,8 +63,11 @@ type Config struct {
 	ClusterID string
 	// Kube is this cluster's client (EndpointSlices, Events).
 	Kube kubernetes.Interface
-	// Dynamic is this cluster's dynamic client (ShadowEndpointSlices, Configurations, Connections).
+	// Dynamic is this cluster's dynamic client (ShadowEndpointSlices, Configurations, Connections,
+	// ForeignClusters).
 	Dynamic dynamic.Interface
+	// DenyDirectConnections drops the endpoints listed in the data instead of remapping them.
+	DenyDirectConnections bool
 	// Recorder receives the Events; nil builds one on Kube.
 	Recorder record.EventRecorder
 }
@@ -52,6 +75,7 @@ type Config struct {
 // Controller is the provider-side controller. Create it with New, start it with Run.
 type Controller struct {
 	clusterID string
+	deny      bool
 	kube      kubernetes.Interface
 	recorder  record.EventRecorder
 	stopRec   func()
@@ -62,6 +86,7 @@ type Controller struct {
 	shadows cache.SharedIndexInformer
 	cfgs    cache.SharedIndexInformer
 	conns   cache.SharedIndexInformer
+	fcs     cache.SharedIndexInformer // nil when the ForeignCluster CRD is not served
 	synced  []cache.InformerSynced
 
 	queue workqueue.TypedRateLimitingInterface[cache.ObjectName]
@@ -71,6 +96,7 @@ type Controller struct {
 func New(cfg Config) (*Controller, error) {
 	c := &Controller{
 		clusterID: cfg.ClusterID,
+		deny:      cfg.DenyDirectConnections,
 		kube:      cfg.Kube,
 		recorder:  cfg.Recorder,
 		log:       klog.Background().WithName(Component),
@@ -92,10 +118,19 @@ func New(cfg Config) (*Controller, error) {
 		netv1beta1.ConnectionResource, "", directconn.RemoteClusterIDLabel, nil); err != nil {
 		return nil, err
 	}
-	c.factory = informers.NewSharedInformerFactoryWithOptions(cfg.Kube, 0,
-		informers.WithTweakListOptions(func(o *metav1.ListOptions) {
-			o.LabelSelector = discoveryv1.LabelManagedBy + "=" + directconn.ManagedBy
-		}))
+	served, err := foreignClustersServed(cfg.Kube)
+	if err != nil {
+		return nil, err
+	}
+	if served {
+		if c.fcs, err = kube.NewInformer[corev1beta1.ForeignCluster](cfg.Dynamic,
+			corev1beta1.ForeignClusterResource, "", "", nil); err != nil {
+			return nil, err
+		}
+	}
+	// Every EndpointSlice, not only ours: a slice of another controller that holds a shadow's name is reported,
+	// and the shadow is synced again when that slice goes.
+	c.factory = informers.NewSharedInformerFactory(cfg.Kube, 0)
 	sliceInf := c.factory.Discovery().V1().EndpointSlices()
 	c.slices = sliceInf.Lister()
 
@@ -108,6 +143,12 @@ func New(cfg Config) (*Controller, error) {
 		{sliceInf.Informer(), cache.ResourceEventHandlerFuncs{AddFunc: c.enqueue, UpdateFunc: func(_, n interface{}) { c.enqueue(n) }, DeleteFunc: c.enqueue}},
 		{c.cfgs, clusterHandler(c.enqueueCluster)},
 		{c.conns, clusterHandler(c.enqueueCluster)},
+	}
+	if c.fcs != nil {
+		handlers = append(handlers, struct {
+			inf cache.SharedIndexInformer
+			h   cache.ResourceEventHandler
+		}{c.fcs, foreignClusterHandler(c.enqueueCluster)})
 	}
 	for _, h := range handlers {
 		reg, err := h.inf.AddEventHandler(h.h)
@@ -138,8 +179,10 @@ func (c *Controller) Run(ctx context.Context, workers int) error {
 // startInformers starts the informers (they stop with ctx) and waits until their caches are filled.
 func (c *Controller) startInformers(ctx context.Context) error {
 	c.factory.Start(ctx.Done())
-	for _, inf := range []cache.SharedIndexInformer{c.shadows, c.cfgs, c.conns} {
-		go inf.RunWithContext(ctx)
+	for _, inf := range []cache.SharedIndexInformer{c.shadows, c.cfgs, c.conns, c.fcs} {
+		if inf != nil {
+			go inf.RunWithContext(ctx)
+		}
 	}
 	if !cache.WaitForNamedCacheSyncWithContext(ctx, c.synced...) {
 		return fmt.Errorf("%s: caches did not sync", Component)
@@ -156,7 +199,7 @@ func (c *Controller) enqueue(obj interface{}) {
 	c.queue.Add(key)
 }
 
-// enqueueCluster queues every ShadowEndpointSlice whose data lists cluster id.
+// enqueueCluster queues every ShadowEndpointSlice that comes from cluster id or whose data lists it.
 func (c *Controller) enqueueCluster(id string) {
 	for _, s := range kube.ByIndex[offv1beta1.ShadowEndpointSlice](c.shadows.GetIndexer(), clusterIndex, id) {
 		c.queue.Add(cache.ObjectName{Namespace: s.Namespace, Name: s.Name})
@@ -182,26 +225,59 @@ func clusterHandler(f func(string)) cache.ResourceEventHandler {
 	}
 }
 
+// foreignClusterHandler calls f with the spec.clusterID of ForeignClusters (old and new).
+func foreignClusterHandler(f func(string)) cache.ResourceEventHandler {
+	id := func(obj interface{}) {
+		if t, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+			obj = t.Obj
+		}
+		if fc, ok := obj.(*corev1beta1.ForeignCluster); ok && fc.Spec.ClusterID != "" {
+			f(fc.Spec.ClusterID)
+		}
+	}
+	return cache.ResourceEventHandlerFuncs{
+		AddFunc:    id,
+		UpdateFunc: func(o, n interface{}) { id(o); id(n) },
+		DeleteFunc: id,
+	}
+}
+
+// foreignClustersServed reports whether the apiserver serves ForeignClusters (Liqo is installed, or its CRD is).
+// It is asked once, at start.
+func foreignClustersServed(client kubernetes.Interface) (bool, error) {
+	gv := corev1beta1.SchemeGroupVersion.String()
+	list, err := client.Discovery().ServerResourcesForGroupVersion(gv)
+	if apierrors.IsNotFound(err) {
+		return false, nil
+	}
+	if err != nil {
+		return false, fmt.Errorf("discovering %s: %w", gv, err)
+	}
+	for _, r := range list.APIResources {
+		if r.Name == corev1beta1.ForeignClusterResource.Resource {
+			return true, nil
+		}
+	}
+	return false, nil
+}
+
 // listedClusters is the index function of clusterIndex.
 func listedClusters(obj interface{}) ([]string, error) {
 	s, ok := obj.(*offv1beta1.ShadowEndpointSlice)
 	if !ok {
 		return nil, nil
 	}
-	raw, ok := s.Annotations[directconn.DataAnnotation]
-	if !ok {
-		return nil, nil
-	}
-	entries, err := directconn.DecodeData(raw)
-	if err != nil {
-		return nil, nil // reported by the sync
-	}
-	seen := map[string]bool{}
 	var out []string
-	for _, e := range entries {
-		if !seen[e.ClusterID] {
-			seen[e.ClusterID] = true
-			out = append(out, e.ClusterID)
+	origin := s.Labels[directconn.OriginClusterIDLabel]
+	if origin != "" {
+		out = append(out, origin)
+	}
+	if raw, ok := s.Annotations[directconn.DataAnnotation]; ok {
+		data, _ := directconn.ParseData(raw) // problems are reported by the sync
+		for _, c := range data.Clusters() {
+			if c != origin {
+				out = append(out, c)
+			}
 		}
 	}
 	return out, nil
