@@ -10,6 +10,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/labels"
+	corelisters "k8s.io/client-go/listers/core/v1"
 	"k8s.io/klog/v2"
 
 	egressipv1 "github.com/ovn-egressip/ovn-egressip/go-controller/pkg/crd/egressip/v1"
@@ -30,36 +31,87 @@ type nbRows struct {
 	anyEIP  bool
 }
 
-// plan updates c.serving with what changed and returns the rows to converge. In a
-// full sync c.serving is rebuilt from every pod.
-func (c *controller) plan(d dirty, full bool, in nbstate.Input, eips []*egressipv1.EgressIP, rank selection.Ranked, now time.Time) (nbRows, error) {
-	if full {
-		fresh := newServing()
-		fresh.ready = c.serving.ready // timing memory, not derived from NB
-		c.serving = fresh
+// podCache is what planning reads of pods and namespaces (the informers' listers;
+// maps in tests). Pod and Namespace return nil, nil when the object is absent.
+type podCache interface {
+	Pod(namespace, name string) (*corev1.Pod, error)
+	Pods() ([]*corev1.Pod, error)
+	PodsIn(namespace string) ([]*corev1.Pod, error)
+	Namespace(name string) (*corev1.Namespace, error)
+	Namespaces() ([]*corev1.Namespace, error)
+}
+
+// listerCache is the informers' podCache.
+type listerCache struct {
+	pods       corelisters.PodLister
+	namespaces corelisters.NamespaceLister
+}
+
+func (l listerCache) Pod(ns, name string) (*corev1.Pod, error) {
+	p, err := l.pods.Pods(ns).Get(name)
+	if apierrors.IsNotFound(err) {
+		return nil, nil
 	}
-	s := c.serving
-	families := nbstate.Families(c.s.ClusterSubnets)
+	return p, err
+}
+
+func (l listerCache) Pods() ([]*corev1.Pod, error) { return l.pods.List(labels.Everything()) }
+
+func (l listerCache) PodsIn(ns string) ([]*corev1.Pod, error) {
+	return l.pods.Pods(ns).List(labels.Everything())
+}
+
+func (l listerCache) Namespace(name string) (*corev1.Namespace, error) {
+	ns, err := l.namespaces.Get(name)
+	if apierrors.IsNotFound(err) {
+		return nil, nil
+	}
+	return ns, err
+}
+
+func (l listerCache) Namespaces() ([]*corev1.Namespace, error) {
+	return l.namespaces.List(labels.Everything())
+}
+
+// planInput is what one sync plans its NB rows from.
+type planInput struct {
+	dirty dirty
+	full  bool
+	nb    nbstate.Input // mode, subnets, nodes
+	// eips as programmed (status = what is written), rank their serving order.
+	eips   []*egressipv1.EgressIP
+	rank   selection.Ranked
+	now    time.Time
+	linger time.Duration
+	cache  podCache
+}
+
+// plan updates the memory s with what changed (in a full sync s must be fresh)
+// and returns the rows to converge, and when a fallback next expires (zero: none;
+// a sync must run then). It reads only in.cache and s: no client, no clock.
+func plan(s *serving, in planInput) (nbRows, time.Time, error) {
+	families := nbstate.Families(in.nb.ClusterSubnets)
 	reselect := map[string]bool{}
 	rowDirty := map[string]bool{}
+	var wake time.Time
 
-	if full {
-		if len(rank.Names) > 0 {
-			pods, err := c.pods.List(labels.Everything())
+	if in.full {
+		if len(in.rank.Names) > 0 {
+			pods, err := in.cache.Pods()
 			if err != nil {
-				return nbRows{}, fmt.Errorf("list pods: %w", err)
+				return nbRows{}, wake, fmt.Errorf("list pods: %w", err)
 			}
 			for _, p := range pods {
 				reselect[podKey(p.Namespace, p.Name)] = true
 			}
 		}
 	} else {
-		for k := range d.pods {
+		for k := range in.dirty.pods {
 			reselect[k] = true
 		}
-		for ns := range d.namespaces {
-			if err := c.podsIn(ns, reselect); err != nil {
-				return nbRows{}, err
+		for ns := range in.dirty.namespaces {
+			if err := podsIn(in.cache, ns, reselect); err != nil {
+				return nbRows{}, wake, err
 			}
 		}
 	}
@@ -67,34 +119,34 @@ func (c *controller) plan(d dirty, full bool, in nbstate.Input, eips []*egressip
 	// EgressIPs whose selection changed: the pods they served and the pods of the
 	// namespaces they now select are selected again.
 	var namespaces []*corev1.Namespace
-	live := make(map[string]bool, len(eips))
-	for _, e := range eips {
+	live := make(map[string]bool, len(in.eips))
+	for _, e := range in.eips {
 		live[e.Name] = true
 		sig := sigOf(e)
 		if old, ok := s.sigs[e.Name]; ok && old == sig {
 			continue
 		}
 		s.sigs[e.Name] = sig
-		if full {
+		if in.full {
 			continue
 		}
 		for k := range s.eipPods[e.Name] {
 			reselect[k], rowDirty[k] = true, true
 		}
-		i, ok := rank.Rank(e.Name)
+		i, ok := in.rank.Rank(e.Name)
 		if !ok {
 			continue
 		}
 		if namespaces == nil {
 			var err error
-			if namespaces, err = c.namespaces.List(labels.Everything()); err != nil {
-				return nbRows{}, fmt.Errorf("list namespaces: %w", err)
+			if namespaces, err = in.cache.Namespaces(); err != nil {
+				return nbRows{}, wake, fmt.Errorf("list namespaces: %w", err)
 			}
 		}
 		for _, ns := range namespaces {
-			if rank.SelectsNamespace(i, ns) {
-				if err := c.podsIn(ns.Name, reselect); err != nil {
-					return nbRows{}, err
+			if in.rank.SelectsNamespace(i, ns) {
+				if err := podsIn(in.cache, ns.Name, reselect); err != nil {
+					return nbRows{}, wake, err
 				}
 			}
 		}
@@ -111,17 +163,17 @@ func (c *controller) plan(d dirty, full bool, in nbstate.Input, eips []*egressip
 	}
 
 	// Routes: a change makes every pod of that EgressIP dirty.
-	for _, e := range eips {
+	for _, e := range in.eips {
 		ne := toNB(e.Name, e.Status.Items, nil)
-		routes := nbstate.Routes(in, ne)
-		if c.s.mode == nbstate.LocalGateway {
-			fb, expires := s.fallback(e.Name, routes, families, now, c.s.linger)
-			if !expires.IsZero() {
-				c.queue.AddAfter(syncKey, expires.Sub(now))
+		routes := nbstate.Routes(in.nb, ne)
+		if in.nb.Mode == nbstate.LocalGateway {
+			fb, expires := s.fallback(e.Name, routes, families, in.now, in.linger)
+			if !expires.IsZero() && (wake.IsZero() || expires.Before(wake)) {
+				wake = expires
 			}
 			if fb != nil {
 				ne.Fallback = fb
-				routes = nbstate.Routes(in, ne)
+				routes = nbstate.Routes(in.nb, ne)
 			}
 		}
 		if !sameRoutes(routes, s.routes[e.Name]) {
@@ -135,23 +187,17 @@ func (c *controller) plan(d dirty, full bool, in nbstate.Input, eips []*egressip
 	// Selection of the pods that may have changed.
 	for k := range reselect {
 		ns, name, _ := strings.Cut(k, "/")
-		pod, err := c.pods.Pods(ns).Get(name)
-		if apierrors.IsNotFound(err) {
-			pod, err = nil, nil
-		}
+		pod, err := in.cache.Pod(ns, name)
 		if err != nil {
-			return nbRows{}, fmt.Errorf("pod %s: %w", k, err)
+			return nbRows{}, wake, fmt.Errorf("pod %s: %w", k, err)
 		}
 		eip := ""
 		if pod != nil {
-			nsObj, err := c.namespaces.Get(ns)
-			switch {
-			case apierrors.IsNotFound(err):
-			case err != nil:
-				return nbRows{}, fmt.Errorf("namespace %s: %w", ns, err)
-			default:
-				eip = rank.Serve(nsObj, pod)
+			nsObj, err := in.cache.Namespace(ns)
+			if err != nil {
+				return nbRows{}, wake, fmt.Errorf("namespace %s: %w", ns, err)
 			}
+			eip = in.rank.Serve(nsObj, pod)
 		}
 		old := s.pods[k].ips
 		if s.choose(k, pod, eip) {
@@ -165,12 +211,12 @@ func (c *controller) plan(d dirty, full bool, in nbstate.Input, eips []*egressip
 		s.coClaimants(s.servedIPs[k], rowDirty)
 	}
 
-	r := nbRows{pods: rowDirty, touched: map[netip.Addr]bool{}, anyEIP: len(eips) > 0, desired: nbstate.NewState()}
+	r := nbRows{pods: rowDirty, touched: map[netip.Addr]bool{}, anyEIP: len(in.eips) > 0, desired: nbstate.NewState()}
 	if r.anyEIP {
-		r.desired = nbstate.ClusterRows(in)
+		r.desired = nbstate.ClusterRows(in.nb)
 	}
 	for k := range rowDirty {
-		before, after := s.rows(k, c.s.mode, rank, &r.desired)
+		before, after := s.rows(k, in.nb.Mode, in.rank, &r.desired)
 		for _, ip := range before {
 			r.touched[ip] = true
 		}
@@ -178,17 +224,17 @@ func (c *controller) plan(d dirty, full bool, in nbstate.Input, eips []*egressip
 			r.touched[ip] = true
 		}
 	}
-	if full && r.anyEIP {
+	if in.full && r.anyEIP {
 		for _, fam := range families {
 			r.desired.AddressSets[nbstate.ServedPodsKey(fam)] = nbstate.ServedPodsRow(fam, s.servedAddresses(fam))
 		}
 	}
-	return r, nil
+	return r, wake, nil
 }
 
 // podsIn adds the keys of the pods of namespace ns to set.
-func (c *controller) podsIn(ns string, set map[string]bool) error {
-	pods, err := c.pods.Pods(ns).List(labels.Everything())
+func podsIn(cache podCache, ns string, set map[string]bool) error {
+	pods, err := cache.PodsIn(ns)
 	if err != nil {
 		return fmt.Errorf("list pods of namespace %s: %w", ns, err)
 	}

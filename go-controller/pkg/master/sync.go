@@ -156,7 +156,16 @@ func (c *controller) sync(ctx context.Context) error {
 
 	// NB: the rows of what changed (everything in a full sync), one transaction.
 	nbIn := nbstate.Input{Mode: c.s.mode, ClusterSubnets: c.s.ClusterSubnets, JoinSubnets: c.s.JoinSubnets, Nodes: nbNodes}
-	rows, err := c.plan(d, full, nbIn, withStatus, rank, began)
+	if full {
+		fresh := newServing()
+		fresh.ready = c.serving.ready // timing memory, not derived from NB
+		c.serving = fresh
+	}
+	rows, wake, err := plan(c.serving, planInput{dirty: d, full: full, nb: nbIn, eips: withStatus, rank: rank,
+		now: began, linger: c.s.linger, cache: listerCache{pods: c.pods, namespaces: c.namespaces}})
+	if !wake.IsZero() {
+		c.queue.AddAfter(syncKey, wake.Sub(began)) // a fallback ends: no event will say so
+	}
 	if err == nil {
 		err = c.commit(ctx, rows, full)
 	}
