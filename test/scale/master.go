@@ -362,11 +362,11 @@ func cpuBetween(a, b cpuSample) CPU {
 
 // String renders the CPU times and the harness' share of master + harness.
 func (c CPU) String() string {
-	share := 0.0
+	share := "-"
 	if c.Master+c.Harness > 0 {
-		share = 100 * float64(c.Harness) / float64(c.Master+c.Harness)
+		share = fmt.Sprintf("%.0f%%", 100*float64(c.Harness)/float64(c.Master+c.Harness))
 	}
-	return fmt.Sprintf("CPU over %v: master %v, harness %v (%.0f%% of the two), machine %v",
+	return fmt.Sprintf("CPU over %v: master %v, harness %v (%s of the two), machine %v",
 		c.Wall.Round(time.Millisecond), c.Master.Round(10*time.Millisecond), c.Harness.Round(10*time.Millisecond),
 		share, c.Machine.Round(10*time.Millisecond))
 }

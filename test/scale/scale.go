@@ -250,10 +250,11 @@ func Run(t testing.TB, cfg Config) Result {
 			t.Fatalf("scale: %v", err)
 		}
 	}
+	api := apiserver.Start(t)
+	// Cleanups run last first: the harness' watches and NB monitor end before the
+	// servers stop (kube-apiserver waits for open watches when it stops).
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(cancel)
-
-	api := apiserver.Start(t)
 	rc := rest.CopyConfig(api.Config)
 	rc.QPS, rc.Burst = 2000, 4000
 	h := &harness{
