@@ -26,6 +26,8 @@ type Floor struct {
 	Policies, NATs, AddressSets int
 	// Ops is the transaction's length.
 	Ops int
+	// Build is how long building the operations took (libovsdb Create and Mutate).
+	Build time.Duration
 	// Commit is from the start of building the operations until Transact returned.
 	Commit time.Duration
 	// Seen is from the same start until an NB monitor (as the harness' for the
@@ -118,7 +120,7 @@ func runFloor(ctx context.Context, t testing.TB, nodes []cluster.NodeAddrs, rows
 	if err != nil {
 		return Floor{}, err
 	}
-	f.Ops = len(ops)
+	f.Ops, f.Build = len(ops), time.Since(start)
 	res, err := writer.Transact(ctx, ops...)
 	if err == nil {
 		_, err = ovsdb.CheckOperationResults(res, ops)

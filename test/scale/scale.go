@@ -161,8 +161,8 @@ func (r Result) String() string {
 	if fp.Seen > 0 {
 		ratio = fmt.Sprintf("%.2f", float64(r.Phase("assign").Converged)/float64(fp.Seen))
 	}
-	fmt.Fprintf(&b, "SCALE %-10s the assign phase's %d rows by plain libovsdb in ONE transaction (%d ops) into a fresh NB: committed in %v, in an NB monitor after %v; assign / floor = %s\n",
-		"floor", fp.Policies+fp.NATs+fp.AddressSets, fp.Ops, fp.Commit.Round(time.Millisecond), fp.Seen.Round(time.Millisecond), ratio)
+	fmt.Fprintf(&b, "SCALE %-10s the assign phase's %d rows by plain libovsdb in ONE transaction (%d ops) into a fresh NB: ops built in %v, committed after %v, all in an NB monitor after %v; assign / floor = %s\n",
+		"floor", fp.Policies+fp.NATs+fp.AddressSets, fp.Ops, fp.Build.Round(time.Millisecond), fp.Commit.Round(time.Millisecond), fp.Seen.Round(time.Millisecond), ratio)
 	if r.DroppedEvents > 0 {
 		fmt.Fprintf(&b, "SCALE the harness' NB monitor dropped %d events (libovsdb buffer full): its times are upper bounds\n", r.DroppedEvents)
 	}

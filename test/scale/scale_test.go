@@ -2,6 +2,7 @@ package scale
 
 import (
 	"flag"
+	"fmt"
 	"testing"
 	"time"
 )
@@ -91,7 +92,8 @@ func BenchmarkScale(b *testing.B) {
 		res := Run(b, Config{Nodes: *benchNodes, Namespaces: *benchNamespaces, PodsPerNamespace: *benchPods,
 			IPsPerEgressIP: *benchIPs, AddPods: *benchAddPods, LostNodes: lost, ChurnPods: churn,
 			Ovnkube: *benchOvnkube, Timeout: *benchTimeout})
-		b.Log("\n" + res.String())
+		// Printed, not logged: go test cuts a benchmark's log after a few lines.
+		fmt.Print(res.String())
 		for _, p := range res.Phases {
 			if p.Name != "idle" && p.Name != "pod-add" {
 				b.ReportMetric(p.Converged.Seconds(), p.Name+"-s")
