@@ -33,6 +33,9 @@ type Floor struct {
 	// Seen is from the same start until an NB monitor (as the harness' for the
 	// master) had received every row.
 	Seen time.Duration
+	// Machine is the CPU time every process of the machine used meanwhile (from
+	// /proc/stat): how busy the shared machine was while the floor was measured.
+	Machine cpuTime
 }
 
 // floorRows are the owned rows of a converged NB, by parent router.
@@ -115,6 +118,10 @@ func runFloor(ctx context.Context, t testing.TB, nodes []cluster.NodeAddrs, rows
 		return Floor{}, fmt.Errorf("floor: monitor: %w", err)
 	}
 
+	busy0, err := machineBusy()
+	if err != nil {
+		return Floor{}, err
+	}
 	start := time.Now()
 	ops, err := floorOps(writer, rows)
 	if err != nil {
@@ -134,6 +141,11 @@ func runFloor(ctx context.Context, t testing.TB, nodes []cluster.NodeAddrs, rows
 		mu.Lock()
 		f.Seen = lastAt.Sub(start)
 		mu.Unlock()
+		busy1, err := machineBusy()
+		if err != nil {
+			return Floor{}, err
+		}
+		f.Machine = busy1 - busy0
 	case <-ctx.Done():
 		return f, fmt.Errorf("floor: the observer did not see all %d rows: %w", want, context.Cause(ctx))
 	}

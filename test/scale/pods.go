@@ -53,8 +53,8 @@ func (h *harness) podName() string {
 }
 
 // createPod creates a running pod in ns at s: the Pod (no IP yet), then, once the
-// tracker expects it, its status with the IP. It returns the pod's key and how long
-// the status update took, and when it started.
+// tracker expects it, its status with the IP. It returns the pod's key, when the
+// status update returned (the pod has its IP) and how long it took.
 func (h *harness) createPod(ctx context.Context, ns string, s slot) (key string, ipSet time.Time, write time.Duration, err error) {
 	name := h.podName()
 	pod := &corev1.Pod{
@@ -68,12 +68,14 @@ func (h *harness) createPod(ctx context.Context, ns string, s slot) (key string,
 	}
 	key = ns + "/" + name
 	created.Status = corev1.PodStatus{Phase: corev1.PodRunning, PodIP: s.ip.String(), PodIPs: []corev1.PodIP{{IP: s.ip.String()}}}
-	ipSet = time.Now()
-	h.tr.expectPod(key, s.ip, ipSet)
+	// Expected before the write: rows that arrive before the response are not missed.
+	before := time.Now()
+	h.tr.expectPod(key, s.ip, before)
 	if _, err := h.kube.CoreV1().Pods(ns).UpdateStatus(ctx, created, metav1.UpdateOptions{}); err != nil {
 		return "", time.Time{}, 0, fmt.Errorf("pod %s status: %w", key, err)
 	}
-	return key, ipSet, time.Since(ipSet), nil
+	ipSet = time.Now()
+	return key, ipSet, ipSet.Sub(before), nil
 }
 
 // deletePod deletes pod key (grace period 0); the tracker stops expecting it first.

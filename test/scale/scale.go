@@ -78,6 +78,8 @@ type Phase struct {
 	// Converged is the time from the change (its last API write) until the tracker
 	// saw the converged state arrive (the NB or status event that completed it).
 	Converged time.Duration
+	// Change is how long the change's API writes took (first to last).
+	Change time.Duration
 	// Checks is how many full checks it took to confirm (1 unless the tracker was early).
 	Checks int
 	// NBTransactions and StatusUpdates the master made during the phase (its metrics).
@@ -90,8 +92,9 @@ type Phase struct {
 	// CPU used from the start of the change until convergence was detected (for
 	// idle: until the master was idle again).
 	CPU CPU
-	// PodAdd: per pod, from its status update (the moment it had its IP) until its
-	// reroute policy and SNATs were in NB; APIWrites: how long the status update took.
+	// PodAdd: per pod, from the response to its status update (the pod has its IP)
+	// until its reroute policy and SNATs were in NB (0 if they arrived before the
+	// response); APIWrites: how long the status update itself took.
 	PodAdd, APIWrites []time.Duration
 	// SyncDurations (idle): the master's sync duration histogram's count and sum over
 	// the phase by kind; nil when the master does not export it.
@@ -147,13 +150,13 @@ func (r Result) String() string {
 		counts := fmt.Sprintf("%v NB transactions, %v status updates, %v syncs", p.NBTransactions, p.StatusUpdates, p.Syncs)
 		switch {
 		case p.Name == "pod-add":
-			fmt.Fprintf(&b, "SCALE %-10s %d pods one at a time, status with IP -> reroute + SNATs in NB: p50 %v, p99 %v, max %v (the status write itself: p50 %v); %s\n",
+			fmt.Fprintf(&b, "SCALE %-10s %d pods one at a time, pod status with its IP written -> its reroute + SNATs in NB: p50 %v, p99 %v, max %v (not counted: the status write itself, p50 %v); %s\n",
 				p.Name, len(p.PodAdd), pct(p.PodAdd, 50), pct(p.PodAdd, 99), pct(p.PodAdd, 100), pct(p.APIWrites, 50), counts)
 		case p.Name == "idle":
 			fmt.Fprintf(&b, "SCALE %-10s a pod label change no EgressIP reads: %s; no-op sync duration: %s\n", p.Name, counts, syncDurations(p.SyncDurations))
 		default:
-			fmt.Fprintf(&b, "SCALE %-10s converged in %v: %s, %d egress IPs moved (%d full checks)\n",
-				p.Name, p.Converged.Round(time.Millisecond), counts, p.Moved, p.Checks)
+			fmt.Fprintf(&b, "SCALE %-10s converged in %v after the last of its API writes (which took %v): %s, %d egress IPs moved (%d full checks)\n",
+				p.Name, p.Converged.Round(time.Millisecond), p.Change.Round(time.Millisecond), counts, p.Moved, p.Checks)
 		}
 		fmt.Fprintf(&b, "SCALE %-10s %v\n", "", p.CPU)
 	}
@@ -161,8 +164,9 @@ func (r Result) String() string {
 	if fp.Seen > 0 {
 		ratio = fmt.Sprintf("%.2f", float64(r.Phase("assign").Converged)/float64(fp.Seen))
 	}
-	fmt.Fprintf(&b, "SCALE %-10s the assign phase's %d rows by plain libovsdb in ONE transaction (%d ops) into a fresh NB: ops built in %v, committed after %v, all in an NB monitor after %v; assign / floor = %s\n",
-		"floor", fp.Policies+fp.NATs+fp.AddressSets, fp.Ops, fp.Build.Round(time.Millisecond), fp.Commit.Round(time.Millisecond), fp.Seen.Round(time.Millisecond), ratio)
+	fmt.Fprintf(&b, "SCALE %-10s the assign phase's %d rows by plain libovsdb in ONE transaction (%d ops) into a fresh NB: ops built in %v, committed after %v, all in an NB monitor after %v (machine CPU meanwhile %v); assign / floor = %s\n",
+		"floor", fp.Policies+fp.NATs+fp.AddressSets, fp.Ops, fp.Build.Round(time.Millisecond), fp.Commit.Round(time.Millisecond),
+		fp.Seen.Round(time.Millisecond), fp.Machine.Round(10*time.Millisecond), ratio)
 	if r.DroppedEvents > 0 {
 		fmt.Fprintf(&b, "SCALE the harness' NB monitor dropped %d events (libovsdb buffer full): its times are upper bounds\n", r.DroppedEvents)
 	}
@@ -386,7 +390,7 @@ func (h *harness) phase(ctx context.Context, name string, change func()) Phase {
 	c0 := h.cpu()
 	change()
 	start := time.Now()
-	p := Phase{Name: name}
+	p := Phase{Name: name, Change: start.Sub(c0.at)}
 	at, c1 := h.verified(ctx, name, &p)
 	p.Converged = max(0, at.Sub(start))
 	p.CPU = cpuBetween(c0, c1)

@@ -103,7 +103,10 @@ func BenchmarkScale(b *testing.B) {
 			b.ReportMetric(pct(add.PodAdd, 50).Seconds()*1000, "pod-add-p50-ms")
 			b.ReportMetric(pct(add.PodAdd, 99).Seconds()*1000, "pod-add-p99-ms")
 		}
-		b.ReportMetric(res.MasterHeapInuse/mib, "master-heap-MiB")
+		b.ReportMetric(res.MasterHeapInuse/mib, "master-heap-inuse-MiB")
+		if res.MasterHeapLive >= 0 {
+			b.ReportMetric(res.MasterHeapLive/mib, "master-heap-live-MiB")
+		}
 		if res.Floor.Seen > 0 {
 			b.ReportMetric(res.Phase("assign").Converged.Seconds()/res.Floor.Seen.Seconds(), "assign/floor")
 		}
