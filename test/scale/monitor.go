@@ -22,7 +22,9 @@ import (
 )
 
 // rowTables are the tables whose rows the master owns.
-var rowTables = []string{nbdb.LogicalRouterPolicyTable, nbdb.NATTable, nbdb.AddressSetTable}
+func rowTables() []string {
+	return []string{nbdb.LogicalRouterPolicyTable, nbdb.NATTable, nbdb.AddressSetTable}
+}
 
 // nbMonitor is the harness' NB client. It monitors every table (its cache serves
 // the full check, converged) and passes each event on a row of rowTables, stamped
@@ -113,7 +115,7 @@ func (m *nbMonitor) deliver(ctx context.Context, onRows func([]rowEvent), onRese
 // rows returns every row of rowTables in the cache (uuid -> row, read only).
 func (m *nbMonitor) rows() map[string]model.Model {
 	out := map[string]model.Model{}
-	for _, table := range rowTables {
+	for _, table := range rowTables() {
 		if rc := m.Cache().Table(table); rc != nil {
 			for uuid, row := range rc.RowsShallow() {
 				out[uuid] = row
