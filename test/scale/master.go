@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -38,6 +39,50 @@ const (
 	metricRSS          = "process_resident_memory_bytes"
 )
 
+// memory is the master's memory as its metrics tell (bytes; HeapLive -1: not exported).
+type memory struct {
+	HeapInuse, HeapLive, RSS float64
+}
+
+func memoryOf(m metricSet) memory {
+	mem := memory{HeapInuse: m.value(metricHeapInuse), HeapLive: -1, RSS: m.value(metricRSS)}
+	if m.has(metricHeapLive) {
+		mem.HeapLive = m.value(metricHeapLive)
+	}
+	return mem
+}
+
+// sampleMemory scrapes the master every period until ctx is done and keeps the
+// largest value of each memory figure seen (read with peak).
+func (m *masterProc) sampleMemory(ctx context.Context, period time.Duration) {
+	t := time.NewTicker(period)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		if ms, err := m.scrape(ctx); err == nil {
+			m.notePeak(memoryOf(ms))
+		}
+	}
+}
+
+func (m *masterProc) notePeak(mem memory) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.peakMem.HeapInuse = max(m.peakMem.HeapInuse, mem.HeapInuse)
+	m.peakMem.HeapLive = max(m.peakMem.HeapLive, mem.HeapLive)
+	m.peakMem.RSS = max(m.peakMem.RSS, mem.RSS)
+}
+
+func (m *masterProc) peak() memory {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.peakMem
+}
+
 // masterProc is the master running as its own process: the ovnkube binary with
 // --init-master, its log in a file, its metrics on a loopback port.
 type masterProc struct {
@@ -47,6 +92,9 @@ type masterProc struct {
 	log     string
 	metrics string // http://127.0.0.1:PORT/metrics
 	http    *http.Client
+
+	mu      sync.Mutex
+	peakMem memory
 }
 
 // buildOvnkube builds ./go-controller/cmd/ovnkube of this checkout into dir.
@@ -97,6 +145,7 @@ func startMaster(t testing.TB, bin, kubeconfig, nbAddr string) *masterProc {
 		metrics: fmt.Sprintf("http://127.0.0.1:%d/metrics", port),
 		http:    &http.Client{Timeout: 10 * time.Second},
 		waited:  make(chan struct{}),
+		peakMem: memory{HeapLive: -1},
 	}
 	logf, err := os.Create(m.log)
 	if err != nil {
@@ -173,7 +222,11 @@ func (m *masterProc) alive() error {
 		if len(b) > 2000 {
 			b = b[len(b)-2000:]
 		}
-		return fmt.Errorf("the master exited (%v); log %s ends:\n%s", m.exitErr, m.log, b)
+		why := m.exitErr
+		if why == nil {
+			why = errors.New("exit status 0")
+		}
+		return fmt.Errorf("the master exited: %w; log %s ends:\n%s", why, m.log, b)
 	default:
 		return nil
 	}

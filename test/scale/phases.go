@@ -148,12 +148,7 @@ func (h *harness) counters(ctx context.Context, p *Phase, m0 metricSet) metricSe
 
 // memory records the master's memory (its metrics) and the harness' heap.
 func (h *harness) memory(ctx context.Context, res *Result) {
-	m := h.scrape(ctx)
-	res.MasterHeapInuse, res.MasterRSS = m.value(metricHeapInuse), m.value(metricRSS)
-	res.MasterHeapLive = -1
-	if m.has(metricHeapLive) {
-		res.MasterHeapLive = m.value(metricHeapLive)
-	}
+	res.Master = memoryOf(h.scrape(ctx))
 	runtime.GC()
 	var ms runtime.MemStats
 	runtime.ReadMemStats(&ms)
@@ -166,6 +161,7 @@ func (h *harness) scrape(ctx context.Context) metricSet {
 	if err != nil {
 		h.t.Fatalf("scale: %v", errors.Join(err, h.master.alive()))
 	}
+	h.master.notePeak(memoryOf(m))
 	return m
 }
 
@@ -190,7 +186,10 @@ func (h *harness) waitMetric(ctx context.Context, name string, v float64, timeou
 			return nil
 		}
 		if time.Now().After(deadline) {
-			return fmt.Errorf("%s below %v after %v (last scrape error: %v)", name, v, timeout, err)
+			if err != nil {
+				return fmt.Errorf("%s below %v after %v: last scrape: %w", name, v, timeout, err)
+			}
+			return fmt.Errorf("%s below %v after %v", name, v, timeout)
 		}
 		time.Sleep(20 * time.Millisecond)
 	}

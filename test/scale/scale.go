@@ -64,6 +64,8 @@ type Config struct {
 	LostNodes int
 	// ChurnPods are deleted and as many created (same namespaces) in the pod-churn phase.
 	ChurnPods int
+	// FloorRuns is how many times the raw floor is measured (0 = 3; the median is compared).
+	FloorRuns int
 	// Ovnkube is the ovnkube binary to run as the master ("" = build this checkout's).
 	Ovnkube string
 	// Timeout bounds each phase (default 5 min).
@@ -107,14 +109,17 @@ type Result struct {
 	// NBRows owned by the master once the assign phase converged.
 	NBRows int
 	Phases []Phase
-	// MasterHeapInuse, MasterHeapLive (-1: not exported) and MasterRSS are the
-	// master process' (its /metrics) once the assign phase converged and it was idle.
-	MasterHeapInuse, MasterHeapLive, MasterRSS float64
+	// Master is the master process' memory (its /metrics) once the assign phase
+	// converged and it was idle; MasterPeak the largest of each figure seen over the
+	// run (scraped every second and at each phase's start and end).
+	Master, MasterPeak memory
 	// HarnessHeapInuse is this process' heap in use after a GC at the same moment
 	// (API clients, informer, NB monitor with its copy of NB).
 	HarnessHeapInuse uint64
-	// Floor is the raw libovsdb commit of the assign phase's rows.
-	Floor Floor
+	// Floor is the raw libovsdb commit of the assign phase's rows: the run with the
+	// median Seen of FloorRuns runs (each into a fresh NB); FloorSeen is every run's.
+	Floor     Floor
+	FloorSeen []time.Duration
 	// DroppedEvents counts NB events libovsdb dropped in the harness' monitor (each
 	// drop makes the tracker re-read the cache; times are then upper bounds).
 	DroppedEvents int64
@@ -138,12 +143,8 @@ func (r Result) String() string {
 	fp := r.Floor
 	fmt.Fprintf(&b, "SCALE %d nodes, %d pods, %d EgressIPs (%d egress IPs), %d NB rows owned (%d policies, %d SNATs, %d address sets)\n",
 		r.Config.Nodes, r.Pods, r.EgressIPs, r.EgressIPAddrs, r.NBRows, fp.Policies, fp.NATs, fp.AddressSets)
-	live := "n/a"
-	if r.MasterHeapLive >= 0 {
-		live = fmt.Sprintf("%.1f MiB", r.MasterHeapLive/mib)
-	}
-	fmt.Fprintf(&b, "SCALE memory after assign: master heap in use %.1f MiB (live after its last GC %s, RSS %.1f MiB); harness heap in use %.1f MiB (its own process)\n",
-		r.MasterHeapInuse/mib, live, r.MasterRSS/mib, float64(r.HarnessHeapInuse)/mib)
+	fmt.Fprintf(&b, "SCALE memory: master after assign: %s; master, largest seen in the run: %s; harness heap in use %.1f MiB (its own process)\n",
+		r.Master, r.MasterPeak, float64(r.HarnessHeapInuse)/mib)
 	for _, p := range r.Phases {
 		counts := fmt.Sprintf("%v NB transactions, %v status updates, %v syncs", p.NBTransactions, p.StatusUpdates, p.Syncs)
 		switch {
@@ -158,13 +159,17 @@ func (r Result) String() string {
 		}
 		fmt.Fprintf(&b, "SCALE %-10s %v\n", "", p.CPU)
 	}
+	var runs []string
+	for _, d := range r.FloorSeen {
+		runs = append(runs, d.Round(time.Millisecond).String())
+	}
 	ratio := "n/a"
 	if fp.Seen > 0 {
 		ratio = fmt.Sprintf("%.2f", float64(r.Phase("assign").Converged)/float64(fp.Seen))
 	}
-	fmt.Fprintf(&b, "SCALE %-10s the assign phase's %d rows by plain libovsdb in ONE transaction (%d ops) into a fresh NB: ops built in %v, committed after %v, all in an NB monitor after %v (machine CPU meanwhile %v); assign / floor = %s\n",
+	fmt.Fprintf(&b, "SCALE %-10s the assign phase's %d rows by plain libovsdb in ONE transaction (%d ops) into a fresh NB: ops built in %v, committed after %v, all in an NB monitor after %v (machine CPU meanwhile %v; median of runs %s); assign / floor = %s\n",
 		"floor", fp.Policies+fp.NATs+fp.AddressSets, fp.Ops, fp.Build.Round(time.Millisecond), fp.Commit.Round(time.Millisecond),
-		fp.Seen.Round(time.Millisecond), fp.Machine.Round(10*time.Millisecond), ratio)
+		fp.Seen.Round(time.Millisecond), fp.Machine.Round(10*time.Millisecond), strings.Join(runs, " "), ratio)
 	if r.DroppedEvents > 0 {
 		fmt.Fprintf(&b, "SCALE the harness' NB monitor dropped %d events (libovsdb buffer full): its times are upper bounds\n", r.DroppedEvents)
 	}
@@ -265,11 +270,19 @@ func Run(t testing.TB, cfg Config) Result {
 	}
 	res.Phases = append(res.Phases, h.idle(ctx))
 
-	res.Floor, err = runFloor(ctx, t, h.nodes, floorRows)
-	if err != nil {
-		t.Fatalf("scale: %v", err)
+	var floors []Floor
+	for i := 0; i < cfg.FloorRuns; i++ {
+		f, err := runFloor(ctx, t, h.nodes, floorRows)
+		if err != nil {
+			t.Fatalf("scale: %v", err)
+		}
+		floors = append(floors, f)
+		res.FloorSeen = append(res.FloorSeen, f.Seen)
 	}
+	sort.Slice(floors, func(i, j int) bool { return floors[i].Seen < floors[j].Seen })
+	res.Floor = floors[len(floors)/2]
 	res.DroppedEvents = h.nb.drops.Load()
+	res.MasterPeak = h.master.peak()
 	return res
 }
 
@@ -280,6 +293,9 @@ func start(t testing.TB, cfg Config) (*harness, context.Context) {
 	t.Helper()
 	if cfg.Timeout == 0 {
 		cfg.Timeout = 5 * time.Minute
+	}
+	if cfg.FloorRuns == 0 {
+		cfg.FloorRuns = 3
 	}
 	if cfg.Nodes < 1 || cfg.Nodes > cluster.MaxNodes || cfg.LostNodes >= cfg.Nodes || cfg.Namespaces < 1 || cfg.PodsPerNamespace < 1 {
 		t.Fatalf("scale: %d nodes (%d lost), %d namespaces of %d pods: out of range", cfg.Nodes, cfg.LostNodes, cfg.Namespaces, cfg.PodsPerNamespace)
@@ -329,6 +345,7 @@ func start(t testing.TB, cfg Config) (*harness, context.Context) {
 	h.layout(ctx)
 
 	h.master = startMaster(t, bin, api.Kubeconfig, nbs.Addr)
+	go h.master.sampleMemory(ctx, time.Second)
 	// The master is up once its start-up sync ran (over an empty cluster: no EgressIP yet).
 	if err := h.waitMetric(ctx, metricSyncs, 1, cfg.Timeout); err != nil {
 		t.Fatalf("scale: the master's start-up sync: %v", err)
@@ -378,4 +395,13 @@ func (h *harness) unlabel(ctx context.Context, nodes []string) {
 		_, err := h.kube.CoreV1().Nodes().Patch(ctx, nodes[i], types.MergePatchType, patch, metav1.PatchOptions{})
 		return err
 	})
+}
+
+// String renders the memory figures in MiB.
+func (m memory) String() string {
+	live := "n/a"
+	if m.HeapLive >= 0 {
+		live = fmt.Sprintf("%.1f MiB", m.HeapLive/mib)
+	}
+	return fmt.Sprintf("heap in use %.1f MiB (live after its last GC %s), RSS %.1f MiB", m.HeapInuse/mib, live, m.RSS/mib)
 }
