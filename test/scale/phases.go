@@ -1,0 +1,228 @@
+package scale
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"runtime"
+	"time"
+)
+
+// phaseContext bounds a phase by cfg.Timeout and ends it early if the master exits.
+func (h *harness) phaseContext(ctx context.Context) (context.Context, context.CancelFunc) {
+	ctx, cancel := context.WithTimeoutCause(ctx, h.cfg.Timeout, fmt.Errorf("phase timeout %v", h.cfg.Timeout))
+	ctx, cancelCause := context.WithCancelCause(ctx)
+	go func() {
+		select {
+		case <-h.master.waited:
+			cancelCause(h.master.alive())
+		case <-ctx.Done():
+		}
+	}()
+	return ctx, func() { cancelCause(nil); cancel() }
+}
+
+// phase runs change, waits until converged (tracker, then one full check), lets
+// the master settle and returns the measurements.
+func (h *harness) phase(ctx context.Context, name string, change func()) Phase {
+	h.t.Helper()
+	before := h.assignments(ctx)
+	m0 := h.scrape(ctx)
+	c0 := h.cpu()
+	change()
+	start := time.Now()
+	p := Phase{Name: name, Change: start.Sub(c0.at)}
+	at, c1 := h.verified(ctx, name, &p)
+	p.Converged = max(0, at.Sub(start))
+	p.CPU = cpuBetween(c0, c1)
+	h.settle(ctx)
+	h.counters(ctx, &p, m0)
+	for ip, node := range h.assignments(ctx) {
+		if was, ok := before[ip]; ok && was != node {
+			p.Moved++
+		}
+	}
+	return p
+}
+
+// verified waits until the tracker says converged and the full check agrees. It
+// returns when the tracker's converged state arrived and the CPU sample taken when
+// it was detected (before the full check).
+func (h *harness) verified(ctx context.Context, name string, p *Phase) (time.Time, cpuSample) {
+	h.t.Helper()
+	pctx, cancel := h.phaseContext(ctx)
+	defer cancel()
+	for {
+		at, err := h.tr.waitConverged(pctx)
+		if err != nil {
+			h.t.Fatalf("scale: phase %s: %v; full check: %s", name, err, h.converged(ctx))
+		}
+		c := h.cpu()
+		_, _, _, changed := h.tr.state()
+		p.Checks++
+		problem := h.converged(pctx)
+		if problem == "" {
+			return at, c
+		}
+		h.t.Logf("scale: phase %s: the tracker saw convergence, the full check did not (%s); waiting", name, problem)
+		select {
+		case <-changed:
+		case <-time.After(time.Second):
+		case <-pctx.Done():
+			h.t.Fatalf("scale: phase %s: %v; full check: %s", name, context.Cause(pctx), problem)
+		}
+	}
+}
+
+// podAdd creates cfg.AddPods pods one at a time (namespaces round robin), each
+// after the previous one's rows were in NB.
+func (h *harness) podAdd(ctx context.Context) Phase {
+	h.t.Helper()
+	p := Phase{Name: "pod-add"}
+	m0 := h.scrape(ctx)
+	c0 := h.cpu()
+	for i := 0; i < h.cfg.AddPods; i++ {
+		s, ok := h.freshSlot()
+		if !ok {
+			h.t.Fatalf("scale: pod-add: node subnets full")
+		}
+		_, ipSet, write, err := h.createPod(ctx, namespaceName(i%h.cfg.Namespaces), s)
+		if err != nil {
+			h.t.Fatalf("scale: pod-add: %v", err)
+		}
+		pctx, cancel := h.phaseContext(ctx)
+		at, err := h.tr.waitConverged(pctx)
+		cancel()
+		if err != nil {
+			h.t.Fatalf("scale: pod-add: pod %d: %v", i, err)
+		}
+		p.PodAdd = append(p.PodAdd, max(0, at.Sub(ipSet)))
+		p.APIWrites = append(p.APIWrites, write)
+	}
+	_, c1 := h.verified(ctx, p.Name, &p)
+	p.CPU = cpuBetween(c0, c1)
+	h.settle(ctx)
+	h.counters(ctx, &p, m0)
+	return p
+}
+
+// idle pokes the master with an event that changes nothing and waits until it
+// started a sync after it and is idle again.
+func (h *harness) idle(ctx context.Context) Phase {
+	h.t.Helper()
+	p := Phase{Name: "idle"}
+	m0 := h.scrape(ctx)
+	c0 := h.cpu()
+	if err := h.poke(ctx); err != nil {
+		h.t.Fatal(err)
+	}
+	// A master that filters this event out runs no sync: say so and go on.
+	if err := h.waitMetric(ctx, metricSyncs, m0.value(metricSyncs)+1, 30*time.Second); err != nil {
+		h.t.Logf("scale: idle: no sync after the poke: %v", err)
+	}
+	h.settle(ctx)
+	p.CPU = cpuBetween(c0, h.cpu())
+	if problem := h.converged(ctx); problem != "" {
+		h.t.Fatalf("scale: idle: no longer converged: %s", problem)
+	}
+	p.Checks = 1
+	m1 := h.counters(ctx, &p, m0)
+	if hs0, hs1 := m0.histograms(metricSyncDuration, "kind"), m1.histograms(metricSyncDuration, "kind"); hs1 != nil {
+		p.SyncDurations = map[string]histo{}
+		for kind, h1 := range hs1 {
+			h0 := hs0[kind]
+			p.SyncDurations[kind] = histo{Count: h1.Count - h0.Count, Sum: h1.Sum - h0.Sum}
+		}
+	}
+	return p
+}
+
+// counters fills p's master counters (deltas since m0) and returns the scrape.
+func (h *harness) counters(ctx context.Context, p *Phase, m0 metricSet) metricSet {
+	m1 := h.scrape(ctx)
+	p.NBTransactions = m1.value(metricNBTransactions) - m0.value(metricNBTransactions)
+	p.StatusUpdates = m1.value(metricStatusUpdates) - m0.value(metricStatusUpdates)
+	p.Syncs = m1.value(metricSyncs) - m0.value(metricSyncs)
+	return m1
+}
+
+// memory records the master's memory (its metrics) and the harness' heap.
+func (h *harness) memory(ctx context.Context, res *Result) {
+	res.Master = memoryOf(h.scrape(ctx))
+	runtime.GC()
+	var ms runtime.MemStats
+	runtime.ReadMemStats(&ms)
+	res.HarnessHeapInuse = ms.HeapInuse
+}
+
+func (h *harness) scrape(ctx context.Context) metricSet {
+	h.t.Helper()
+	m, err := h.master.scrape(ctx)
+	if err != nil {
+		h.t.Fatalf("scale: %v", errors.Join(err, h.master.alive()))
+	}
+	h.master.notePeak(memoryOf(m))
+	return m
+}
+
+func (h *harness) cpu() cpuSample {
+	h.t.Helper()
+	c, err := h.master.cpuNow()
+	if err != nil {
+		h.t.Fatalf("scale: CPU times: %v", err)
+	}
+	return c
+}
+
+// waitMetric waits until the master's metric name is at least v (scraping every 20 ms).
+func (h *harness) waitMetric(ctx context.Context, name string, v float64, timeout time.Duration) error {
+	deadline := time.Now().Add(timeout)
+	for {
+		if err := h.master.alive(); err != nil {
+			return err
+		}
+		m, err := h.master.scrape(ctx)
+		if err == nil && m.value(name) >= v {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			if err != nil {
+				return fmt.Errorf("%s below %v after %v: last scrape: %w", name, v, timeout, err)
+			}
+			return fmt.Errorf("%s below %v after %v", name, v, timeout)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// Settling: the master is idle when its CPU time advanced by at most one tick over
+// settleWindow and, if it exports the sync duration histogram, every sync it
+// started has finished.
+const settleWindow = 200 * time.Millisecond
+
+// settle waits (at most 30 s) until the master is idle, so that its counters are
+// final and the next phase starts on a quiet master.
+func (h *harness) settle(ctx context.Context) {
+	h.t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for time.Now().Before(deadline) {
+		c0, err := procCPU(h.master.pid())
+		if err != nil {
+			h.t.Fatalf("scale: %v", errors.Join(err, h.master.alive()))
+		}
+		time.Sleep(settleWindow)
+		c1, err := procCPU(h.master.pid())
+		if err != nil {
+			h.t.Fatalf("scale: %v", errors.Join(err, h.master.alive()))
+		}
+		if c1-c0 > time.Second/userHZ {
+			continue
+		}
+		m := h.scrape(ctx)
+		if done, ok := m.syncsDone(); ok && done < m.value(metricSyncs) {
+			continue
+		}
+		return
+	}
+	h.t.Logf("scale: the master was not idle within 30 s; counters may still move")
+}
