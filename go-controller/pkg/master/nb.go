@@ -104,9 +104,9 @@ func (c *nbConn) setUp(up bool) (was bool) {
 	return was
 }
 
-// newNBClient builds (does not connect) a libovsdb client whose cache holds only
-// the tables the master reads: Logical_Router (name), Logical_Router_Policy, NAT
-// and Address_Set (name, external_ids). It reconnects by itself with an
+// newNBClient builds (does not connect) a libovsdb client for the tables the
+// master writes; its cache holds only Logical_Router names and Address_Set names
+// and external_ids (see connectNB). It reconnects by itself with an
 // exponential backoff (100 ms to 5 s, forever) and re-establishes its monitor;
 // with several endpoints it only uses the RAFT leader.
 func newNBClient(s settings) (client.Client, error) {
@@ -163,18 +163,20 @@ func connectNB(ctx context.Context, c client.Client, timeout time.Duration, addr
 		}
 		delay = min(2*delay, 5*time.Second)
 	}
-	// Routers: names only; address sets: names and external_ids. Their large set
-	// columns (a router's policies and nat, a served-pods set's addresses, 20,000
-	// elements in a large cluster) would cost the cache a pass over the whole set
-	// on every change; a full sync reads them with a select instead
-	// (nbstate.ReadCurrentLive), and between full syncs the Mirror knows them.
+	// Routers: names only (their appearance triggers a full sync); address sets:
+	// names and external_ids (a set of that name that is not ours is never
+	// written). Not our policies and NAT rows: the Mirror indexes them, and a full
+	// sync reads them, and the routers' references to them, with one transaction
+	// of selects (nbstate.ReadCurrentLive). A cache of them would hold a second
+	// copy of every row and decode every update of our own transactions, and a
+	// cache of the large set columns (a router's policies and nat, a served-pods
+	// set's addresses: 20,000 elements in a large cluster) would cost a pass over
+	// the whole set on every change.
 	lr, as := &nbdb.LogicalRouter{}, &nbdb.AddressSet{}
 	mctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	_, err := c.Monitor(mctx, c.NewMonitor(
 		client.WithTable(lr, &lr.Name),
-		client.WithTable(&nbdb.LogicalRouterPolicy{}),
-		client.WithTable(&nbdb.NAT{}),
 		client.WithTable(as, &as.Name, &as.ExternalIDs),
 	))
 	if err != nil {

@@ -33,68 +33,6 @@ func ReadCurrent(ctx context.Context, c CacheReader) (Current, error) {
 	if err := rows(tc, nbdb.AddressSetTable, func(s *nbdb.AddressSet) { sets = append(sets, s) }); err != nil {
 		return Current{}, err
 	}
-	return assemble(ctx, tc, routers, sets)
-}
-
-// Querier runs read-only operations (select) on NB.
-type Querier interface {
-	Query(ctx context.Context, ops ...ovsdb.Operation) ([]ovsdb.OperationResult, error)
-}
-
-// ReadCurrentLive is ReadCurrent for a client whose cache holds the policy and NAT
-// rows but, of routers, only their names and, of address sets, only names and
-// external_ids: the large set columns (a router's policies and nat, a served-pods
-// set's addresses) are read with one select instead, so that the client does not
-// process every change of a 20,000-element set in its cache.
-func ReadCurrentLive(ctx context.Context, c CacheReader, q Querier) (Current, error) {
-	tc := c.Cache()
-	if tc == nil {
-		return Current{}, fmt.Errorf("no NB cache (not connected)")
-	}
-	owner := ovsdb.OvsMap{GoMap: map[any]any{OwnerControllerKey: OwnerController}}
-	res, err := q.Query(ctx,
-		ovsdb.Operation{Op: ovsdb.OperationSelect, Table: nbdb.LogicalRouterTable, Where: []ovsdb.Condition{},
-			Columns: []string{"_uuid", "name", "policies", "nat"}},
-		ovsdb.Operation{Op: ovsdb.OperationSelect, Table: nbdb.AddressSetTable,
-			Where:   []ovsdb.Condition{ovsdb.NewCondition("external_ids", ovsdb.ConditionIncludes, owner)},
-			Columns: []string{"_uuid", "name", "addresses", "external_ids"}})
-	if err == nil && len(res) < 2 {
-		err = fmt.Errorf("%d results for 2 selects", len(res))
-	}
-	if err == nil {
-		for _, r := range res[:2] {
-			if r.Error != "" {
-				err = fmt.Errorf("%s: %s", r.Error, r.Details)
-			}
-		}
-	}
-	if err != nil {
-		return Current{}, fmt.Errorf("select routers and address sets: %w", err)
-	}
-	var routers []*nbdb.LogicalRouter
-	for _, row := range res[0].Rows {
-		routers = append(routers, &nbdb.LogicalRouter{UUID: uuidOfCell(row["_uuid"]), Name: stringOf(row["name"]),
-			Policies: uuidSet(row["policies"]), Nat: uuidSet(row["nat"])})
-	}
-	var sets []*nbdb.AddressSet
-	for _, row := range res[1].Rows {
-		sets = append(sets, &nbdb.AddressSet{UUID: uuidOfCell(row["_uuid"]), Name: stringOf(row["name"]),
-			Addresses: stringSetOf(row["addresses"]), ExternalIDs: stringMapOf(row["external_ids"])})
-	}
-	if err := rows(tc, nbdb.AddressSetTable, func(s *nbdb.AddressSet) {
-		if !Owned(s.ExternalIDs) {
-			sets = append(sets, s) // a foreign set: only its name is read
-		}
-	}); err != nil {
-		return Current{}, err
-	}
-	return assemble(ctx, tc, routers, sets)
-}
-
-// assemble reads the policies and NAT rows we own from the cache and files them
-// under their routers (see ReadCurrent).
-func assemble(ctx context.Context, tc *cache.TableCache, routers []*nbdb.LogicalRouter, sets []*nbdb.AddressSet) (Current, error) {
-	cur := NewCurrent()
 	var policies []*nbdb.LogicalRouterPolicy
 	var nats []*nbdb.NAT
 	if err := rows(tc, nbdb.LogicalRouterPolicyTable, func(p *nbdb.LogicalRouterPolicy) {
@@ -114,7 +52,92 @@ func assemble(ctx context.Context, tc *cache.TableCache, routers []*nbdb.Logical
 	if ctx.Err() != nil {
 		return Current{}, ctx.Err()
 	}
+	return assemble(routers, policies, nats, sets)
+}
 
+// Querier runs read-only operations (select) on NB.
+type Querier interface {
+	Query(ctx context.Context, ops ...ovsdb.Operation) ([]ovsdb.OperationResult, error)
+}
+
+// ReadCurrentLive is ReadCurrent for a client whose cache holds, of NB, only
+// address sets' names and external_ids (and what else it likes): the rows we own
+// and the routers' references are read with one transaction of selects instead.
+// This lets the master keep no cache of its own rows (the Mirror indexes them)
+// nor of the large set columns (a router's policies and nat, a served-pods set's
+// addresses), whose every change would cost a cache a pass over the whole set.
+func ReadCurrentLive(ctx context.Context, c CacheReader, q Querier) (Current, error) {
+	tc := c.Cache()
+	if tc == nil {
+		return Current{}, fmt.Errorf("no NB cache (not connected)")
+	}
+	owner := []ovsdb.Condition{ovsdb.NewCondition("external_ids", ovsdb.ConditionIncludes,
+		ovsdb.OvsMap{GoMap: map[any]any{OwnerControllerKey: OwnerController}})}
+	sel := func(table string, where []ovsdb.Condition, columns ...string) ovsdb.Operation {
+		if where == nil {
+			where = []ovsdb.Condition{}
+		}
+		return ovsdb.Operation{Op: ovsdb.OperationSelect, Table: table, Where: where, Columns: columns}
+	}
+	ops := []ovsdb.Operation{
+		sel(nbdb.LogicalRouterTable, nil, "_uuid", "name", "policies", "nat"),
+		sel(nbdb.LogicalRouterPolicyTable, owner, "_uuid", "priority", "match", "action", "nexthops", "external_ids"),
+		sel(nbdb.NATTable, owner, "_uuid", "type", "external_ip", "logical_ip", "external_ids"),
+		sel(nbdb.AddressSetTable, owner, "_uuid", "name", "addresses", "external_ids"),
+	}
+	res, err := q.Query(ctx, ops...)
+	if err == nil && len(res) < len(ops) {
+		err = fmt.Errorf("%d results for %d selects", len(res), len(ops))
+	}
+	if err == nil {
+		for _, r := range res[:len(ops)] {
+			if r.Error != "" {
+				err = fmt.Errorf("%s: %s", r.Error, r.Details)
+			}
+		}
+	}
+	if err != nil {
+		return Current{}, fmt.Errorf("select the rows we own: %w", err)
+	}
+	var routers []*nbdb.LogicalRouter
+	for _, row := range res[0].Rows {
+		routers = append(routers, &nbdb.LogicalRouter{UUID: uuidOfCell(row["_uuid"]), Name: stringOf(row["name"]),
+			Policies: uuidSet(row["policies"]), Nat: uuidSet(row["nat"])})
+	}
+	var policies []*nbdb.LogicalRouterPolicy
+	for _, row := range res[1].Rows {
+		policies = append(policies, &nbdb.LogicalRouterPolicy{UUID: uuidOfCell(row["_uuid"]), Priority: intOf(row["priority"]),
+			Match: stringOf(row["match"]), Action: stringOf(row["action"]), Nexthops: stringSetOf(row["nexthops"]),
+			ExternalIDs: stringMapOf(row["external_ids"])})
+	}
+	var nats []*nbdb.NAT
+	for _, row := range res[2].Rows {
+		nats = append(nats, &nbdb.NAT{UUID: uuidOfCell(row["_uuid"]), Type: stringOf(row["type"]),
+			ExternalIP: stringOf(row["external_ip"]), LogicalIP: stringOf(row["logical_ip"]),
+			ExternalIDs: stringMapOf(row["external_ids"])})
+	}
+	var sets []*nbdb.AddressSet
+	for _, row := range res[3].Rows {
+		sets = append(sets, &nbdb.AddressSet{UUID: uuidOfCell(row["_uuid"]), Name: stringOf(row["name"]),
+			Addresses: stringSetOf(row["addresses"]), ExternalIDs: stringMapOf(row["external_ids"])})
+	}
+	if err := rows(tc, nbdb.AddressSetTable, func(s *nbdb.AddressSet) {
+		if !Owned(s.ExternalIDs) {
+			sets = append(sets, s) // a foreign set: only its name is read
+		}
+	}); err != nil {
+		return Current{}, err
+	}
+	if ctx.Err() != nil {
+		return Current{}, ctx.Err()
+	}
+	return assemble(routers, policies, nats, sets)
+}
+
+// assemble files the policies and NAT rows we own under the routers that
+// reference them, and the address sets (see ReadCurrent).
+func assemble(routers []*nbdb.LogicalRouter, policies []*nbdb.LogicalRouterPolicy, nats []*nbdb.NAT, sets []*nbdb.AddressSet) (Current, error) {
+	cur := NewCurrent()
 	policyByUUID := make(map[string]*nbdb.LogicalRouterPolicy, len(policies))
 	for _, p := range policies {
 		policyByUUID[p.UUID] = p
@@ -237,6 +260,16 @@ func uuidOfCell(v any) string {
 		return u.GoUUID
 	}
 	return ""
+}
+
+func intOf(v any) int {
+	switch n := v.(type) {
+	case float64:
+		return int(n)
+	case int:
+		return n
+	}
+	return 0
 }
 
 func stringOf(v any) string {
