@@ -15,7 +15,7 @@ import (
 // converged is the independent full check: it returns "" when the API and NB show
 // the converged state, else what is missing or wrong (the first few differences).
 // It reads every EgressIP from the API and every owned row from the harness' NB
-// cache (nbstate.ReadCurrent, which also checks router membership), so it costs a
+// rows and the routers' references, read once with a select (nbstate.ReadCurrentLive, which also checks router membership), so it costs a
 // pass over the whole cluster: a phase runs it once, after the tracker says
 // converged.
 func (h *harness) converged(ctx context.Context) string {
@@ -57,7 +57,7 @@ func (h *harness) converged(ctx context.Context) string {
 		}
 	}
 
-	cur, err := nbstate.ReadCurrent(ctx, h.nb)
+	cur, err := h.nb.readCurrent(ctx)
 	if err != nil {
 		return err.Error()
 	}

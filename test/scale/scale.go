@@ -42,7 +42,6 @@ import (
 	egressipv1 "github.com/ovn-egressip/ovn-egressip/go-controller/pkg/crd/egressip/v1"
 	eipclient "github.com/ovn-egressip/ovn-egressip/go-controller/pkg/crd/egressip/v1/apis/clientset/versioned"
 	"github.com/ovn-egressip/ovn-egressip/go-controller/pkg/egressip/annotations"
-	"github.com/ovn-egressip/ovn-egressip/go-controller/pkg/egressip/nbstate"
 	"github.com/ovn-egressip/ovn-egressip/test/apiserver"
 	"github.com/ovn-egressip/ovn-egressip/test/cluster"
 	"github.com/ovn-egressip/ovn-egressip/test/nbserver"
@@ -247,7 +246,7 @@ func Run(t testing.TB, cfg Config) Result {
 	res.Pods = len(pods)
 
 	res.Phases = append(res.Phases, h.phase(ctx, "assign", func() { h.createEgressIPs(ctx) }))
-	cur, err := nbstate.ReadCurrent(ctx, h.nb)
+	cur, err := h.nb.readCurrent(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
