@@ -12,8 +12,10 @@ import (
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/backoff"
+	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials/insecure"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+	"google.golang.org/grpc/status"
 	"k8s.io/klog/v2"
 )
 
@@ -33,10 +35,19 @@ type CheckerConfig struct {
 	// Timeout bounds one probe (the reachability total timeout). 0 disables
 	// probing: every target is reported reachable.
 	Timeout time.Duration
-	// FailureThreshold is how many probes in a row must fail before a node is
-	// declared unreachable (one success makes it reachable again). 0 means 2:
-	// one slow answer on a loaded machine must not move every IP of a node.
+	// FailureThreshold is how many probes in a row must fail hard before a node
+	// is declared unreachable (one success makes it reachable again). 0 means 2.
+	// A probe fails hard when the node's network does not answer (the kernel
+	// probe, a TCP dial to port 9 answered by the node's kernel with a connection
+	// or a refusal, times out) or when its health server is gone (the gRPC probe
+	// fails without timing out: connection refused or reset).
 	FailureThreshold int
+	// SlowThreshold is how many probes in a row must fail, hard or soft, before a
+	// node is declared unreachable. 0 means 10. A probe fails soft when the gRPC
+	// answer times out while the node's kernel answers: the daemon is slow or
+	// hung (a loaded machine), not cut off; such a node is given SlowThreshold
+	// rounds (about a second with the defaults) instead of FailureThreshold.
+	SlowThreshold int
 	// Targets returns the nodes to probe now; it is called once per Interval.
 	Targets func() []Target
 	// OnChange is called (from the checker's goroutine) after a node's
@@ -53,8 +64,39 @@ type Checker struct {
 
 	mu          sync.Mutex
 	unreachable map[string]bool
-	failures    map[string]int // consecutive failed probes per node
+	failures    map[string]failures // consecutive failed probes per node
 	probers     map[string]*prober
+}
+
+// outcome is the verdict of one probe round.
+type outcome int
+
+const (
+	probeOK   outcome = iota
+	probeSoft         // the health server did not answer in time, the node's kernel did
+	probeHard         // the node's network does not answer, or its health server is gone
+)
+
+// failures counts a node's consecutive failed probes.
+type failures struct{ hard, any int }
+
+// verdict tells whether a node with these consecutive failures is unreachable.
+func (f failures) unreachable(cfg CheckerConfig) bool {
+	return f.hard >= cfg.FailureThreshold || f.any >= cfg.SlowThreshold
+}
+
+// classify turns the two probes of a round into an outcome. grpcOK and
+// grpcTimedOut describe the health check (grpcTimedOut: no answer before the
+// deadline); kernelOK says whether the node's kernel answered the TCP dial.
+func classify(grpcOK, grpcTimedOut, kernelOK bool) outcome {
+	switch {
+	case grpcOK:
+		return probeOK
+	case !kernelOK || !grpcTimedOut:
+		return probeHard
+	default:
+		return probeSoft
+	}
 }
 
 // NewChecker returns a Checker; call Run to start probing.
@@ -62,7 +104,13 @@ func NewChecker(cfg CheckerConfig) *Checker {
 	if cfg.FailureThreshold <= 0 {
 		cfg.FailureThreshold = 2
 	}
-	return &Checker{cfg: cfg, unreachable: map[string]bool{}, failures: map[string]int{}, probers: map[string]*prober{}}
+	if cfg.SlowThreshold <= 0 {
+		cfg.SlowThreshold = 10
+	}
+	if cfg.SlowThreshold < cfg.FailureThreshold {
+		cfg.SlowThreshold = cfg.FailureThreshold
+	}
+	return &Checker{cfg: cfg, unreachable: map[string]bool{}, failures: map[string]failures{}, probers: map[string]*prober{}}
 }
 
 // Reachable reports whether node passed its latest probe (nodes never probed are reachable).
@@ -127,29 +175,39 @@ func (c *Checker) refresh(ctx context.Context) {
 	}
 }
 
-func (c *Checker) record(node string, ok bool, took time.Duration) {
+// record applies one probe round's outcome and returns the node's consecutive
+// failures after it.
+func (c *Checker) record(node string, o outcome, took time.Duration) failures {
 	if c.cfg.Observe != nil {
-		c.cfg.Observe(node, ok, took)
+		c.cfg.Observe(node, o == probeOK, took)
 	}
 	c.mu.Lock()
 	if _, tracked := c.probers[node]; !tracked {
 		c.mu.Unlock()
-		return
+		return failures{}
 	}
 	was := !c.unreachable[node]
-	if ok {
+	f := c.failures[node]
+	if o == probeOK {
+		f = failures{}
 		delete(c.unreachable, node)
 		delete(c.failures, node)
 	} else {
-		c.failures[node]++
-		if c.failures[node] >= c.cfg.FailureThreshold {
+		f.any++
+		if o == probeHard {
+			f.hard++
+		} else {
+			f.hard = 0
+		}
+		c.failures[node] = f
+		if f.unreachable(c.cfg) {
 			c.unreachable[node] = true
 		}
 	}
 	now := !c.unreachable[node]
 	c.mu.Unlock()
 	if was != now {
-		ok = now
+		ok := now
 		if ok {
 			klog.Infof("egress node %s is reachable again", node)
 		} else {
@@ -159,6 +217,7 @@ func (c *Checker) record(node string, ok bool, took time.Duration) {
 			c.cfg.OnChange(node, ok)
 		}
 	}
+	return f
 }
 
 type prober struct {
@@ -194,25 +253,18 @@ func (p *prober) run(ctx context.Context) {
 	}
 	t := time.NewTicker(cfg.Interval)
 	defer t.Stop()
-	failed := 0
 	for {
 		start := time.Now()
-		var ok bool
-		if client != nil {
-			ok = probeGRPC(ctx, client, cfg.Timeout)
-		} else {
-			ok = probeLegacy(ctx, p.addr, cfg.Timeout)
-		}
+		o := p.round(ctx, client)
 		if ctx.Err() != nil {
 			return
 		}
-		p.checker.record(p.node, ok, time.Since(start))
-		// A failed probe is confirmed at once rather than an interval later, so
-		// a dead node is declared unreachable about FailureThreshold timeouts
-		// after it died; after that, probes go back to the normal pace.
-		if ok {
-			failed = 0
-		} else if failed++; failed < cfg.FailureThreshold {
+		f := p.checker.record(p.node, o, time.Since(start))
+		// A hard failure is confirmed at once rather than an interval later, so a
+		// node cut off is declared unreachable about FailureThreshold timeouts
+		// after it went; after that, and after soft failures, probes go back to
+		// the normal pace.
+		if o == probeHard && f.hard < cfg.FailureThreshold {
 			continue
 		}
 		select {
@@ -223,11 +275,32 @@ func (p *prober) run(ctx context.Context) {
 	}
 }
 
-func probeGRPC(ctx context.Context, client healthpb.HealthClient, timeout time.Duration) bool {
+// round probes the node once: the gRPC health check (when client is set) and, at
+// the same time, its kernel (probeLegacy), both bounded by the timeout.
+func (p *prober) round(ctx context.Context, client healthpb.HealthClient) outcome {
+	timeout := p.checker.cfg.Timeout
+	if client == nil {
+		if probeLegacy(ctx, p.addr, timeout) {
+			return probeOK
+		}
+		return probeHard
+	}
+	kernel := make(chan bool, 1)
+	go func() { kernel <- probeLegacy(ctx, p.addr, timeout) }()
+	ok, timedOut := probeGRPC(ctx, client, timeout)
+	return classify(ok, timedOut, <-kernel)
+}
+
+// probeGRPC runs one health check; timedOut reports a failure by the deadline
+// (as opposed to an error returned before it: refused, reset, not serving).
+func probeGRPC(ctx context.Context, client healthpb.HealthClient, timeout time.Duration) (ok, timedOut bool) {
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	resp, err := client.Check(ctx, &healthpb.HealthCheckRequest{Service: ServiceName})
-	return err == nil && resp.GetStatus() == healthpb.HealthCheckResponse_SERVING
+	if err == nil {
+		return resp.GetStatus() == healthpb.HealthCheckResponse_SERVING, false
+	}
+	return false, status.Code(err) == codes.DeadlineExceeded || errors.Is(ctx.Err(), context.DeadlineExceeded)
 }
 
 // probeLegacy dials TCP port 9 (discard): a connection or "connection refused"
