@@ -113,6 +113,18 @@ func gap(probes []probe, failAt time.Time, want netip.Addr) (longest time.Durati
 	return longest, lost, bad
 }
 
+// otherSources lists, from failAt on, the probes that reached the echo server
+// with a source other than want: when, relative to failAt, and the source.
+func otherSources(probes []probe, failAt time.Time, want netip.Addr) string {
+	var out []string
+	for _, p := range probes {
+		if !p.at.Before(failAt) && p.err == nil && p.src != want {
+			out = append(out, fmt.Sprintf("%s at +%s", p.src, p.at.Sub(failAt).Round(time.Millisecond)))
+		}
+	}
+	return strings.Join(out, ", ")
+}
+
 func scrape(t *testing.T, addr, metric string) float64 {
 	t.Helper()
 	resp, err := http.Get("http://" + addr + "/metrics")
@@ -181,14 +193,16 @@ func TestFailover(t *testing.T) {
 					e.waitStatus("prod", "moved to "+to, func(it []egressipv1.EgressIPStatusItem) bool { return holder(it, eipA) == to })
 					moved := time.Since(failAt)
 					time.Sleep(2 * time.Second)
-					longest, lost, bad := gap(p.finish(), failAt, egress)
+					probes := p.finish()
+					longest, lost, bad := gap(probes, failAt, egress)
 					line := fmt.Sprintf("FAILOVER %s/%s: status moved after %s; longest gap between requests seen with %s: %s (lost %d, other source %d; target: gap under 1s)\n",
 						mode, failure, moved.Round(time.Millisecond), eipA, longest.Round(time.Millisecond), lost, bad)
 					fmt.Print(line)
 					recordResult(t, line)
 					t.Logf("status moved after %s; gap %s; lost %d; wrong source %d", moved, longest, lost, bad)
 					if bad > 0 {
-						t.Errorf("%d requests left with a source other than the egress IP while another egress node was available", bad)
+						t.Errorf("%d requests left with a source other than the egress IP while another egress node was available: %s",
+							bad, otherSources(probes, failAt, egress))
 					}
 					echoes, heldErr := held.finish()
 					heldGap := echoGap(echoes, failAt)
