@@ -80,7 +80,7 @@ const (
 // failures counts a node's consecutive failed probes.
 type failures struct{ hard, any int }
 
-// verdict tells whether a node with these consecutive failures is unreachable.
+// unreachable tells whether a node with these consecutive failures is unreachable.
 func (f failures) unreachable(cfg CheckerConfig) bool {
 	return f.hard >= cfg.FailureThreshold || f.any >= cfg.SlowThreshold
 }
