@@ -35,18 +35,21 @@ type CheckerConfig struct {
 	// Timeout bounds one probe (the reachability total timeout). 0 disables
 	// probing: every target is reported reachable.
 	Timeout time.Duration
-	// FailureThreshold is how many probes in a row must fail hard before a node
-	// is declared unreachable (one success makes it reachable again). 0 means 2.
-	// A probe fails hard when the node's network does not answer (the kernel
-	// probe, a TCP dial to port 9 answered by the node's kernel with a connection
-	// or a refusal, times out) or when its health server is gone (the gRPC probe
-	// fails without timing out: connection refused or reset).
+	// FailureThreshold is how many probe rounds in a row must fail hard before a
+	// node is declared unreachable (one success makes it reachable again). 0
+	// means 2. A round fails hard when the health server answers "not serving",
+	// when the node's kernel does not answer (a TCP dial to port 9, answered with
+	// a connection or a refusal, times out: the node is cut off), or when the gRPC
+	// check fails at once and nothing listens on the health port (the daemon is
+	// gone). See classify.
 	FailureThreshold int
-	// SlowThreshold is how many probes in a row must fail, hard or soft, before a
-	// node is declared unreachable. 0 means 10. A probe fails soft when the gRPC
-	// answer times out while the node's kernel answers: the daemon is slow or
-	// hung (a loaded machine), not cut off; such a node is given SlowThreshold
-	// rounds (about a second with the defaults) instead of FailureThreshold.
+	// SlowThreshold is how many rounds in a row must fail, hard or soft, before a
+	// node is declared unreachable. 0 means 10. A round fails soft when the node
+	// is alive but its health server is slow, hung or reconnecting (the gRPC
+	// check fails while the kernel answers and the health port accepts), or when
+	// the round itself ran late (more than 1.5 times the timeout: the checker was
+	// held up on a loaded machine, so its timeouts prove nothing). Such a node is
+	// given SlowThreshold rounds (about a second with the defaults).
 	SlowThreshold int
 	// Targets returns the nodes to probe now; it is called once per Interval.
 	Targets func() []Target
@@ -85,17 +88,50 @@ func (f failures) unreachable(cfg CheckerConfig) bool {
 	return f.hard >= cfg.FailureThreshold || f.any >= cfg.SlowThreshold
 }
 
-// classify turns the two probes of a round into an outcome. grpcOK and
-// grpcTimedOut describe the health check (grpcTimedOut: no answer before the
-// deadline); kernelOK says whether the node's kernel answered the TCP dial.
-func classify(grpcOK, grpcTimedOut, kernelOK bool) outcome {
+// grpcResult is the outcome of one gRPC health check.
+type grpcResult int
+
+const (
+	grpcServing    grpcResult = iota
+	grpcNotServing            // the health server answered, with another status
+	grpcTimeout               // no answer before the deadline
+	grpcError                 // an error before the deadline: refused, reset, unavailable
+)
+
+// observation is what one probe round saw.
+type observation struct {
+	grpc grpcResult
+	// kernelOK: the node's kernel answered the dial to port 9 (a connection or a refusal).
+	kernelOK bool
+	// listening (checked after a grpcError only): the health port accepted a TCP connection.
+	listening bool
+	// late: the round took much longer than the timeout (more than 1.5 times): the
+	// checker itself was held up (a loaded machine), so its timeouts say nothing
+	// about the node.
+	late bool
+}
+
+// classify turns a round's observation into an outcome. Hard: the health server
+// says it is not serving, or the node's kernel did not answer in time, or the gRPC
+// check failed at once and nothing listens on the health port any more (the
+// daemon is gone). Soft: anything else that is not an answer (a slow or
+// reconnecting health server on a live node, or a round the checker ran late).
+func classify(o observation) outcome {
 	switch {
-	case grpcOK:
+	case o.grpc == grpcServing:
 		return probeOK
-	case !kernelOK || !grpcTimedOut:
+	case o.grpc == grpcNotServing:
 		return probeHard
-	default:
+	case o.late:
 		return probeSoft
+	case !o.kernelOK:
+		return probeHard
+	case o.grpc == grpcTimeout:
+		return probeSoft
+	case o.listening:
+		return probeSoft
+	default:
+		return probeHard
 	}
 }
 
@@ -276,31 +312,65 @@ func (p *prober) run(ctx context.Context) {
 }
 
 // round probes the node once: the gRPC health check (when client is set) and, at
-// the same time, its kernel (probeLegacy), both bounded by the timeout.
+// the same time, its kernel (probeLegacy), both bounded by the timeout; after a
+// gRPC error, whether the health port still accepts connections.
 func (p *prober) round(ctx context.Context, client healthpb.HealthClient) outcome {
 	timeout := p.checker.cfg.Timeout
+	start := time.Now()
+	var o observation
 	if client == nil {
+		// Legacy check: the kernel's answer alone decides.
 		if probeLegacy(ctx, p.addr, timeout) {
 			return probeOK
 		}
-		return probeHard
+		o.grpc = grpcTimeout
+	} else {
+		kernel := make(chan bool, 1)
+		go func() { kernel <- probeLegacy(ctx, p.addr, timeout) }()
+		o.grpc = probeGRPC(ctx, client, timeout)
+		o.kernelOK = <-kernel
+		if o.grpc == grpcError && o.kernelOK {
+			o.listening = probeListening(ctx, p.addr, p.checker.cfg.Port, timeout)
+		}
 	}
-	kernel := make(chan bool, 1)
-	go func() { kernel <- probeLegacy(ctx, p.addr, timeout) }()
-	ok, timedOut := probeGRPC(ctx, client, timeout)
-	return classify(ok, timedOut, <-kernel)
+	took := time.Since(start)
+	o.late = took > timeout+timeout/2
+	out := classify(o)
+	if out != probeOK {
+		klog.V(2).Infof("egress health probe of node %s failed (%s): %+v, took %s",
+			p.node, map[outcome]string{probeSoft: "soft", probeHard: "hard"}[out], o, took)
+	}
+	return out
 }
 
-// probeGRPC runs one health check; timedOut reports a failure by the deadline
-// (as opposed to an error returned before it: refused, reset, not serving).
-func probeGRPC(ctx context.Context, client healthpb.HealthClient, timeout time.Duration) (ok, timedOut bool) {
+// probeGRPC runs one health check.
+func probeGRPC(ctx context.Context, client healthpb.HealthClient, timeout time.Duration) grpcResult {
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	resp, err := client.Check(ctx, &healthpb.HealthCheckRequest{Service: ServiceName})
-	if err == nil {
-		return resp.GetStatus() == healthpb.HealthCheckResponse_SERVING, false
+	switch {
+	case err == nil && resp.GetStatus() == healthpb.HealthCheckResponse_SERVING:
+		return grpcServing
+	case err == nil:
+		return grpcNotServing
+	case status.Code(err) == codes.DeadlineExceeded || errors.Is(ctx.Err(), context.DeadlineExceeded):
+		return grpcTimeout
+	default:
+		return grpcError
 	}
-	return false, status.Code(err) == codes.DeadlineExceeded || errors.Is(ctx.Err(), context.DeadlineExceeded)
+}
+
+// probeListening reports whether a TCP connection to the health port succeeds.
+func probeListening(ctx context.Context, addr netip.Addr, port int, timeout time.Duration) bool {
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	var d net.Dialer
+	c, err := d.DialContext(ctx, "tcp", net.JoinHostPort(addr.String(), strconv.Itoa(port)))
+	if err != nil {
+		return false
+	}
+	c.Close()
+	return true
 }
 
 // probeLegacy dials TCP port 9 (discard): a connection or "connection refused"

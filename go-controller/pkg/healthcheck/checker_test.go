@@ -160,18 +160,24 @@ func TestCheckerNeedsConsecutiveFailures(t *testing.T) {
 
 func TestClassify(t *testing.T) {
 	for _, tc := range []struct {
-		grpcOK, grpcTimedOut, kernelOK bool
-		want                           outcome
+		name string
+		o    observation
+		want outcome
 	}{
-		{true, false, true, probeOK},
-		{true, false, false, probeOK},   // the health server answered: the node is there
-		{false, true, true, probeSoft},  // slow or hung daemon on a live host
-		{false, true, false, probeHard}, // nothing answers: cut off
-		{false, false, true, probeHard}, // refused, reset or NOT_SERVING: the daemon is gone
-		{false, false, false, probeHard},
+		{"serving", observation{grpc: grpcServing}, probeOK},
+		{"serving, kernel silent", observation{grpc: grpcServing}, probeOK},
+		{"serving, late", observation{grpc: grpcServing, kernelOK: true, late: true}, probeOK},
+		{"not serving", observation{grpc: grpcNotServing, kernelOK: true}, probeHard},
+		{"not serving, late", observation{grpc: grpcNotServing, kernelOK: true, late: true}, probeHard},
+		{"slow daemon on a live node", observation{grpc: grpcTimeout, kernelOK: true}, probeSoft},
+		{"cut off", observation{grpc: grpcTimeout}, probeHard},
+		{"cut off, but the checker ran late", observation{grpc: grpcTimeout, late: true}, probeSoft},
+		{"daemon gone: refused, nothing listens", observation{grpc: grpcError, kernelOK: true}, probeHard},
+		{"channel error, health port still accepts", observation{grpc: grpcError, kernelOK: true, listening: true}, probeSoft},
+		{"error and kernel silent", observation{grpc: grpcError}, probeHard},
 	} {
-		if got := classify(tc.grpcOK, tc.grpcTimedOut, tc.kernelOK); got != tc.want {
-			t.Errorf("classify(grpcOK=%v, timedOut=%v, kernelOK=%v) = %v, want %v", tc.grpcOK, tc.grpcTimedOut, tc.kernelOK, got, tc.want)
+		if got := classify(tc.o); got != tc.want {
+			t.Errorf("%s: classify(%+v) = %v, want %v", tc.name, tc.o, got, tc.want)
 		}
 	}
 }
