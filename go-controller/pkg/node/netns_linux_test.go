@@ -487,6 +487,9 @@ func TestSharedGatewayInNetns(t *testing.T) {
 			}
 			tp.node.Exec(t, tp.ipt, "-t", "nat", "-N", iptables.Chain)
 			tp.node.Exec(t, tp.ipt, "-t", "nat", "-I", "POSTROUTING", "1", "-j", iptables.Chain)
+			tp.node.Exec(t, tp.ipt, "-N", iptables.GuardChain)
+			tp.node.Exec(t, tp.ipt, "-A", iptables.GuardChain, "-d", stalePlantedA.String(), "-j", "DROP")
+			tp.node.Exec(t, tp.ipt, "-I", "INPUT", "1", "-j", iptables.GuardChain)
 
 			kube := kubefake.NewClientset(kubeObjects()...)
 			eips := eipfake.NewSimpleClientset(egressIP("eip-web", "web", eipV4.String()))
@@ -512,7 +515,9 @@ func TestSharedGatewayInNetns(t *testing.T) {
 			})
 			eventually(t, 10*time.Second, "leftovers removed", func() (bool, string) {
 				a, rules, routes, chain, jump := tp.ours(t)
-				return len(a) == 0 && rules == "" && routes == "" && chain == "" && jump == "", joinPrefixes(a) + chain + jump
+				guard, guardJumps := tp.guard(t, tp.ipt)
+				return len(a) == 0 && rules == "" && routes == "" && chain == "" && jump == "" && guard == "" && guardJumps == 0,
+					joinPrefixes(a) + chain + jump + guard
 			})
 			time.Sleep(resync + resync/2) // at least one periodic resync: still nothing programmed
 			if a, rules, routes, chain, jump := tp.ours(t); len(a) != 0 || rules != "" || routes != "" || chain != "" || jump != "" {
