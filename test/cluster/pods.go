@@ -279,33 +279,60 @@ func RequestFrom(ctx context.Context, netns, proto, address string, timeout time
 
 // dialInNetns creates the socket inside network namespace name (the socket stays there; I/O works from any thread).
 func dialInNetns(name, network, address string, timeout time.Duration) (net.Conn, error) {
+	var conn net.Conn
+	if err := doInNetns(name, func() error {
+		var err error
+		conn, err = net.DialTimeout(network, address, timeout)
+		return err
+	}); err != nil {
+		return nil, fmt.Errorf("dial %s %s from %s: %w", network, address, name, err)
+	}
+	return conn, nil
+}
+
+// DialFrom dials address from inside network namespace netns (a pod's, a node's or the external host's); the
+// connection's socket stays in that namespace.
+func DialFrom(netns, network, address string, timeout time.Duration) (net.Conn, error) {
+	return dialInNetns(netns, network, address, timeout)
+}
+
+// ListenIn listens on address inside network namespace netns (e.g. ExternalNetns for a server on the external host).
+func ListenIn(netns, network, address string) (net.Listener, error) {
+	var ln net.Listener
+	if err := doInNetns(netns, func() error {
+		var err error
+		ln, err = net.Listen(network, address)
+		return err
+	}); err != nil {
+		return nil, fmt.Errorf("listen %s %s in %s: %w", network, address, netns, err)
+	}
+	return ln, nil
+}
+
+// doInNetns runs fn on an OS thread switched into network namespace name, then switches back. Sockets fn creates stay
+// in that namespace.
+func doInNetns(name string, fn func() error) error {
 	target, err := os.Open("/run/netns/" + name)
 	if err != nil {
-		return nil, fmt.Errorf("network namespace %s: %w", name, err)
+		return fmt.Errorf("network namespace %s: %w", name, err)
 	}
 	defer target.Close()
 	runtime.LockOSThread()
 	orig, err := os.Open(fmt.Sprintf("/proc/self/task/%d/ns/net", unix.Gettid()))
 	if err != nil {
 		runtime.UnlockOSThread()
-		return nil, err
+		return err
 	}
 	defer orig.Close()
 	if err := unix.Setns(int(target.Fd()), unix.CLONE_NEWNET); err != nil {
 		runtime.UnlockOSThread()
-		return nil, fmt.Errorf("enter network namespace %s: %w", name, err)
+		return fmt.Errorf("enter network namespace %s: %w", name, err)
 	}
-	conn, dialErr := net.DialTimeout(network, address, timeout)
+	fnErr := fn()
 	if err := unix.Setns(int(orig.Fd()), unix.CLONE_NEWNET); err != nil {
 		// This thread is stuck in the other namespace: keep it locked so that it exits with the goroutine.
-		if conn != nil {
-			conn.Close()
-		}
-		return nil, fmt.Errorf("return from network namespace %s: %w", name, err)
+		return errors.Join(fnErr, fmt.Errorf("return from network namespace %s: %w", name, err))
 	}
 	runtime.UnlockOSThread()
-	if dialErr != nil {
-		return nil, fmt.Errorf("dial %s %s from %s: %w", network, address, name, dialErr)
-	}
-	return conn, nil
+	return fnErr
 }

@@ -12,8 +12,10 @@ import (
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/backoff"
+	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials/insecure"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+	"google.golang.org/grpc/status"
 	"k8s.io/klog/v2"
 )
 
@@ -33,10 +35,22 @@ type CheckerConfig struct {
 	// Timeout bounds one probe (the reachability total timeout). 0 disables
 	// probing: every target is reported reachable.
 	Timeout time.Duration
-	// FailureThreshold is how many probes in a row must fail before a node is
-	// declared unreachable (one success makes it reachable again). 0 means 2:
-	// one slow answer on a loaded machine must not move every IP of a node.
+	// FailureThreshold is how many probe rounds in a row must fail hard before a
+	// node is declared unreachable (one success makes it reachable again). 0
+	// means 2. A round fails hard when the health server answers "not serving",
+	// when the node's kernel does not answer (a TCP dial to port 9, answered with
+	// a connection or a refusal, times out: the node is cut off), or when the gRPC
+	// check fails at once and nothing listens on the health port (the daemon is
+	// gone). See classify.
 	FailureThreshold int
+	// SlowThreshold is how many rounds in a row must fail, hard or soft, before a
+	// node is declared unreachable. 0 means 10. A round fails soft when the node
+	// is alive but its health server is slow, hung or reconnecting (the gRPC
+	// check fails while the kernel answers and the health port accepts), or when
+	// the round itself ran late (more than 1.5 times the timeout: the checker was
+	// held up on a loaded machine, so its timeouts prove nothing). Such a node is
+	// given SlowThreshold rounds (about a second with the defaults).
+	SlowThreshold int
 	// Targets returns the nodes to probe now; it is called once per Interval.
 	Targets func() []Target
 	// OnChange is called (from the checker's goroutine) after a node's
@@ -53,8 +67,72 @@ type Checker struct {
 
 	mu          sync.Mutex
 	unreachable map[string]bool
-	failures    map[string]int // consecutive failed probes per node
+	failures    map[string]failures // consecutive failed probes per node
 	probers     map[string]*prober
+}
+
+// outcome is the verdict of one probe round.
+type outcome int
+
+const (
+	probeOK   outcome = iota
+	probeSoft         // the health server did not answer in time, the node's kernel did
+	probeHard         // the node's network does not answer, or its health server is gone
+)
+
+// failures counts a node's consecutive failed probes.
+type failures struct{ hard, any int }
+
+// unreachable tells whether a node with these consecutive failures is unreachable.
+func (f failures) unreachable(cfg CheckerConfig) bool {
+	return f.hard >= cfg.FailureThreshold || f.any >= cfg.SlowThreshold
+}
+
+// grpcResult is the outcome of one gRPC health check.
+type grpcResult int
+
+const (
+	grpcServing    grpcResult = iota
+	grpcNotServing            // the health server answered, with another status
+	grpcTimeout               // no answer before the deadline
+	grpcError                 // an error before the deadline: refused, reset, unavailable
+)
+
+// observation is what one probe round saw.
+type observation struct {
+	grpc grpcResult
+	// kernelOK: the node's kernel answered the dial to port 9 (a connection or a refusal).
+	kernelOK bool
+	// listening (checked after a grpcError only): the health port accepted a TCP connection.
+	listening bool
+	// late: the round took much longer than the timeout (more than 1.5 times): the
+	// checker itself was held up (a loaded machine), so its timeouts say nothing
+	// about the node.
+	late bool
+}
+
+// classify turns a round's observation into an outcome. Hard: the health server
+// says it is not serving, or the node's kernel did not answer in time, or the gRPC
+// check failed at once and nothing listens on the health port any more (the
+// daemon is gone). Soft: anything else that is not an answer (a slow or
+// reconnecting health server on a live node, or a round the checker ran late).
+func classify(o observation) outcome {
+	switch {
+	case o.grpc == grpcServing:
+		return probeOK
+	case o.grpc == grpcNotServing:
+		return probeHard
+	case o.late:
+		return probeSoft
+	case !o.kernelOK:
+		return probeHard
+	case o.grpc == grpcTimeout:
+		return probeSoft
+	case o.listening:
+		return probeSoft
+	default:
+		return probeHard
+	}
 }
 
 // NewChecker returns a Checker; call Run to start probing.
@@ -62,7 +140,13 @@ func NewChecker(cfg CheckerConfig) *Checker {
 	if cfg.FailureThreshold <= 0 {
 		cfg.FailureThreshold = 2
 	}
-	return &Checker{cfg: cfg, unreachable: map[string]bool{}, failures: map[string]int{}, probers: map[string]*prober{}}
+	if cfg.SlowThreshold <= 0 {
+		cfg.SlowThreshold = 10
+	}
+	if cfg.SlowThreshold < cfg.FailureThreshold {
+		cfg.SlowThreshold = cfg.FailureThreshold
+	}
+	return &Checker{cfg: cfg, unreachable: map[string]bool{}, failures: map[string]failures{}, probers: map[string]*prober{}}
 }
 
 // Reachable reports whether node passed its latest probe (nodes never probed are reachable).
@@ -127,29 +211,39 @@ func (c *Checker) refresh(ctx context.Context) {
 	}
 }
 
-func (c *Checker) record(node string, ok bool, took time.Duration) {
+// record applies one probe round's outcome and returns the node's consecutive
+// failures after it.
+func (c *Checker) record(node string, o outcome, took time.Duration) failures {
 	if c.cfg.Observe != nil {
-		c.cfg.Observe(node, ok, took)
+		c.cfg.Observe(node, o == probeOK, took)
 	}
 	c.mu.Lock()
 	if _, tracked := c.probers[node]; !tracked {
 		c.mu.Unlock()
-		return
+		return failures{}
 	}
 	was := !c.unreachable[node]
-	if ok {
+	f := c.failures[node]
+	if o == probeOK {
+		f = failures{}
 		delete(c.unreachable, node)
 		delete(c.failures, node)
 	} else {
-		c.failures[node]++
-		if c.failures[node] >= c.cfg.FailureThreshold {
+		f.any++
+		if o == probeHard {
+			f.hard++
+		} else {
+			f.hard = 0
+		}
+		c.failures[node] = f
+		if f.unreachable(c.cfg) {
 			c.unreachable[node] = true
 		}
 	}
 	now := !c.unreachable[node]
 	c.mu.Unlock()
 	if was != now {
-		ok = now
+		ok := now
 		if ok {
 			klog.Infof("egress node %s is reachable again", node)
 		} else {
@@ -159,6 +253,7 @@ func (c *Checker) record(node string, ok bool, took time.Duration) {
 			c.cfg.OnChange(node, ok)
 		}
 	}
+	return f
 }
 
 type prober struct {
@@ -194,25 +289,18 @@ func (p *prober) run(ctx context.Context) {
 	}
 	t := time.NewTicker(cfg.Interval)
 	defer t.Stop()
-	failed := 0
 	for {
 		start := time.Now()
-		var ok bool
-		if client != nil {
-			ok = probeGRPC(ctx, client, cfg.Timeout)
-		} else {
-			ok = probeLegacy(ctx, p.addr, cfg.Timeout)
-		}
+		o := p.round(ctx, client)
 		if ctx.Err() != nil {
 			return
 		}
-		p.checker.record(p.node, ok, time.Since(start))
-		// A failed probe is confirmed at once rather than an interval later, so
-		// a dead node is declared unreachable about FailureThreshold timeouts
-		// after it died; after that, probes go back to the normal pace.
-		if ok {
-			failed = 0
-		} else if failed++; failed < cfg.FailureThreshold {
+		f := p.checker.record(p.node, o, time.Since(start))
+		// A hard failure is confirmed at once rather than an interval later, so a
+		// node cut off is declared unreachable about FailureThreshold timeouts
+		// after it went; after that, and after soft failures, probes go back to
+		// the normal pace.
+		if o == probeHard && f.hard < cfg.FailureThreshold {
 			continue
 		}
 		select {
@@ -223,11 +311,66 @@ func (p *prober) run(ctx context.Context) {
 	}
 }
 
-func probeGRPC(ctx context.Context, client healthpb.HealthClient, timeout time.Duration) bool {
+// round probes the node once: the gRPC health check (when client is set) and, at
+// the same time, its kernel (probeLegacy), both bounded by the timeout; after a
+// gRPC error, whether the health port still accepts connections.
+func (p *prober) round(ctx context.Context, client healthpb.HealthClient) outcome {
+	timeout := p.checker.cfg.Timeout
+	start := time.Now()
+	var o observation
+	if client == nil {
+		// Legacy check: the kernel's answer alone decides.
+		if probeLegacy(ctx, p.addr, timeout) {
+			return probeOK
+		}
+		o.grpc = grpcTimeout
+	} else {
+		kernel := make(chan bool, 1)
+		go func() { kernel <- probeLegacy(ctx, p.addr, timeout) }()
+		o.grpc = probeGRPC(ctx, client, timeout)
+		o.kernelOK = <-kernel
+		if o.grpc == grpcError && o.kernelOK {
+			o.listening = probeListening(ctx, p.addr, p.checker.cfg.Port, timeout)
+		}
+	}
+	took := time.Since(start)
+	o.late = took > timeout+timeout/2
+	out := classify(o)
+	if out != probeOK {
+		klog.V(2).Infof("egress health probe of node %s failed (%s): %+v, took %s",
+			p.node, map[outcome]string{probeSoft: "soft", probeHard: "hard"}[out], o, took)
+	}
+	return out
+}
+
+// probeGRPC runs one health check.
+func probeGRPC(ctx context.Context, client healthpb.HealthClient, timeout time.Duration) grpcResult {
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	resp, err := client.Check(ctx, &healthpb.HealthCheckRequest{Service: ServiceName})
-	return err == nil && resp.GetStatus() == healthpb.HealthCheckResponse_SERVING
+	switch {
+	case err == nil && resp.GetStatus() == healthpb.HealthCheckResponse_SERVING:
+		return grpcServing
+	case err == nil:
+		return grpcNotServing
+	case status.Code(err) == codes.DeadlineExceeded || errors.Is(ctx.Err(), context.DeadlineExceeded):
+		return grpcTimeout
+	default:
+		return grpcError
+	}
+}
+
+// probeListening reports whether a TCP connection to the health port succeeds.
+func probeListening(ctx context.Context, addr netip.Addr, port int, timeout time.Duration) bool {
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	var d net.Dialer
+	c, err := d.DialContext(ctx, "tcp", net.JoinHostPort(addr.String(), strconv.Itoa(port)))
+	if err != nil {
+		return false
+	}
+	c.Close()
+	return true
 }
 
 // probeLegacy dials TCP port 9 (discard): a connection or "connection refused"

@@ -22,22 +22,22 @@ import (
 type host interface {
 	Snapshot() (hostinfo.Snapshot, error)
 	// Apply makes the host match st and returns the egress IPs of st.Addresses that
-	// are now fully programmed: the address is present (ours), it has been
-	// announced (GARP / unsolicited NA) by this process, and the policy routing and
-	// SNAT chain synced without error, so every pod st serves with it leaves with
-	// it. The set is what the node publishes as annotations.EgressIPsReady.
+	// are now fully programmed (readyIPs). The set is what the node publishes as
+	// annotations.EgressIPsReady.
 	Apply(st hostegress.State) (ready map[netip.Addr]bool, err error)
 	// Watch calls notify on every host network change until ctx is done.
 	Watch(ctx context.Context, notify func())
 }
 
-// linuxHost programs the kernel. Every operation runs through inNetns (nil: the
-// calling thread's namespace), so netlink sockets, raw sockets and the iptables
-// processes all act on the same network namespace.
+// linuxHost programs the kernel through its writers. Every operation runs through
+// inNetns (nil: the calling thread's namespace), so netlink sockets, raw sockets
+// and the iptables processes all act on the same network namespace.
 type linuxHost struct {
 	inNetns  func(func() error) error
-	ipt      *iptables.Syncer
-	announce func(ifName string, ip netip.Addr) error
+	addrs    addressWriter
+	routes   policyRouteWriter
+	rules    ruleWriter
+	announce announcer
 	// announced are the addresses of ours this process has announced (Apply runs on
 	// the controller's single worker only). A wanted address missing from it is
 	// announced by the next Apply: a failed announcement is retried, and a
@@ -49,8 +49,34 @@ func newLinuxHost(inNetns func(func() error) error, cfg iptables.Config) *linuxH
 	if inNetns == nil {
 		inNetns = func(fn func() error) error { return fn() }
 	}
-	return &linuxHost{inNetns: inNetns, ipt: iptables.New(cfg), announce: garp.Announce, announced: map[addrKey]bool{}}
+	return &linuxHost{inNetns: inNetns, addrs: kernelAddrs{}, routes: kernelRoutes{},
+		rules: iptRules{iptables.New(cfg)}, announce: garpAnnouncer{}, announced: map[addrKey]bool{}}
 }
+
+// The kernel writers.
+
+type kernelAddrs struct{}
+
+func (kernelAddrs) List() ([]addr.Entry, error) { return addr.List() }
+func (kernelAddrs) AddHost(linkIndex int, ip netip.Addr) error {
+	return addr.AddHost(linkIndex, ip, hostinfo.Proto)
+}
+func (kernelAddrs) Delete(linkIndex int, p netip.Prefix) error { return addr.Delete(linkIndex, p) }
+
+type kernelRoutes struct{}
+
+func (kernelRoutes) Sync(rules []hostegress.Rule, routes []hostegress.Route) (iproute.Stats, error) {
+	return iproute.Sync(rules, routes)
+}
+
+type iptRules struct{ s *iptables.Syncer }
+
+func (r iptRules) SyncSNAT(rules []hostegress.SNAT) error     { return r.s.Sync(rules) }
+func (r iptRules) SyncGuard(addrs []hostegress.Address) error { return r.s.SyncGuard(addrs) }
+
+type garpAnnouncer struct{}
+
+func (garpAnnouncer) Announce(ifName string, ip netip.Addr) error { return garp.Announce(ifName, ip) }
 
 func (h *linuxHost) Snapshot() (hostinfo.Snapshot, error) {
 	var snap hostinfo.Snapshot
@@ -62,23 +88,23 @@ func (h *linuxHost) Snapshot() (hostinfo.Snapshot, error) {
 	return snap, err
 }
 
-type addrKey struct {
-	link   int
-	prefix netip.Prefix
-}
-
-// Apply converges the host in make-before-break order: add missing egress IP
-// addresses, sync ip rules and routes, sync the SNAT chain, announce the addresses
-// not yet announced (GARP / unsolicited NA), and only then delete addresses of
-// ours that are no longer wanted. It keeps going after an error and returns them
-// all, with the egress IPs that are fully programmed (see host.Apply): none when
-// the policy routing or the SNAT chain could not be synced.
+// Apply converges the host in make-before-break order: sync the guard chain for
+// the wanted addresses (before an address appears, so return traffic of
+// connections another node SNATed is never answered with a reset), add missing
+// egress IP addresses, sync ip rules and routes, sync the SNAT chain, announce the
+// addresses not yet announced (GARP / unsolicited NA), and only then delete
+// addresses of ours that are no longer wanted. It keeps going after an error and
+// returns them all, with the egress IPs that are fully programmed (readyIPs).
 func (h *linuxHost) Apply(st hostegress.State) (map[netip.Addr]bool, error) {
-	ready := map[netip.Addr]bool{}
+	var ready map[netip.Addr]bool
 	err := h.inNetns(func() error {
-		have, err := addr.List()
+		var errs []error
+		rep := applyReport{held: map[addrKey]bool{}}
+		rep.guardErr = h.rules.SyncGuard(st.Addresses)
+		errs = append(errs, rep.guardErr)
+		have, err := h.addrs.List()
 		if err != nil {
-			return err
+			return errors.Join(append(errs, err)...)
 		}
 		ours := map[addrKey]addr.Entry{}
 		for _, e := range have {
@@ -86,18 +112,16 @@ func (h *linuxHost) Apply(st hostegress.State) (map[netip.Addr]bool, error) {
 				ours[addrKey{e.LinkIndex, e.Prefix}] = e
 			}
 		}
-		var errs []error
 		var added []hostegress.Address
 		wanted := map[addrKey]bool{}
-		held := map[addrKey]bool{} // wanted and present as ours
 		for _, a := range st.Addresses {
-			k := addrKey{a.LinkIndex, netip.PrefixFrom(a.IP, a.IP.BitLen())}
+			k := keyOf(a)
 			wanted[k] = true
 			if _, ok := ours[k]; ok {
-				held[k] = true
+				rep.held[k] = true
 				continue
 			}
-			err := addr.AddHost(a.LinkIndex, a.IP, hostinfo.Proto)
+			err := h.addrs.AddHost(a.LinkIndex, a.IP)
 			switch {
 			case errors.Is(err, unix.EEXIST):
 				klog.InfoS("Egress IP address already present, not ours; left alone", "ip", a.IP, "link", a.Link)
@@ -109,54 +133,46 @@ func (h *linuxHost) Apply(st hostegress.State) (map[netip.Addr]bool, error) {
 			}
 		}
 		if len(added) > 0 {
-			if err := verifyMarked(added); err != nil {
-				return err // nothing else is programmed with addresses we could not mark
+			if err := h.verifyMarked(added); err != nil {
+				return errors.Join(append(errs, err)...) // nothing else is programmed with addresses we could not mark
 			}
 			for _, a := range added {
-				held[addrKey{a.LinkIndex, netip.PrefixFrom(a.IP, a.IP.BitLen())}] = true
+				rep.held[keyOf(a)] = true
 			}
 		}
-		synced := true
-		rst, err := iproute.Sync(st.Rules, st.Routes)
-		if err != nil {
-			errs = append(errs, err)
-			synced = false
-		}
+		rst, err := h.routes.Sync(st.Rules, st.Routes)
+		rep.routesErr = err
+		errs = append(errs, err)
 		if rst != (iproute.Stats{}) {
 			klog.V(2).InfoS("Synced egress ip rules and routes", "stats", rst)
 		}
-		if err := h.ipt.Sync(st.SNAT); err != nil {
-			errs = append(errs, err)
-			synced = false
-		}
+		rep.snatErr = h.rules.SyncSNAT(st.SNAT)
+		errs = append(errs, rep.snatErr)
 		for k := range h.announced {
-			if !held[k] {
+			if !rep.held[k] {
 				delete(h.announced, k)
 			}
 		}
 		for _, a := range st.Addresses {
-			k := addrKey{a.LinkIndex, netip.PrefixFrom(a.IP, a.IP.BitLen())}
-			if !held[k] {
+			k := keyOf(a)
+			if !rep.held[k] || h.announced[k] {
 				continue
 			}
-			if !h.announced[k] {
-				if err := h.announce(a.Link, a.IP); err != nil {
-					// The address works without it, but a neighbour holding the previous
-					// holder's MAC would keep sending replies there: not ready, retried.
-					errs = append(errs, fmt.Errorf("EgressIP %s: %w", a.EgressIP, err))
-					continue
-				}
-				h.announced[k] = true
+			if err := h.announce.Announce(a.Link, a.IP); err != nil {
+				// The address works without it, but a neighbour holding the previous
+				// holder's MAC would keep sending replies there: not ready, retried.
+				errs = append(errs, fmt.Errorf("EgressIP %s: %w", a.EgressIP, err))
+				continue
 			}
-			if synced {
-				ready[a.IP] = true
-			}
+			h.announced[k] = true
 		}
+		rep.announced = h.announced
+		ready = readyIPs(st.Addresses, rep)
 		for k, e := range ours {
 			if wanted[k] {
 				continue
 			}
-			if err := addr.Delete(e.LinkIndex, e.Prefix); err != nil && !errors.Is(err, unix.EADDRNOTAVAIL) {
+			if err := h.addrs.Delete(e.LinkIndex, e.Prefix); err != nil && !errors.Is(err, unix.EADDRNOTAVAIL) {
 				errs = append(errs, err)
 				continue
 			}
@@ -164,6 +180,9 @@ func (h *linuxHost) Apply(st hostegress.State) (map[netip.Addr]bool, error) {
 		}
 		return errors.Join(errs...)
 	})
+	if ready == nil {
+		ready = map[netip.Addr]bool{}
+	}
 	return ready, err
 }
 
@@ -171,8 +190,8 @@ func (h *linuxHost) Apply(st hostegress.State) (map[netip.Addr]bool, error) {
 // added. Kernels before Linux 6.1 silently drop the attribute: such an address
 // could never be recognised (nor removed) as ours, so it is deleted again and an
 // error says why.
-func verifyMarked(added []hostegress.Address) error {
-	list, err := addr.List()
+func (h *linuxHost) verifyMarked(added []hostegress.Address) error {
+	list, err := h.addrs.List()
 	if err != nil {
 		return err
 	}
@@ -185,10 +204,10 @@ func verifyMarked(added []hostegress.Address) error {
 	var errs []error
 	for _, a := range added {
 		p := netip.PrefixFrom(a.IP, a.IP.BitLen())
-		if marked[addrKey{a.LinkIndex, p}] {
+		if marked[keyOf(a)] {
 			continue
 		}
-		_ = addr.Delete(a.LinkIndex, p)
+		_ = h.addrs.Delete(a.LinkIndex, p)
 		errs = append(errs, fmt.Errorf("egress IP %s on %s: the kernel did not keep the address protocol mark "+
 			"(IFA_PROTO, Linux 6.1 or later); the address was removed again", a.IP, a.Link))
 	}

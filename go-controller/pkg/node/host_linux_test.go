@@ -42,13 +42,13 @@ func TestApplyReportsReadyEgressIPs(t *testing.T) {
 	failB := true
 	newHost := func(cfg iptables.Config) *linuxHost {
 		h := newLinuxHost(nodeNS.Do, cfg)
-		h.announce = func(_ string, ip netip.Addr) error {
+		h.announce = announceFunc(func(_ string, ip netip.Addr) error {
 			if ip == b && failB {
 				return errors.New("fake announce failure")
 			}
 			announced = append(announced, ip)
 			return nil
-		}
+		})
 		return h
 	}
 	set := func(ips ...netip.Addr) map[netip.Addr]bool {

@@ -231,6 +231,9 @@ func testLocalGateway(t *testing.T, backend string) {
 	tp.node.Exec(t, tp.ipt, "-t", "nat", "-N", iptables.Chain)
 	tp.node.Exec(t, tp.ipt, "-t", "nat", "-A", iptables.Chain, "-s", "10.244.9.9", "-o", "eth0", "-j", "SNAT", "--to-source", "172.18.0.99")
 	tp.node.Exec(t, tp.ipt, "-t", "nat", "-A", "POSTROUTING", "-j", iptables.Chain)
+	tp.node.Exec(t, tp.ip6t, "-N", iptables.GuardChain)
+	tp.node.Exec(t, tp.ip6t, "-A", iptables.GuardChain, "-d", "fd00:18::99", "-j", "DROP")
+	tp.node.Exec(t, tp.ip6t, "-A", "INPUT", "-j", iptables.GuardChain)
 
 	// Stale neighbour entries on the external host: only our GARP / NA can fix them
 	// this fast (no traffic is sent before the check).
@@ -294,6 +297,12 @@ func testLocalGateway(t *testing.T, backend string) {
 			"rules=" + rules, "routes=" + routes, "chain=" + chain, "jump=" + jump}, " | ")
 	})
 	t.Logf("[%s] programmed and repaired %s after Run", backend, took)
+	for i, bin := range []string{tp.ipt, tp.ip6t} {
+		want := strings.Join(iptables.RenderGuard([]hostegress.Address{{IP: []netip.Addr{eipV4, eipV6}[i], EgressIP: "eip-web"}}, i == 0), "\n")
+		if got, jumps := tp.guard(t, bin); got != want || jumps != 1 {
+			t.Fatalf("%s guard chain (%d jumps):\n%s\nwant one jump and:\n%s", bin, jumps, got, want)
+		}
+	}
 	for _, bin := range []string{tp.ipt, tp.ip6t} {
 		first := strings.Split(tp.node.Exec(t, bin, "-t", "nat", "-S", "POSTROUTING"), "\n")[1]
 		if !strings.HasSuffix(first, "-j "+iptables.Chain) {
@@ -384,6 +393,11 @@ func testLocalGateway(t *testing.T, backend string) {
 		return len(a) == 0 && rules == "" && routes == "" && chain == "" && jump == "",
 			joinPrefixes(a) + "|" + rules + "|" + routes + "|" + chain + "|" + jump
 	})
+	for _, bin := range []string{tp.ipt, tp.ip6t} {
+		if got, jumps := tp.guard(t, bin); got != "" || jumps != 0 {
+			t.Fatalf("%s: guard chain or %d jumps left after unassignment:\n%s", bin, jumps, got)
+		}
+	}
 	expectSource(t, tp, webV4, extV4, nodeV4)
 	expectSource(t, tp, dbV4, extV4, nodeV4)
 	expectSource(t, tp, webV6, extV6, nodeV6)
@@ -396,6 +410,27 @@ func testLocalGateway(t *testing.T, backend string) {
 	}
 	stop()
 	t.Logf("[%s] whole scenario %s", backend, time.Since(start).Round(time.Millisecond))
+}
+
+// guard returns the guard chain's rules ("" when it does not exist) and the
+// number of INPUT rules jumping to it.
+func (tp *topo) guard(t *testing.T, bin string) (string, int) {
+	t.Helper()
+	var lines []string
+	if out, err := tp.node.TryExec(bin, "-S", iptables.GuardChain); err == nil {
+		for _, l := range strings.Split(strings.TrimSpace(out), "\n") {
+			if strings.HasPrefix(l, "-A ") {
+				lines = append(lines, l)
+			}
+		}
+	}
+	jumps := 0
+	for _, l := range strings.Split(tp.node.Exec(t, bin, "-S", "INPUT"), "\n") {
+		if strings.HasSuffix(l, "-j "+iptables.GuardChain) {
+			jumps++
+		}
+	}
+	return strings.Join(lines, "\n"), jumps
 }
 
 // ourRules lists the ip rules (both families) with our protocol, one per line
@@ -452,6 +487,9 @@ func TestSharedGatewayInNetns(t *testing.T) {
 			}
 			tp.node.Exec(t, tp.ipt, "-t", "nat", "-N", iptables.Chain)
 			tp.node.Exec(t, tp.ipt, "-t", "nat", "-I", "POSTROUTING", "1", "-j", iptables.Chain)
+			tp.node.Exec(t, tp.ipt, "-N", iptables.GuardChain)
+			tp.node.Exec(t, tp.ipt, "-A", iptables.GuardChain, "-d", stalePlantedA.String(), "-j", "DROP")
+			tp.node.Exec(t, tp.ipt, "-I", "INPUT", "1", "-j", iptables.GuardChain)
 
 			kube := kubefake.NewClientset(kubeObjects()...)
 			eips := eipfake.NewSimpleClientset(egressIP("eip-web", "web", eipV4.String()))
@@ -477,7 +515,9 @@ func TestSharedGatewayInNetns(t *testing.T) {
 			})
 			eventually(t, 10*time.Second, "leftovers removed", func() (bool, string) {
 				a, rules, routes, chain, jump := tp.ours(t)
-				return len(a) == 0 && rules == "" && routes == "" && chain == "" && jump == "", joinPrefixes(a) + chain + jump
+				guard, guardJumps := tp.guard(t, tp.ipt)
+				return len(a) == 0 && rules == "" && routes == "" && chain == "" && jump == "" && guard == "" && guardJumps == 0,
+					joinPrefixes(a) + chain + jump + guard
 			})
 			time.Sleep(resync + resync/2) // at least one periodic resync: still nothing programmed
 			if a, rules, routes, chain, jump := tp.ours(t); len(a) != 0 || rules != "" || routes != "" || chain != "" || jump != "" {

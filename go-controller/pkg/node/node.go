@@ -25,7 +25,13 @@
 //     interface;
 //   - the nat chain OVN-KUBE-EGRESSIP (iptables and ip6tables; every rule in it,
 //     each commented "ovn-egressip eip=<name>") and the POSTROUTING rule jumping
-//     to it (first position, comment "ovn-egressip").
+//     to it (first position, comment "ovn-egressip");
+//   - the filter chain OVN-KUBE-EGRESSIP-GUARD (same comments) and the INPUT rule
+//     jumping to it (first position, comment "ovn-egressip"): for each egress IP
+//     held, TCP segments other than a bare SYN and UDP datagrams that match no
+//     conntrack entry are dropped, so the return traffic of a connection another
+//     node SNATed before a move is not answered with a reset while OVN still
+//     reroutes the pod's packets to the old holder (see iptables.RenderGuard).
 //
 // Each sync treats everything carrying these marks as stale until the desired
 // state claims it: so start-up repair, drift repair and removal on unassignment

@@ -1,15 +1,25 @@
-// Package iptables keeps the nat chain OVN-KUBE-EGRESSIP (IPv4 and IPv6) equal to
-// a desired list of SNAT rules, and its jump from POSTROUTING in first position
-// (so it precedes any MASQUERADE). The chain is ours entirely: it is rendered whole
-// and, when what the kernel holds differs, replaced in one iptables-restore
-// --noflush transaction that flushes and refills only this chain. Reads, the chain
-// itself and the jump go through go-iptables. Nothing outside the chain and its
-// jump rule is ever touched. Works with iptables-nft and iptables-legacy: the
-// binaries are whatever paths Config names (default: iptables/ip6tables on PATH).
+// Package iptables keeps our two chains (IPv4 and IPv6) equal to a desired list of
+// rules, each jumped to in first position from its built-in chain:
+//   - nat OVN-KUBE-EGRESSIP, from POSTROUTING (so it precedes any MASQUERADE): the
+//     SNAT rules of the served pods;
+//   - filter OVN-KUBE-EGRESSIP-GUARD, from INPUT: for every egress IP held, TCP
+//     segments other than a bare SYN, and UDP datagrams, that reach the egress IP
+//     and match no conntrack entry (state NEW or INVALID) are dropped instead of
+//     being delivered to the local stack, which would answer the return traffic
+//     of a connection another node SNATed (before the move) with a TCP RST or an
+//     ICMP port unreachable. See docs/egressip.md, "Connections across a move".
+//
+// Each chain is ours entirely: it is rendered whole and, when what the kernel
+// holds differs, replaced in one iptables-restore --noflush transaction that
+// flushes and refills only this chain. Reads, the chain itself and the jump go
+// through go-iptables. Nothing outside the chains and their jump rules is ever
+// touched. Works with iptables-nft and iptables-legacy: the binaries are whatever
+// paths Config names (default: iptables/ip6tables on PATH).
 package iptables
 
 import (
 	"bytes"
+	"errors"
 	"fmt"
 	"net/netip"
 	"os/exec"
@@ -23,11 +33,19 @@ import (
 const (
 	// Chain is our nat chain.
 	Chain = "OVN-KUBE-EGRESSIP"
-	// JumpComment marks the POSTROUTING rule that jumps to Chain.
+	// GuardChain is our filter chain (jumped to from INPUT).
+	GuardChain = "OVN-KUBE-EGRESSIP-GUARD"
+	// JumpComment marks the built-in chain's rule that jumps to one of ours.
 	JumpComment = "ovn-egressip"
-	table       = "nat"
-	postrouting = "POSTROUTING"
 )
+
+// chainSpec names one of our chains: its table and the built-in chain that jumps to it.
+type chainSpec struct {
+	table, chain, hook string
+}
+
+func natSpec() chainSpec   { return chainSpec{table: "nat", chain: Chain, hook: "POSTROUTING"} }
+func guardSpec() chainSpec { return chainSpec{table: "filter", chain: GuardChain, hook: "INPUT"} }
 
 // RuleComment is the comment on each SNAT rule: it names the EgressIP object.
 func RuleComment(eipName string) string { return "ovn-egressip eip=" + eipName }
@@ -105,26 +123,54 @@ func Render(rules []hostegress.SNAT, v4 bool) []string {
 	return out
 }
 
-func jumpSpec() []string {
-	return []string{"-m", "comment", "--comment", JumpComment, "-j", Chain}
+// RenderGuard returns the guard chain's rule lines, in the form `iptables -S`
+// prints them, for the egress IP addresses of one family: per address, TCP
+// segments that are not a bare SYN and UDP datagrams, to the address, in conntrack
+// state NEW or INVALID, are dropped. A bare SYN (a new inbound connection) and
+// ICMP are left to the host as before.
+func RenderGuard(addrs []hostegress.Address, v4 bool) []string {
+	var out []string
+	for _, a := range addrs {
+		if a.IP.Is4() != v4 {
+			continue
+		}
+		dst := netip.PrefixFrom(a.IP, a.IP.BitLen())
+		out = append(out,
+			fmt.Sprintf("-A %s -d %s -p tcp -m tcp ! --tcp-flags FIN,SYN,RST,ACK SYN -m conntrack --ctstate INVALID,NEW -m comment --comment %q -j DROP",
+				GuardChain, dst, RuleComment(a.EgressIP)),
+			fmt.Sprintf("-A %s -d %s -p udp -m conntrack --ctstate NEW -m comment --comment %q -j DROP",
+				GuardChain, dst, RuleComment(a.EgressIP)))
+	}
+	return out
 }
 
-// Sync makes both families' chains hold exactly the rules (each rule goes to the
-// family of its pod IP). A family with no rule has neither chain nor jump.
+func jumpSpec(cs chainSpec) []string {
+	return []string{"-m", "comment", "--comment", JumpComment, "-j", cs.chain}
+}
+
+// Sync makes both families' nat chains hold exactly the rules (each rule goes to
+// the family of its pod IP). A family with no rule has neither chain nor jump.
 func (s *Syncer) Sync(rules []hostegress.SNAT) error {
-	var errs []string
+	return s.sync(natSpec(), func(v4 bool) []string { return Render(rules, v4) })
+}
+
+// SyncGuard makes both families' guard chains hold exactly the rules for addrs
+// (RenderGuard). A family with no address has neither chain nor jump.
+func (s *Syncer) SyncGuard(addrs []hostegress.Address) error {
+	return s.sync(guardSpec(), func(v4 bool) []string { return RenderGuard(addrs, v4) })
+}
+
+func (s *Syncer) sync(cs chainSpec, render func(v4 bool) []string) error {
+	var errs []error
 	for i, f := range s.fam {
-		if err := s.syncFamily(f, Render(rules, i == 0)); err != nil {
-			errs = append(errs, err.Error())
+		if err := s.syncFamily(f, cs, render(i == 0)); err != nil {
+			errs = append(errs, err)
 		}
 	}
-	if len(errs) > 0 {
-		return fmt.Errorf("%s", strings.Join(errs, "; "))
-	}
-	return nil
+	return errors.Join(errs...)
 }
 
-func (s *Syncer) syncFamily(f *family, want []string) error {
+func (s *Syncer) syncFamily(f *family, cs chainSpec, want []string) error {
 	ipt, err := f.get()
 	if err != nil {
 		if len(want) == 0 {
@@ -132,28 +178,28 @@ func (s *Syncer) syncFamily(f *family, want []string) error {
 		}
 		return err
 	}
-	exists, err := ipt.ChainExists(table, Chain)
+	exists, err := ipt.ChainExists(cs.table, cs.chain)
 	if err != nil {
-		return fmt.Errorf("%s: check chain %s: %w", f.path, Chain, err)
+		return fmt.Errorf("%s: check chain %s %s: %w", f.path, cs.table, cs.chain, err)
 	}
 	if len(want) == 0 {
 		if !exists {
 			return nil
 		}
-		if err := s.removeJumps(ipt); err != nil {
+		if err := s.removeJumps(ipt, cs); err != nil {
 			return fmt.Errorf("%s: %w", f.path, err)
 		}
-		if err := ipt.ClearAndDeleteChain(table, Chain); err != nil {
-			return fmt.Errorf("%s: delete chain %s: %w", f.path, Chain, err)
+		if err := ipt.ClearAndDeleteChain(cs.table, cs.chain); err != nil {
+			return fmt.Errorf("%s: delete chain %s: %w", f.path, cs.chain, err)
 		}
 		s.Stats.ChainsRemoved++
 		return nil
 	}
 	var have []string
 	if exists {
-		lines, err := ipt.List(table, Chain)
+		lines, err := ipt.List(cs.table, cs.chain)
 		if err != nil {
-			return fmt.Errorf("%s: list chain %s: %w", f.path, Chain, err)
+			return fmt.Errorf("%s: list chain %s: %w", f.path, cs.chain, err)
 		}
 		for _, l := range lines {
 			if strings.HasPrefix(l, "-A ") {
@@ -163,12 +209,12 @@ func (s *Syncer) syncFamily(f *family, want []string) error {
 	}
 	// Rules before the jump: the chain is complete before traffic can reach it.
 	if !equal(have, want) {
-		if err := f.apply(want); err != nil {
+		if err := f.apply(cs, want); err != nil {
 			return err
 		}
 		s.Stats.Restores++
 	}
-	return s.ensureJumpFirst(ipt)
+	return s.ensureJumpFirst(ipt, cs)
 }
 
 func equal(a, b []string) bool {
@@ -185,9 +231,9 @@ func equal(a, b []string) bool {
 
 // apply replaces the chain's content in one transaction. With --noflush, the
 // ":CHAIN" line creates the chain if needed and flushes it; nothing else changes.
-func (f *family) apply(want []string) error {
+func (f *family) apply(cs chainSpec, want []string) error {
 	var buf bytes.Buffer
-	fmt.Fprintf(&buf, "*%s\n:%s - [0:0]\n", table, Chain)
+	fmt.Fprintf(&buf, "*%s\n:%s - [0:0]\n", cs.table, cs.chain)
 	for _, l := range want {
 		buf.WriteString(l)
 		buf.WriteByte('\n')
@@ -203,15 +249,15 @@ func (f *family) apply(want []string) error {
 	return nil
 }
 
-func isJump(line string) bool {
-	return strings.HasPrefix(line, "-A "+postrouting+" ") && strings.HasSuffix(line, "-j "+Chain)
+func isJump(cs chainSpec, line string) bool {
+	return strings.HasPrefix(line, "-A "+cs.hook+" ") && strings.HasSuffix(line, "-j "+cs.chain)
 }
 
-// ensureJumpFirst makes our jump the first rule of POSTROUTING, exactly once.
-func (s *Syncer) ensureJumpFirst(ipt *goipt.IPTables) error {
-	lines, err := ipt.List(table, postrouting)
+// ensureJumpFirst makes our jump the first rule of the built-in chain, exactly once.
+func (s *Syncer) ensureJumpFirst(ipt *goipt.IPTables, cs chainSpec) error {
+	lines, err := ipt.List(cs.table, cs.hook)
 	if err != nil {
-		return fmt.Errorf("list %s: %w", postrouting, err)
+		return fmt.Errorf("list %s %s: %w", cs.table, cs.hook, err)
 	}
 	var rules []string
 	for _, l := range lines {
@@ -221,39 +267,39 @@ func (s *Syncer) ensureJumpFirst(ipt *goipt.IPTables) error {
 	}
 	count := 0
 	for _, l := range rules {
-		if isJump(l) {
+		if isJump(cs, l) {
 			count++
 		}
 	}
-	if count == 1 && isJump(rules[0]) {
+	if count == 1 && isJump(cs, rules[0]) {
 		return nil
 	}
-	if err := s.removeJumps(ipt); err != nil {
+	if err := s.removeJumps(ipt, cs); err != nil {
 		return err
 	}
-	if err := ipt.Insert(table, postrouting, 1, jumpSpec()...); err != nil {
-		return fmt.Errorf("insert jump to %s: %w", Chain, err)
+	if err := ipt.Insert(cs.table, cs.hook, 1, jumpSpec(cs)...); err != nil {
+		return fmt.Errorf("insert jump to %s: %w", cs.chain, err)
 	}
 	s.Stats.JumpFixes++
 	return nil
 }
 
-// removeJumps deletes every POSTROUTING rule that jumps to our chain, whatever
-// its comment, by its own rule spec (never by position, which others may shift).
-func (s *Syncer) removeJumps(ipt *goipt.IPTables) error {
-	lines, err := ipt.List(table, postrouting)
+// removeJumps deletes every rule of the built-in chain that jumps to our chain,
+// whatever its comment, by its own rule spec (never by position, which others may shift).
+func (s *Syncer) removeJumps(ipt *goipt.IPTables, cs chainSpec) error {
+	lines, err := ipt.List(cs.table, cs.hook)
 	if err != nil {
-		return fmt.Errorf("list %s: %w", postrouting, err)
+		return fmt.Errorf("list %s %s: %w", cs.table, cs.hook, err)
 	}
 	for _, l := range lines {
-		if !isJump(l) {
+		if !isJump(cs, l) {
 			continue
 		}
-		spec, err := SplitRule(strings.TrimPrefix(l, "-A "+postrouting+" "))
+		spec, err := SplitRule(strings.TrimPrefix(l, "-A "+cs.hook+" "))
 		if err != nil {
 			return fmt.Errorf("jump rule %q: %w", l, err)
 		}
-		if err := ipt.DeleteIfExists(table, postrouting, spec...); err != nil {
+		if err := ipt.DeleteIfExists(cs.table, cs.hook, spec...); err != nil {
 			return fmt.Errorf("delete jump %q: %w", l, err)
 		}
 	}

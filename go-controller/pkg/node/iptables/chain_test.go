@@ -175,3 +175,86 @@ func BenchmarkSync(b *testing.B) {
 		})
 	}
 }
+
+var guarded = []hostegress.Address{
+	{IP: ma("172.18.0.50"), LinkIndex: 2, Link: "eth0", EgressIP: "prod"},
+	{IP: ma("fd00:18::50"), LinkIndex: 2, Link: "eth0", EgressIP: "prod"},
+}
+
+func TestRenderGuard(t *testing.T) {
+	want4 := []string{
+		`-A OVN-KUBE-EGRESSIP-GUARD -d 172.18.0.50/32 -p tcp -m tcp ! --tcp-flags FIN,SYN,RST,ACK SYN -m conntrack --ctstate INVALID,NEW -m comment --comment "ovn-egressip eip=prod" -j DROP`,
+		`-A OVN-KUBE-EGRESSIP-GUARD -d 172.18.0.50/32 -p udp -m conntrack --ctstate NEW -m comment --comment "ovn-egressip eip=prod" -j DROP`,
+	}
+	if got := RenderGuard(guarded, true); !reflect.DeepEqual(got, want4) {
+		t.Fatalf("v4:\n%s", strings.Join(got, "\n"))
+	}
+	if got := RenderGuard(guarded, false); len(got) != 2 || !strings.HasPrefix(got[0], "-A OVN-KUBE-EGRESSIP-GUARD -d fd00:18::50/128 -p tcp") {
+		t.Fatalf("v6:\n%s", strings.Join(got, "\n"))
+	}
+}
+
+// TestSyncGuardInNetns: the filter chain is created with its jump first in INPUT,
+// read back exactly as rendered (no rewrite when unchanged), repaired after drift,
+// and removed with its jump when no address is held; foreign rules stay.
+func TestSyncGuardInNetns(t *testing.T) {
+	hostnet.RequireRoot(t)
+	for _, backend := range []string{"legacy", "nft"} {
+		t.Run(backend, func(t *testing.T) {
+			ns := hostnet.NewNS(t, "guard-"+backend)
+			ipt := "/usr/sbin/iptables-" + backend
+			ip6t := "/usr/sbin/ip6tables-" + backend
+			ns.Exec(t, ipt, "-A", "INPUT", "-m", "conntrack", "--ctstate", "ESTABLISHED", "-j", "ACCEPT")
+			ns.Exec(t, ip6t, "-A", "INPUT", "-p", "tcp", "--dport", "22", "-j", "ACCEPT")
+			s := New(Config{IPTablesPath: ipt, IP6TablesPath: ip6t})
+			sync := func(a []hostegress.Address) {
+				t.Helper()
+				if err := ns.Do(func() error { return s.SyncGuard(a) }); err != nil {
+					t.Fatal(err)
+				}
+			}
+			input := func(bin string) []string {
+				return strings.Split(strings.TrimSpace(ns.Exec(t, bin, "-S", "INPUT")), "\n")
+			}
+			chain := func(bin string) []string {
+				return strings.Split(strings.TrimSpace(ns.Exec(t, bin, "-S", GuardChain)), "\n")[1:]
+			}
+			sync(guarded)
+			for i, bin := range []string{ipt, ip6t} {
+				in := input(bin)
+				if len(in) != 3 || in[1] != "-A INPUT -m comment --comment ovn-egressip -j "+GuardChain {
+					t.Fatalf("%s INPUT:\n%s", bin, strings.Join(in, "\n"))
+				}
+				if got := chain(bin); !reflect.DeepEqual(got, RenderGuard(guarded, i == 0)) {
+					t.Fatalf("%s guard chain:\n%s", bin, strings.Join(got, "\n"))
+				}
+			}
+			if s.Stats.Restores != 2 || s.Stats.JumpFixes != 2 {
+				t.Fatalf("stats after first sync: %+v", s.Stats)
+			}
+			sync(guarded)
+			if s.Stats.Restores != 2 || s.Stats.JumpFixes != 2 {
+				t.Fatalf("an unchanged sync wrote something (the rendered form differs from what iptables prints): %+v", s.Stats)
+			}
+			ns.Exec(t, ipt, "-F", GuardChain)
+			ns.Exec(t, ipt, "-D", "INPUT", "1")
+			ns.Exec(t, ipt, "-A", "INPUT", "-j", GuardChain)
+			sync(guarded)
+			if got := chain(ipt); !reflect.DeepEqual(got, RenderGuard(guarded, true)) {
+				t.Fatalf("guard chain not repaired:\n%s", strings.Join(got, "\n"))
+			}
+			if in := input(ipt); len(in) != 3 || !strings.HasSuffix(in[1], "-j "+GuardChain) {
+				t.Fatalf("jump not repaired:\n%s", strings.Join(in, "\n"))
+			}
+			sync(nil)
+			for _, bin := range []string{ipt, ip6t} {
+				if _, err := ns.TryExec(bin, "-S", GuardChain); err == nil {
+					t.Fatalf("%s: guard chain still exists", bin)
+				}
+				if in := input(bin); len(in) != 2 || !strings.Contains(in[1], "ACCEPT") {
+					t.Fatalf("%s: foreign INPUT rules changed:\n%s", bin, strings.Join(in, "\n"))
+				}
+			}
+		})
+	}
+}
