@@ -177,7 +177,7 @@ func startMaster(t testing.TB, bin, kubeconfig, nbAddr string) *masterProc {
 		if err := m.stop(); err != nil {
 			t.Errorf("scale: master: %v (log %s)", err, m.log)
 		}
-		if t.Failed() {
+		if t.Failed() || os.Getenv("SCALE_KEEP_LOG") != "" {
 			t.Logf("scale: kept the master's log %s", m.log)
 			return
 		}
