@@ -125,6 +125,17 @@ func otherSources(probes []probe, failAt time.Time, want netip.Addr) string {
 	return strings.Join(out, ", ")
 }
 
+// vswitchdCrashes counts the crashes of ovs-vswitchd its monitor has logged in
+// the cluster under dir.
+func vswitchdCrashes(t *testing.T, dir string) int {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join(dir, "log", "ovs-vswitchd.log"))
+	if err != nil {
+		t.Fatalf("ovs-vswitchd log: %v", err)
+	}
+	return strings.Count(string(b), " died, killed ")
+}
+
 func scrape(t *testing.T, addr, metric string) float64 {
 	t.Helper()
 	resp, err := http.Get("http://" + addr + "/metrics")
@@ -172,98 +183,117 @@ func TestFailover(t *testing.T) {
 			for _, failure := range []string{"kill-daemon", "cut-link", "unlabel"} {
 				t.Run(failure, func(t *testing.T) {
 					e.t = t
-					from := holder(e.getEgressIP("prod").Status.Items, eipA)
-					to := map[string]string{"node2": "node3", "node3": "node2"}[from]
-					unreachable0 := scrape(t, metrics, "ovnkube_master_egress_ips_node_unreachable_total")
-					rebalance0 := scrape(t, metrics, "ovnkube_master_egress_ips_rebalance_total")
-					_, _ = lines.take()
-					p := startProber(e, "prod", "web1", 20*time.Millisecond)
-					held := holdConn(e, "prod", "web1", 50*time.Millisecond)
-					time.Sleep(500 * time.Millisecond)
-					failAt := time.Now()
-					switch failure {
-					case "kill-daemon":
-						e.stopNode(from, syscall.SIGKILL)
-					case "cut-link":
-						e.inNode(from, "ip", "link", "set", "k8s-"+from, "down")
-						e.inNode(from, "ip", "link", "set", "eth0", "down")
-					case "unlabel":
-						e.labelAssignable(from, false)
-					}
-					e.waitStatus("prod", "moved to "+to, func(it []egressipv1.EgressIPStatusItem) bool { return holder(it, eipA) == to })
-					moved := time.Since(failAt)
-					time.Sleep(2 * time.Second)
-					probes := p.finish()
-					longest, lost, bad := gap(probes, failAt, egress)
-					line := fmt.Sprintf("FAILOVER %s/%s: status moved after %s; longest gap between requests seen with %s: %s (lost %d, other source %d; target: gap under 1s)\n",
-						mode, failure, moved.Round(time.Millisecond), eipA, longest.Round(time.Millisecond), lost, bad)
-					fmt.Print(line)
-					recordResult(t, line)
-					t.Logf("status moved after %s; gap %s; lost %d; wrong source %d", moved, longest, lost, bad)
-					if bad > 0 {
-						t.Errorf("%d requests left with a source other than the egress IP while another egress node was available: %s",
-							bad, otherSources(probes, failAt, egress))
-					}
-					echoes, heldErr := held.finish()
-					heldGap := echoGap(echoes, failAt)
-					peers, serverErrs := lines.take()
-					line = fmt.Sprintf("FAILOVER %s/%s: one TCP connection held across the move: %s (longest time without an echo %s; a line sent every 50ms; target under 0.5s)\n",
-						mode, failure, map[bool]string{true: "survived", false: "BROKEN"}[heldErr == nil && len(serverErrs) == 0], heldGap.Round(time.Millisecond))
-					fmt.Print(line)
-					recordResult(t, line)
-					if heldErr != nil {
-						t.Errorf("held connection: %v", heldErr)
-					}
-					if len(serverErrs) > 0 {
-						t.Errorf("the server's end of the held connection failed: %v", serverErrs)
-					}
-					for _, src := range peers {
-						if src != egress {
-							t.Errorf("the line server accepted a connection from %s, want only the egress IP %s", src, egress)
+					// The userspace datapath of Debian's OVS 3.1 sometimes aborts on a conntrack
+					// assertion (conn_update_state) and its monitor restarts it: the data plane
+					// stops for about a second, every node looks unreachable and traffic is lost.
+					// That is the test bed failing, not the product: a case during which
+					// ovs-vswitchd crashed runs again (its findings are logged, not counted).
+					for attempt := 1; ; attempt++ {
+						crashes := vswitchdCrashes(t, e.dir)
+						var problems []string
+						fail := func(format string, args ...any) { problems = append(problems, fmt.Sprintf(format, args...)) }
+						from := holder(e.getEgressIP("prod").Status.Items, eipA)
+						to := map[string]string{"node2": "node3", "node3": "node2"}[from]
+						unreachable0 := scrape(t, metrics, "ovnkube_master_egress_ips_node_unreachable_total")
+						rebalance0 := scrape(t, metrics, "ovnkube_master_egress_ips_rebalance_total")
+						_, _ = lines.take()
+						p := startProber(e, "prod", "web1", 20*time.Millisecond)
+						held := holdConn(e, "prod", "web1", 50*time.Millisecond)
+						time.Sleep(500 * time.Millisecond)
+						failAt := time.Now()
+						switch failure {
+						case "kill-daemon":
+							e.stopNode(from, syscall.SIGKILL)
+						case "cut-link":
+							e.inNode(from, "ip", "link", "set", "k8s-"+from, "down")
+							e.inNode(from, "ip", "link", "set", "eth0", "down")
+						case "unlabel":
+							e.labelAssignable(from, false)
 						}
-					}
-					e.eventually("prod", "web1", egress)
-					// Exactly the failed node went unreachable (none for a planned move): a
-					// healthy node declared unreachable on a busy machine is a false failover.
-					want := 1.0
-					if failure == "unlabel" {
-						want = 0
-					}
-					if d := scrape(t, metrics, "ovnkube_master_egress_ips_node_unreachable_total") - unreachable0; d != want {
-						t.Errorf("node unreachable counter moved by %v, want %v (a healthy node was declared unreachable?)", d, want)
-					}
-					if d := scrape(t, metrics, "ovnkube_master_egress_ips_rebalance_total") - rebalance0; d < 1 {
-						t.Errorf("rebalance counter did not move (%v)", d)
-					}
+						e.waitStatus("prod", "moved to "+to, func(it []egressipv1.EgressIPStatusItem) bool { return holder(it, eipA) == to })
+						moved := time.Since(failAt)
+						time.Sleep(2 * time.Second)
+						probes := p.finish()
+						longest, lost, bad := gap(probes, failAt, egress)
+						line := fmt.Sprintf("FAILOVER %s/%s: status moved after %s; longest gap between requests seen with %s: %s (lost %d, other source %d; target: gap under 1s)\n",
+							mode, failure, moved.Round(time.Millisecond), eipA, longest.Round(time.Millisecond), lost, bad)
+						fmt.Print(line)
+						recordResult(t, line)
+						t.Logf("status moved after %s; gap %s; lost %d; wrong source %d", moved, longest, lost, bad)
+						if bad > 0 {
+							fail("%d requests left with a source other than the egress IP while another egress node was available: %s",
+								bad, otherSources(probes, failAt, egress))
+						}
+						echoes, heldErr := held.finish()
+						heldGap := echoGap(echoes, failAt)
+						peers, serverErrs := lines.take()
+						line = fmt.Sprintf("FAILOVER %s/%s: one TCP connection held across the move: %s (longest time without an echo %s; a line sent every 50ms; target under 0.5s)\n",
+							mode, failure, map[bool]string{true: "survived", false: "BROKEN"}[heldErr == nil && len(serverErrs) == 0], heldGap.Round(time.Millisecond))
+						fmt.Print(line)
+						recordResult(t, line)
+						if heldErr != nil {
+							fail("held connection: %v", heldErr)
+						}
+						if len(serverErrs) > 0 {
+							fail("the server's end of the held connection failed: %v", serverErrs)
+						}
+						for _, src := range peers {
+							if src != egress {
+								fail("the line server accepted a connection from %s, want only the egress IP %s", src, egress)
+							}
+						}
+						e.eventually("prod", "web1", egress)
+						// Exactly the failed node went unreachable (none for a planned move): a
+						// healthy node declared unreachable on a busy machine is a false failover.
+						want := 1.0
+						if failure == "unlabel" {
+							want = 0
+						}
+						if d := scrape(t, metrics, "ovnkube_master_egress_ips_node_unreachable_total") - unreachable0; d != want {
+							fail("node unreachable counter moved by %v, want %v (a healthy node was declared unreachable?)", d, want)
+						}
+						if d := scrape(t, metrics, "ovnkube_master_egress_ips_rebalance_total") - rebalance0; d < 1 {
+							fail("rebalance counter did not move (%v)", d)
+						}
 
-					// Recovery: the node rejoins the pool, keeps nothing of the moved IP and takes a new one.
-					switch failure {
-					case "kill-daemon":
-						e.startNode(from)
-					case "cut-link":
-						// Link down dropped the cluster route of the management port and the default route: put them back.
-						n, err := e.c.Node(from)
-						if err != nil {
-							t.Fatal(err)
+						// Recovery: the node rejoins the pool, keeps nothing of the moved IP and takes a new one.
+						switch failure {
+						case "kill-daemon":
+							e.startNode(from)
+						case "cut-link":
+							// Link down dropped the cluster route of the management port and the default route: put them back.
+							n, err := e.c.Node(from)
+							if err != nil {
+								t.Fatal(err)
+							}
+							e.inNode(from, "ip", "link", "set", "k8s-"+from, "up")
+							e.inNode(from, "ip", "link", "set", "eth0", "up")
+							e.inNode(from, "ip", "route", "replace", "10.244.0.0/16", "via", n.RouterIP.String(), "dev", "k8s-"+from)
+							e.inNode(from, "ip", "route", "replace", "default", "via", cluster.ExternalHostIP, "dev", "eth0")
+						case "unlabel":
+							e.labelAssignable(from, true)
 						}
-						e.inNode(from, "ip", "link", "set", "k8s-"+from, "up")
-						e.inNode(from, "ip", "link", "set", "eth0", "up")
-						e.inNode(from, "ip", "route", "replace", "10.244.0.0/16", "via", n.RouterIP.String(), "dev", "k8s-"+from)
-						e.inNode(from, "ip", "route", "replace", "default", "via", cluster.ExternalHostIP, "dev", "eth0")
-					case "unlabel":
-						e.labelAssignable(from, true)
+						if mode == "local" {
+							waitHostClean(t, e, from, eipA)
+						}
+						e.waitHealthy(from)
+						e.applyEgressIP("second", []string{eipB}, map[string]string{"env": "none"}, nil)
+						items := e.waitStatus("second", "assigned to "+from, func(it []egressipv1.EgressIPStatusItem) bool { return holder(it, eipB) == from })
+						t.Logf("recovered node %s took %v", from, items)
+						if h := holder(e.getEgressIP("prod").Status.Items, eipA); h != to {
+							fail("the moved IP went back to %s; it must stay on %s", h, to)
+						}
+						e.kubectl("", "delete", "eip", "second")
+						if n := vswitchdCrashes(t, e.dir) - crashes; n > 0 && attempt < 3 {
+							t.Logf("ovs-vswitchd crashed %d time(s) during attempt %d (OVS 3.1 userspace conntrack assertion); the case runs again; it saw: %v", n, attempt, problems)
+							recordResult(t, fmt.Sprintf("FAILOVER %s/%s: ovs-vswitchd crashed during attempt %d (test bed); the case ran again\n", mode, failure, attempt))
+							continue
+						}
+						for _, p := range problems {
+							t.Error(p)
+						}
+						break
 					}
-					if mode == "local" {
-						waitHostClean(t, e, from, eipA)
-					}
-					e.waitHealthy(from)
-					e.applyEgressIP("second", []string{eipB}, map[string]string{"env": "none"}, nil)
-					items := e.waitStatus("second", "assigned to "+from, func(it []egressipv1.EgressIPStatusItem) bool { return holder(it, eipB) == from })
-					t.Logf("recovered node %s took %v", from, items)
-					if h := holder(e.getEgressIP("prod").Status.Items, eipA); h != to {
-						t.Errorf("the moved IP went back to %s; it must stay on %s", h, to)
-					}
-					e.kubectl("", "delete", "eip", "second")
 				})
 			}
 		})
