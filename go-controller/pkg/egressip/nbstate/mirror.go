@@ -47,9 +47,16 @@ func (m *Mirror) Len() int { return m.rows.Len() }
 func (m *Mirror) put(k Key, row any) {
 	switch r := row.(type) {
 	case *nbdb.LogicalRouterPolicy:
-		m.rows.Policies[k] = r
+		// external_ids are not kept: they are k.IDs.ExternalIDs() (ParseIDs read k
+		// from them), rebuilt by Current for the rows it hands out. This halves the
+		// memory of a mirrored row.
+		cp := *r
+		cp.ExternalIDs = nil
+		m.rows.Policies[k] = &cp
 	case *nbdb.NAT:
-		m.rows.NATs[k] = r
+		cp := *r
+		cp.ExternalIDs = nil
+		m.rows.NATs[k] = &cp
 	case *nbdb.AddressSet:
 		m.rows.AddressSets[k] = r
 		if k.IDs.OwnerType == OwnerCluster && k.IDs.Rule == RuleServedPods {
@@ -98,10 +105,14 @@ func (m *Mirror) Current(pods map[string]bool, routers map[string]string) Curren
 	add := func(pod string) {
 		for k := range m.byPod[pod] {
 			if p, ok := m.rows.Policies[k]; ok {
-				cur.Rows.Policies[k] = p
+				cp := *p
+				cp.ExternalIDs = k.IDs.ExternalIDs()
+				cur.Rows.Policies[k] = &cp
 			}
 			if n, ok := m.rows.NATs[k]; ok {
-				cur.Rows.NATs[k] = n
+				cp := *n
+				cp.ExternalIDs = k.IDs.ExternalIDs()
+				cur.Rows.NATs[k] = &cp
 			}
 		}
 	}
