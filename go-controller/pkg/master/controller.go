@@ -23,6 +23,9 @@ import (
 	"github.com/ovn-egressip/ovn-egressip/go-controller/pkg/egressip/nbstate"
 )
 
+// nodeEventBatch is how long a sync caused by a Node event waits for more of them.
+const nodeEventBatch = 20 * time.Millisecond
+
 // syncKey is the one key of the workqueue: every event means "sync"; what changed
 // is recorded beside it (dirty), so that a sync costs what changed.
 const syncKey = "egressip"
@@ -92,16 +95,21 @@ func newController(s settings, nb nbClient, m *metrics, kubeInf informers.Shared
 		inf     cache.SharedIndexInformer
 		changed func(old, new any) bool
 		mark    func(key string) // records what changed (nil: read whole at every sync)
+		batch   time.Duration    // how long the sync waits for more events of this kind
 	}{
-		{eipInformer.Informer(), func(old, new any) bool { return true }, nil},
-		{nodeInformer.Informer(), nodeChanged, nil},
+		{eipInformer.Informer(), func(old, new any) bool { return true }, nil, 0},
+		// Node changes come in bursts (a drain, a rollout, several nodes unlabelled
+		// by one command) and each moves every egress IP of its node: one sync for
+		// the burst moves them all in one transaction instead of one sync after the
+		// other. A failed node is found by the health check, which is not delayed.
+		{nodeInformer.Informer(), nodeChanged, nil, nodeEventBatch},
 		{nsInformer.Informer(), func(old, new any) bool {
 			return !maps.Equal(old.(*corev1.Namespace).Labels, new.(*corev1.Namespace).Labels)
-		}, c.markNamespace},
-		{podInformer.Informer(), podChanged, c.markPod},
+		}, c.markNamespace, 0},
+		{podInformer.Informer(), podChanged, c.markPod, 0},
 	}
 	for _, h := range handlers {
-		changed, mark := h.changed, h.mark
+		changed, mark, batch := h.changed, h.mark, h.batch
 		touch := func(obj any) {
 			if mark != nil {
 				key, err := cache.DeletionHandlingMetaNamespaceKeyFunc(obj)
@@ -112,7 +120,7 @@ func newController(s settings, nb nbClient, m *metrics, kubeInf informers.Shared
 					mark(key)
 				}
 			}
-			c.enqueue()
+			c.enqueueWithin(batch)
 		}
 		if _, err := h.inf.AddEventHandler(cache.ResourceEventHandlerFuncs{
 			AddFunc: touch,
@@ -181,13 +189,17 @@ func (c *controller) takeDirty() dirty {
 // into few syncs and the master spends at most about half its time syncing, while
 // an event after a cheap sync (or a quiet period) is handled at once. Safe from
 // any goroutine.
-func (c *controller) enqueue() {
+func (c *controller) enqueue() { c.enqueueWithin(0) }
+
+// enqueueWithin is enqueue, but the sync also waits until batch after the first
+// event it will cover, so that a burst arriving within batch is one sync.
+func (c *controller) enqueueWithin(batch time.Duration) {
 	c.mu.Lock()
 	now := time.Now()
 	if c.pendingSince.IsZero() {
 		c.pendingSince = now
 	}
-	delay := c.lastEnd.Add(min(c.lastDuration, c.s.MinSyncInterval)).Sub(now)
+	delay := max(c.lastEnd.Add(min(c.lastDuration, c.s.MinSyncInterval)).Sub(now), c.pendingSince.Add(batch).Sub(now))
 	c.mu.Unlock()
 	if delay > 0 {
 		c.queue.AddAfter(syncKey, delay)
