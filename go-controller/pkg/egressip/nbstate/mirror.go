@@ -2,7 +2,6 @@ package nbstate
 
 import (
 	"fmt"
-	"slices"
 
 	"github.com/ovn-egressip/ovn-egressip/go-controller/pkg/nbdb"
 )
@@ -192,19 +191,9 @@ func (m *Mirror) mutateServed(c Change) {
 		set[a] = true
 	}
 	cp := *old
-	cp.Addresses = nil // m.served is authoritative for the addresses (ServedAddresses)
+	cp.Addresses = nil // m.served is authoritative for the addresses (HasServed)
 	m.rows.AddressSets[c.Key] = &cp
 	m.served[c.Key.IDs.Family] = set
-}
-
-// ServedAddresses returns the mirrored addresses of the served-pods set of fam, sorted.
-func (m *Mirror) ServedAddresses(fam string) []string {
-	out := make([]string, 0, len(m.served[fam]))
-	for a := range m.served[fam] {
-		out = append(out, a)
-	}
-	slices.Sort(out)
-	return out
 }
 
 func withUUID(row any, uuid string) any {
