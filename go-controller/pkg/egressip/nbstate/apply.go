@@ -4,14 +4,12 @@ import (
 	"context"
 	"fmt"
 
-	"github.com/ovn-org/libovsdb/client"
 	"github.com/ovn-org/libovsdb/ovsdb"
 )
 
-// Client is the part of a libovsdb client Apply uses: its cache, the cache-backed
-// API (to build operations) and Transact.
+// Client is the part of a libovsdb client Apply uses: its cache (ReadCurrent) and
+// Transact. Operations are built from our own columns (Ops), not by the client.
 type Client interface {
-	client.API
 	CacheReader
 	Transact(ctx context.Context, ops ...ovsdb.Operation) ([]ovsdb.OperationResult, error)
 }
