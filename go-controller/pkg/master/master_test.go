@@ -458,8 +458,8 @@ func TestDualStack(t *testing.T) {
 			for _, w := range []string{
 				`policy ovn_cluster_router 100 reroute "ip4.src == 10.244.1.5" nexthops=[100.64.0.2] owner-type=EgressIP,name=eip-ds,rule=reroute,ip-family=ip4,pod=prod/web1`,
 				`policy ovn_cluster_router 100 reroute "ip6.src == fd00:10:244:1::5" nexthops=[fd98::3] owner-type=EgressIP,name=eip-ds,rule=reroute,ip-family=ip6,pod=prod/web1`,
-				`nat GR_node1 snat 172.18.0.33 <- 10.244.1.5 owner-type=EgressIP,name=eip-ds,rule=snat,ip-family=ip4,pod=prod/web1,node=node1,egress-ip=172.18.0.33`,
-				`nat GR_node2 snat fc00::33 <- fd00:10:244:1::5 owner-type=EgressIP,name=eip-ds,rule=snat,ip-family=ip6,pod=prod/web1,node=node2,egress-ip=fc00::33`,
+				`nat GR_node1 snat 172.18.0.33 <- 10.244.1.5 owner-type=EgressIP,name=eip-ds,rule=snat,ip-family=ip4,pod=prod/web1,egress-ip=172.18.0.33`,
+				`nat GR_node2 snat fc00::33 <- fd00:10:244:1::5 owner-type=EgressIP,name=eip-ds,rule=snat,ip-family=ip6,pod=prod/web1,egress-ip=fc00::33`,
 				`policy ovn_cluster_router 102 allow "ip6.src == fd00:10:244::/48 && ip6.dst == fd98::/64" owner-type=Cluster,rule=pod-to-join,ip-family=ip6`,
 				`address-set egressip_served_pods_v6 [fd00:10:244:1::5] owner-type=Cluster,rule=served-pods,ip-family=ip6`,
 			} {

@@ -2,6 +2,7 @@ package nbstate
 
 import (
 	"context"
+	"fmt"
 	"maps"
 	"slices"
 	"strings"
@@ -259,8 +260,8 @@ func lookupRouter(t *testing.T, c client.Client, name string) string {
 }
 
 // TestApplyMoveUpdatesOnlyWhatChanges: moving an EgressIP that serves several
-// pods updates each reroute by UUID with its next hops only and each SNAT row with
-// its external_ids only (plus the two routers' references), leaves a foreign
+// pods updates each reroute by UUID with its next hops only, moves each SNAT row by
+// the two routers' references alone (no column of the row changes), leaves a foreign
 // policy carrying look-alike external_ids (but no owner key) alone, and ends with
 // exactly the desired rows.
 func TestApplyMoveUpdatesOnlyWhatChanges(t *testing.T) {
@@ -297,8 +298,13 @@ func TestApplyMoveUpdatesOnlyWhatChanges(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			var updates []string
+			var updates, mutates []string
 			for _, op := range ops {
+				if op.Op == ovsdb.OperationMutate {
+					for _, mu := range op.Mutations {
+						mutates = append(mutates, fmt.Sprintf("%s %s %s %d", op.Table, mu.Column, mu.Mutator, len(mu.Value.(ovsdb.OvsSet).GoSet)))
+					}
+				}
 				if op.Op != ovsdb.OperationUpdate {
 					continue
 				}
@@ -308,10 +314,13 @@ func TestApplyMoveUpdatesOnlyWhatChanges(t *testing.T) {
 				updates = append(updates, op.Table+" "+strings.Join(slices.Sorted(maps.Keys(op.Row)), ","))
 			}
 			slices.Sort(updates)
-			want := []string{"Logical_Router_Policy nexthops", "Logical_Router_Policy nexthops", "Logical_Router_Policy nexthops",
-				"NAT external_ids", "NAT external_ids", "NAT external_ids"}
+			want := []string{"Logical_Router_Policy nexthops", "Logical_Router_Policy nexthops", "Logical_Router_Policy nexthops"}
 			if !slices.Equal(updates, want) {
 				t.Errorf("updates (table columns):\n got  %v\n want %v", updates, want)
+			}
+			// The three SNAT rows: referenced by GR_node-b, then dropped by GR_node-a.
+			if want := []string{"Logical_Router nat insert 3", "Logical_Router nat delete 3"}; !slices.Equal(mutates, want) {
+				t.Errorf("mutations (table column mutator count):\n got  %v\n want %v", mutates, want)
 			}
 			transact(t, c, ops)
 			if got, want := ours(t, c), Dump(three("node-b")); !slices.Equal(got, want) {
@@ -398,5 +407,76 @@ func TestReadCurrentLive(t *testing.T) {
 				t.Errorf("routers %v / %v, foreign sets %v / %v", got.Routers, want.Routers, got.ForeignAddressSets, want.ForeignAddressSets)
 			}
 		})
+	}
+}
+
+// TestApplyRewritesLegacySNATInPlace: SNAT rows written by an earlier version carry
+// k8s.ovn.org/node; the desired rows no longer do. The rows are rewritten in place
+// (same UUID, same router, one update of external_ids each), not deleted and
+// created again, so an upgrade does not flap the SNATs.
+func TestApplyRewritesLegacySNATInPlace(t *testing.T) {
+	s := nbserver.Start(t)
+	c := s.Client(t)
+	setupTopology(t, c)
+	ctx := context.Background()
+	want := Desired(Input{
+		Mode: SharedGateway, ClusterSubnets: prefixes("10.244.0.0/16"), JoinSubnets: prefixes("100.64.0.0/16"), Nodes: testNodes(),
+		EgressIPs: []EgressIP{{Name: "eip1", Assigned: []Assignment{assigned("node-a", "172.18.0.33")},
+			Pods: []Pod{pod("ns1", "p1", "10.244.1.5"), pod("ns1", "p2", "10.244.1.6")}}},
+	})
+	if _, err := Apply(ctx, c, want); err != nil {
+		t.Fatal(err)
+	}
+	// What the earlier version wrote: the same rows with the node key.
+	cur, err := ReadCurrent(ctx, c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var legacy []ovsdb.Operation
+	uuids := map[string]bool{}
+	for _, n := range cur.Rows.NATs {
+		ids := maps.Clone(n.ExternalIDs)
+		ids[NodeKey] = "node-a"
+		legacy = append(legacy, updateOp(nbdb.NATTable, whereUUID(n.UUID), ovsdb.Row{"external_ids": stringMap(ids)}))
+		uuids[n.UUID] = true
+	}
+	if len(legacy) != 2 {
+		t.Fatalf("%d SNAT rows, want 2", len(legacy))
+	}
+	transact(t, c, legacy)
+
+	cur, err = ReadCurrent(ctx, c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	plan := Diff(want, cur)
+	var got []string
+	for _, ch := range plan.Changes {
+		got = append(got, ch.Op.String()+" "+ch.Table)
+	}
+	if want := []string{"update NAT", "update NAT"}; !slices.Equal(got, want) {
+		t.Fatalf("plan: got %v, want %v", got, want)
+	}
+	ops, err := Ops(plan)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, op := range ops {
+		if op.Op != ovsdb.OperationUpdate || !slices.Equal(slices.Sorted(maps.Keys(op.Row)), []string{"external_ids"}) {
+			t.Errorf("op %s %s %v: want only updates of external_ids", op.Op, op.Table, slices.Sorted(maps.Keys(op.Row)))
+		}
+	}
+	transact(t, c, ops)
+	if got, want := ours(t, c), Dump(want); !slices.Equal(got, want) {
+		t.Errorf("NB rows:\n got:\n  %s\n want:\n  %s", strings.Join(got, "\n  "), strings.Join(want, "\n  "))
+	}
+	cur, err = ReadCurrent(ctx, c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, n := range cur.Rows.NATs {
+		if !uuids[n.UUID] {
+			t.Errorf("SNAT row %s is new; want the legacy rows kept", n.UUID)
+		}
 	}
 }

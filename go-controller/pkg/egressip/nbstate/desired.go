@@ -254,7 +254,7 @@ func addPodRows(st *State, mode Mode, name string, routes map[string]Route, pod 
 		}
 		for _, h := range r.SNAT {
 			ids := IDs{OwnerType: OwnerEgressIP, Name: name, Rule: RuleSNAT, Family: fam, Pod: podKey,
-				Node: h.Node, EgressIP: h.EgressIP.String()}
+				EgressIP: h.EgressIP.String()}
 			st.NATs[Key{Router: GatewayRouter(h.Node), IDs: ids}] = &nbdb.NAT{
 				Type:        nbdb.NATTypeSNAT,
 				ExternalIP:  h.EgressIP.String(),

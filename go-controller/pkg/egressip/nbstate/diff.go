@@ -59,8 +59,10 @@ type Change struct {
 	RouterUUID string
 	// OldRouterUUID is set on an Update of a NAT row that moves from this router to
 	// RouterUUID (its egress IP moved to another node): the row is updated in place
-	// and changes router, instead of being deleted and created again.
+	// and changes router, instead of being deleted and created again. OldKey is
+	// then the row's Key before the move.
 	OldRouterUUID string
+	OldKey        Key
 	// AddAddresses and DelAddresses, on an Update of an address set without Row,
 	// are the addresses to add and remove (the incremental path knows the delta
 	// without comparing whole sets).
@@ -170,9 +172,10 @@ func Diff(desired State, cur Current) Plan {
 	return p
 }
 
-// moveNATs turns a NAT delete and a NAT insert that differ only in the node (the
-// egress IP of one pod's SNAT moved to another gateway router) into one Update
-// that moves the row.
+// moveNATs turns a NAT delete and a NAT insert that differ only in their gateway
+// router (the egress IP of one pod's SNAT moved to another node) into one Update
+// that moves the row, and so rewrites in place a row of an earlier version that
+// differs from the desired one only in its k8s.ovn.org/node external_id.
 func moveNATs(ins, upd, del []Change) ([]Change, []Change, []Change) {
 	type natID struct {
 		ids IDs
@@ -200,7 +203,7 @@ func moveNATs(ins, upd, del []Change) ([]Change, []Change, []Change) {
 				moved[i] = true
 				d := del[i]
 				upd = append(upd, Change{Op: Update, Table: nbdb.NATTable, Key: c.Key, UUID: d.UUID, Row: c.Row, Old: d.Old,
-					RouterUUID: c.RouterUUID, OldRouterUUID: d.RouterUUID})
+					RouterUUID: c.RouterUUID, OldRouterUUID: d.RouterUUID, OldKey: d.Key})
 				continue
 			}
 		}

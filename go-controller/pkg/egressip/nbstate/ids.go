@@ -15,12 +15,16 @@
 //	                              served-pods | node-ips
 //	k8s.ovn.org/ip-family         ip4 | ip6
 //	k8s.ovn.org/pod               <namespace>/<name> of the served pod (reroute, snat)
-//	k8s.ovn.org/node              the egress node whose gateway router holds the row (snat)
 //	k8s.ovn.org/egress-ip         the egress IP, canonical form (snat)
 //
 // The identity of a row is its table, its parent router (policies and NAT rows) and
 // the values of these keys; everything else (match, nexthops, addresses...) is
-// content that is updated in place.
+// content that is updated in place. A SNAT row's node is its gateway router, GR_<node>,
+// which references it: no external_id names it, so when an egress IP moves, its SNAT
+// rows change router (two mutations of the routers' nat sets) and not one column of
+// their own. Earlier versions also wrote k8s.ovn.org/node on SNAT rows; such a row
+// reads with IDs.Node set, so it differs from the desired row, and Diff rewrites its
+// external_ids in place (see moveNATs).
 package nbstate
 
 import (
@@ -36,8 +40,9 @@ const (
 	RuleKey            = "k8s.ovn.org/rule"
 	FamilyKey          = "k8s.ovn.org/ip-family"
 	PodKey             = "k8s.ovn.org/pod"
-	NodeKey            = "k8s.ovn.org/node"
-	EgressIPKey        = "k8s.ovn.org/egress-ip"
+	// NodeKey is only read: earlier versions wrote it on SNAT rows (see above).
+	NodeKey     = "k8s.ovn.org/node"
+	EgressIPKey = "k8s.ovn.org/egress-ip"
 
 	// OwnerController marks every row this controller owns.
 	OwnerController = "egressip"

@@ -170,12 +170,10 @@ func (m *Mirror) Commit(plan Plan, inserted []string) error {
 // keyOfOld is the Key of the row an Update replaces: the same as the new one,
 // except for a NAT row moved to another gateway router.
 func keyOfOld(c Change) Key {
-	if c.Table != nbdb.NATTable || c.OldRouterUUID == "" {
+	if c.Table != nbdb.NATTable || c.OldKey == (Key{}) {
 		return c.Key
 	}
-	n := c.Old.(*nbdb.NAT)
-	ids, _ := ParseIDs(n.ExternalIDs)
-	return Key{Router: GatewayRouter(ids.Node), IDs: ids}
+	return c.OldKey
 }
 
 func (m *Mirror) mutateServed(c Change) {
