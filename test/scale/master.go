@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"os"
@@ -91,6 +92,7 @@ type masterProc struct {
 	exitErr error // set before waited is closed
 	log     string
 	metrics string // http://127.0.0.1:PORT/metrics
+	pprof   string // http://127.0.0.1:PORT/debug/pprof/
 	http    *http.Client
 
 	mu      sync.Mutex
@@ -143,6 +145,7 @@ func startMaster(t testing.TB, bin, kubeconfig, nbAddr string) *masterProc {
 	m := &masterProc{
 		log:     filepath.Join(dir, "ovnkube-master.log"),
 		metrics: fmt.Sprintf("http://127.0.0.1:%d/metrics", port),
+		pprof:   fmt.Sprintf("http://127.0.0.1:%d/debug/pprof/", port),
 		http:    &http.Client{Timeout: 10 * time.Second},
 		waited:  make(chan struct{}),
 		peakMem: memory{HeapLive: -1},
@@ -159,6 +162,7 @@ func startMaster(t testing.TB, bin, kubeconfig, nbAddr string) *masterProc {
 		"--cluster-subnets", cluster.ClusterCIDR,
 		"--join-subnet", cluster.JoinCIDR,
 		"--metrics-bind-address", fmt.Sprintf("127.0.0.1:%d", port),
+		"--enable-pprof",
 		"--leader-elect=false",
 		"--egressip-reachability-total-timeout", "0",
 		"--loglevel", "2",
@@ -230,6 +234,27 @@ func (m *masterProc) alive() error {
 	default:
 		return nil
 	}
+}
+
+// saveHeapProfile writes the master's heap profile (after a GC) to path.
+func (m *masterProc) saveHeapProfile(ctx context.Context, path string) error {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, m.pprof+"heap?gc=1", nil)
+	if err != nil {
+		return err
+	}
+	resp, err := m.http.Do(req)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return fmt.Errorf("GET %s: %s", req.URL, resp.Status)
+	}
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		return err
+	}
+	return os.WriteFile(path, b, 0o644)
 }
 
 // scrape reads the master's /metrics.

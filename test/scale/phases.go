@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
 	"runtime"
 	"time"
 )
@@ -149,6 +150,13 @@ func (h *harness) counters(ctx context.Context, p *Phase, m0 metricSet) metricSe
 // memory records the master's memory (its metrics) and the harness' heap.
 func (h *harness) memory(ctx context.Context, res *Result) {
 	res.Master = memoryOf(h.scrape(ctx))
+	if path := os.Getenv("SCALE_HEAP_PROFILE"); path != "" {
+		if err := h.master.saveHeapProfile(ctx, path); err != nil {
+			h.t.Errorf("scale: master heap profile: %v", err)
+		} else {
+			h.t.Logf("scale: the master's heap profile after assign: %s (go tool pprof -sample_index=inuse_space %s)", path, path)
+		}
+	}
 	runtime.GC()
 	var ms runtime.MemStats
 	runtime.ReadMemStats(&ms)

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"net/http/pprof"
 	"net/netip"
 	"os"
 	"regexp"
@@ -82,7 +83,7 @@ func run(ctx context.Context, cfg *config.Config, rc *rest.Config) error {
 
 	g, ctx := errgroup.WithContext(ctx)
 	if cfg.MetricsBindAddress != "" {
-		srv := &http.Server{Addr: cfg.MetricsBindAddress, Handler: metricsMux(reg), ReadHeaderTimeout: 5 * time.Second}
+		srv := &http.Server{Addr: cfg.MetricsBindAddress, Handler: metricsMux(reg, cfg.EnablePprof), ReadHeaderTimeout: 5 * time.Second}
 		g.Go(func() error {
 			klog.Infof("serving metrics on http://%s/metrics", cfg.MetricsBindAddress)
 			if err := srv.ListenAndServe(); err != nil && !errors.Is(err, http.ErrServerClosed) {
@@ -106,9 +107,16 @@ func run(ctx context.Context, cfg *config.Config, rc *rest.Config) error {
 	return g.Wait()
 }
 
-func metricsMux(reg *prometheus.Registry) *http.ServeMux {
+func metricsMux(reg *prometheus.Registry, enablePprof bool) *http.ServeMux {
 	mux := http.NewServeMux()
 	mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg}))
+	if enablePprof {
+		mux.HandleFunc("/debug/pprof/", pprof.Index) // also serves heap, goroutine, allocs...
+		mux.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)
+		mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
+		mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
+		mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
+	}
 	mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte("ok")) })
 	return mux
 }

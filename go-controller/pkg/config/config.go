@@ -58,6 +58,8 @@ type Config struct {
 	NodeReleaseLinger time.Duration
 	// MetricsBindAddress is host:port for /metrics ("" = no metrics server).
 	MetricsBindAddress string
+	// EnablePprof also serves Go's /debug/pprof/ handlers on the metrics address.
+	EnablePprof bool
 	// LogLevel is the klog verbosity.
 	LogLevel int
 	// LeaderElection, when true, makes the master take a coordination.k8s.io Lease before acting.
@@ -88,6 +90,7 @@ const (
 	FlagNodeResync          = "egressip-node-resync-interval"
 	FlagNodeReleaseLinger   = "egressip-node-release-linger"
 	FlagMetricsBindAddress  = "metrics-bind-address"
+	FlagEnablePprof         = "enable-pprof"
 	FlagLogLevel            = "loglevel"
 	FlagLeaderElection      = "leader-elect"
 	FlagLeaderNamespace     = "leader-elect-namespace"
@@ -117,6 +120,7 @@ func Flags() []cli.Flag {
 		&cli.DurationFlag{Name: FlagNodeResync, Value: 30 * time.Second, Usage: "how often the node re-applies its egress host state (repairs drift)"},
 		&cli.DurationFlag{Name: FlagNodeReleaseLinger, Value: 5 * time.Second, Usage: "local gateway mode: how long the SNAT rules of an egress IP that moved to another node stay (traffic still rerouted here leaves with the egress IP); 0 = not at all"},
 		&cli.StringFlag{Name: FlagMetricsBindAddress, Usage: "HOST:PORT to serve Prometheus /metrics on (default: off)"},
+		&cli.BoolFlag{Name: FlagEnablePprof, Usage: "also serve Go's /debug/pprof/ profiles on the metrics address (needs --" + FlagMetricsBindAddress + ")"},
 		&cli.IntFlag{Name: FlagLogLevel, Value: 4, Usage: "klog verbosity"},
 		&cli.BoolFlag{Name: FlagLeaderElection, Value: true, Usage: "master: hold a coordination.k8s.io Lease before acting"},
 		&cli.StringFlag{Name: FlagLeaderNamespace, Value: "kube-system", Usage: "namespace of the master's Lease"},
@@ -149,6 +153,7 @@ type file struct {
 	}
 	Metrics struct {
 		BindAddress string `gcfg:"bind-address"`
+		EnablePprof bool   `gcfg:"enable-pprof"`
 	}
 	OvnKubernetesFeature struct {
 		EnableEgressIP                   *bool  `gcfg:"enable-egress-ip"`
@@ -190,6 +195,7 @@ func Load(c *cli.Context) (*Config, error) {
 		NodeResyncInterval:          c.Duration(FlagNodeResync),
 		NodeReleaseLinger:           c.Duration(FlagNodeReleaseLinger),
 		MetricsBindAddress:          str(FlagMetricsBindAddress, f.Metrics.BindAddress),
+		EnablePprof:                 c.Bool(FlagEnablePprof) || f.Metrics.EnablePprof,
 		LogLevel:                    c.Int(FlagLogLevel),
 		LeaderElection:              c.Bool(FlagLeaderElection),
 		LeaderElectionNamespace:     c.String(FlagLeaderNamespace),
