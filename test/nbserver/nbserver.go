@@ -126,6 +126,16 @@ func (s *Server) startProcess() {
 	s.waitReady()
 }
 
+// Pid is the ovsdb-server process' ID (0 for the in-memory server or when stopped).
+func (s *Server) Pid() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.cmd == nil || s.cmd.Process == nil {
+		return 0
+	}
+	return s.cmd.Process.Pid
+}
+
 // waitReady waits until the socket accepts connections (10 s at most).
 func (s *Server) waitReady() {
 	s.t.Helper()

@@ -93,6 +93,7 @@ type masterProc struct {
 	log     string
 	metrics string // http://127.0.0.1:PORT/metrics
 	pprof   string // http://127.0.0.1:PORT/debug/pprof/
+	nbPid   int    // the NB ovsdb-server, whose CPU time is sampled too
 	http    *http.Client
 
 	mu      sync.Mutex
@@ -415,8 +416,8 @@ func machineBusy() (cpuTime, error) {
 
 // cpuSample is the CPU time of the master, the harness and the machine at one moment.
 type cpuSample struct {
-	at                       time.Time
-	master, harness, machine cpuTime
+	at                           time.Time
+	master, harness, machine, nb cpuTime
 }
 
 func (m *masterProc) cpuNow() (cpuSample, error) {
@@ -425,17 +426,21 @@ func (m *masterProc) cpuNow() (cpuSample, error) {
 	s.master, err1 = procCPU(m.pid())
 	s.harness, err2 = selfCPU()
 	s.machine, err3 = machineBusy()
-	return s, errors.Join(err1, err2, err3)
+	var err4 error
+	if m.nbPid != 0 {
+		s.nb, err4 = procCPU(m.nbPid)
+	}
+	return s, errors.Join(err1, err2, err3, err4)
 }
 
 // CPU is the CPU time used over a window.
 type CPU struct {
-	Wall                     time.Duration
-	Master, Harness, Machine cpuTime
+	Wall                         time.Duration
+	Master, Harness, Machine, NB cpuTime
 }
 
 func cpuBetween(a, b cpuSample) CPU {
-	return CPU{Wall: b.at.Sub(a.at), Master: b.master - a.master, Harness: b.harness - a.harness, Machine: b.machine - a.machine}
+	return CPU{Wall: b.at.Sub(a.at), Master: b.master - a.master, Harness: b.harness - a.harness, Machine: b.machine - a.machine, NB: b.nb - a.nb}
 }
 
 // String renders the CPU times and the harness' share of master + harness.
@@ -444,7 +449,7 @@ func (c CPU) String() string {
 	if c.Master+c.Harness > 0 {
 		share = fmt.Sprintf("%.0f%%", 100*float64(c.Harness)/float64(c.Master+c.Harness))
 	}
-	return fmt.Sprintf("CPU over %v: master %v, harness %v (%s of the two), machine %v",
+	return fmt.Sprintf("CPU over %v: master %v, harness %v (%s of the two), NB ovsdb-server %v, machine %v",
 		c.Wall.Round(time.Millisecond), c.Master.Round(10*time.Millisecond), c.Harness.Round(10*time.Millisecond),
-		share, c.Machine.Round(10*time.Millisecond))
+		share, c.NB.Round(10*time.Millisecond), c.Machine.Round(10*time.Millisecond))
 }

@@ -344,6 +344,7 @@ func start(t testing.TB, cfg Config) (*harness, context.Context) {
 	h.layout(ctx)
 
 	h.master = startMaster(t, bin, api.Kubeconfig, nbs.Addr)
+	h.master.nbPid = nbs.Pid()
 	go h.master.sampleMemory(ctx, time.Second)
 	// The master is up once its start-up sync ran (over an empty cluster: no EgressIP yet).
 	if err := h.waitMetric(ctx, metricSyncs, 1, cfg.Timeout); err != nil {

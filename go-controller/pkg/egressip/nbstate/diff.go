@@ -60,9 +60,10 @@ type Change struct {
 	// OldRouterUUID is set on an Update of a NAT row that moves from this router to
 	// RouterUUID (its egress IP moved to another node): the row is updated in place
 	// and changes router, instead of being deleted and created again. OldKey is
-	// then the row's Key before the move.
+	// then the row's Key before the move (a pointer: a plan has tens of thousands
+	// of Changes, few of them moves).
 	OldRouterUUID string
-	OldKey        Key
+	OldKey        *Key
 	// AddAddresses and DelAddresses, on an Update of an address set without Row,
 	// are the addresses to add and remove (the incremental path knows the delta
 	// without comparing whole sets).
@@ -203,7 +204,7 @@ func moveNATs(ins, upd, del []Change) ([]Change, []Change, []Change) {
 				moved[i] = true
 				d := del[i]
 				upd = append(upd, Change{Op: Update, Table: nbdb.NATTable, Key: c.Key, UUID: d.UUID, Row: c.Row, Old: d.Old,
-					RouterUUID: c.RouterUUID, OldRouterUUID: d.RouterUUID, OldKey: d.Key})
+					RouterUUID: c.RouterUUID, OldRouterUUID: d.RouterUUID, OldKey: &d.Key})
 				continue
 			}
 		}

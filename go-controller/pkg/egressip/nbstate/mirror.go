@@ -2,6 +2,7 @@ package nbstate
 
 import (
 	"fmt"
+	"slices"
 
 	"github.com/ovn-egressip/ovn-egressip/go-controller/pkg/nbdb"
 )
@@ -19,7 +20,9 @@ type Mirror struct {
 	rows State
 	// byPod indexes the policy and NAT rows of one served pod ("namespace/name");
 	// rows of no pod are under "".
-	byPod map[string]map[Key]bool
+	// A slice, not a set: a pod has a few rows, and a small map per pod would cost
+	// a kilobyte each (20 MiB at 20,000 pods).
+	byPod map[string][]Key
 	// served are the addresses of the served-pods address sets, per family.
 	served map[string]map[string]bool
 }
@@ -27,7 +30,7 @@ type Mirror struct {
 // NewMirror returns a Mirror of cur's rows (cur.Stale is ignored: those rows are
 // deleted by the plan that follows, which is then Committed).
 func NewMirror(cur Current) *Mirror {
-	m := &Mirror{rows: NewState(), byPod: map[string]map[Key]bool{}, served: map[string]map[string]bool{}}
+	m := &Mirror{rows: NewState(), byPod: map[string][]Key{}, served: map[string]map[string]bool{}}
 	for k, p := range cur.Rows.Policies {
 		m.put(k, p)
 	}
@@ -68,10 +71,9 @@ func (m *Mirror) put(k Key, row any) {
 		return
 	}
 	// Rows of no pod (the shared policies) are indexed under "".
-	if m.byPod[k.IDs.Pod] == nil {
-		m.byPod[k.IDs.Pod] = map[Key]bool{}
+	if !slices.Contains(m.byPod[k.IDs.Pod], k) {
+		m.byPod[k.IDs.Pod] = append(m.byPod[k.IDs.Pod], k)
 	}
-	m.byPod[k.IDs.Pod][k] = true
 }
 
 func (m *Mirror) drop(table string, k Key) {
@@ -87,11 +89,10 @@ func (m *Mirror) drop(table string, k Key) {
 		}
 		return
 	}
-	if set := m.byPod[k.IDs.Pod]; set != nil {
-		delete(set, k)
-		if len(set) == 0 {
-			delete(m.byPod, k.IDs.Pod)
-		}
+	if keys := slices.DeleteFunc(m.byPod[k.IDs.Pod], func(o Key) bool { return o == k }); len(keys) > 0 {
+		m.byPod[k.IDs.Pod] = keys
+	} else {
+		delete(m.byPod, k.IDs.Pod)
 	}
 }
 
@@ -102,7 +103,7 @@ func (m *Mirror) Current(pods map[string]bool, routers map[string]string) Curren
 	cur := NewCurrent()
 	cur.Routers = routers
 	add := func(pod string) {
-		for k := range m.byPod[pod] {
+		for _, k := range m.byPod[pod] {
 			if p, ok := m.rows.Policies[k]; ok {
 				cp := *p
 				cp.ExternalIDs = k.IDs.ExternalIDs()
@@ -170,10 +171,10 @@ func (m *Mirror) Commit(plan Plan, inserted []string) error {
 // keyOfOld is the Key of the row an Update replaces: the same as the new one,
 // except for a NAT row moved to another gateway router.
 func keyOfOld(c Change) Key {
-	if c.Table != nbdb.NATTable || c.OldKey == (Key{}) {
+	if c.Table != nbdb.NATTable || c.OldKey == nil {
 		return c.Key
 	}
-	return c.OldKey
+	return *c.OldKey
 }
 
 func (m *Mirror) mutateServed(c Change) {
