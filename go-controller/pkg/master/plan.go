@@ -253,6 +253,7 @@ func (c *controller) commit(ctx context.Context, r nbRows, full bool) error {
 	gctx, cancelGuard := c.nb.Guard(tctx)
 	defer cancelGuard()
 
+	began := time.Now()
 	var cur nbstate.Current
 	var err error
 	if full {
@@ -274,10 +275,12 @@ func (c *controller) commit(ctx context.Context, r nbRows, full bool) error {
 	if full {
 		c.noteSkipped(plan.Skipped)
 	}
+	diffed := time.Now()
 	uuids, err := nbstate.CommitPlan(gctx, c.nb, plan)
 	if err != nil {
 		return err
 	}
+	committed := time.Now()
 	if full {
 		c.mirror = nbstate.NewMirror(cur)
 	}
@@ -285,7 +288,8 @@ func (c *controller) commit(ctx context.Context, r nbRows, full bool) error {
 		return err
 	}
 	if ins, upd, del := plan.Counts(); ins+upd+del > 0 {
-		klog.V(2).InfoS("OVN Northbound rows updated", "inserted", ins, "updated", upd, "deleted", del, "full", full)
+		klog.V(2).InfoS("OVN Northbound rows updated", "inserted", ins, "updated", upd, "deleted", del, "full", full,
+			"diff", diffed.Sub(began).Round(time.Microsecond), "transaction", committed.Sub(diffed).Round(time.Microsecond))
 	}
 	return nil
 }

@@ -105,6 +105,7 @@ func (c *controller) sync(ctx context.Context) error {
 		writes = append(writes, statusWrite{eip: e, rv: rvs[e.Name], items: want})
 	}
 	writeStatuses(ctx, c.s.EgressIP, writes, c.s.StatusWriters)
+	statusDone := time.Now()
 	for _, w := range writes {
 		e, want, have := w.eip, w.items, current[w.eip.Name]
 		updated, err := w.updated, w.err
@@ -180,7 +181,12 @@ func (c *controller) sync(ctx context.Context) error {
 	if full {
 		kind = "full"
 	}
-	c.metrics.syncDuration.WithLabelValues(kind).Observe(time.Since(began).Seconds())
+	took := time.Since(began)
+	c.metrics.syncDuration.WithLabelValues(kind).Observe(took.Seconds())
+	if len(writes) > 0 {
+		klog.V(2).InfoS("EgressIP sync wrote status", "kind", kind, "statusWrites", len(writes),
+			"beforeStatus", statusDone.Sub(began).Round(time.Microsecond), "took", took.Round(time.Microsecond))
+	}
 	return errors.Join(errs...)
 }
 
