@@ -9,12 +9,13 @@ SERIAL_PKGS := ./test/cluster/... ./test/e2e/...
 GOTEST_FLAGS ?= -race -count=1
 TEST_TIMEOUT ?= 60m
 
-.PHONY: help build generate verify test test-unit test-serial lint clean bench scale demo
+.PHONY: help build image generate verify test test-unit test-serial lint clean bench scale demo
 
 help:
 	@echo "make demo           bring up the local cluster and run the main job (GATEWAY_MODE=local for local gateway mode)"
 	@echo "make test           unit, integration and end-to-end tests (go test -race), as CI runs them"
 	@echo "make build          build _output/bin/ovnkube and _output/bin/directconn"
+	@echo "make image          OCI archives of the images in _output/images (ovn-egressip: static; ovn-egressip-node: Debian + iptables), docs/images.md"
 	@echo "make generate       regenerate clientset, deepcopy, CRDs and the NB model"
 	@echo "make verify         generated code and go.mod/go.sum are up to date"
 	@echo "make lint           gofmt, go vet, staticcheck"
@@ -28,6 +29,9 @@ build:
 	@mkdir -p $(BIN)
 	$(GO) build -o $(BIN)/ovnkube ./go-controller/cmd/ovnkube
 	$(GO) build -o $(BIN)/directconn ./go-controller/cmd/directconn
+
+image: install-deps
+	./contrib/image/build.sh
 
 generate:
 	./hack/update-codegen.sh

@@ -14,6 +14,7 @@ declare -A pkg=(
   [ovn-northd]=ovn-central [ovn-controller]=ovn-host [etcd]=etcd-server
   [iptables]=iptables [ip]=iproute2 [ethtool]=ethtool [tcpdump]=tcpdump [arping]=iputils-arping
   [ping]=iputils-ping [nc]=netcat-openbsd
+  [mmdebstrap]=mmdebstrap [runc]=runc  # make image (the node image's Debian root) and the image smoke test / OVNKUBE_FROM=image
 )
 missing=()
 for prog in "${!pkg[@]}"; do
