@@ -40,7 +40,7 @@ generate:
 verify:
 	./hack/verify.sh
 
-test: build test-unit test-serial
+test: build image test-unit test-serial
 
 test-unit:
 	$(GO) test $(GOTEST_FLAGS) -timeout $(TEST_TIMEOUT) $$($(GO) list ./... | grep -v -e /test/cluster -e /test/e2e)
