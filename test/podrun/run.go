@@ -40,6 +40,8 @@ type Runtime struct {
 	Kube kubernetes.Interface
 	// CA is the API server's CA certificate (PEM), written as ca.crt beside the token.
 	CA []byte
+	// LogDir holds one log per container, <container ID>.log; "" means Dir/log.
+	LogDir string
 
 	mu     sync.Mutex
 	rootfs map[string]imageRoot // by archive path
@@ -125,7 +127,7 @@ func (r *Runtime) image(name string) (imageRoot, error) {
 	return ir, nil
 }
 
-// Start starts every container of the workload's pod template at pl, with logs in Dir/log/<container ID>.log.
+// Start starts every container of the workload's pod template at pl, with logs in LogDir/<container ID>.log.
 func (r *Runtime) Start(ctx context.Context, w *Workload, pl Placement) (*Pod, error) {
 	if pl.Namespace == "" {
 		pl.Namespace = w.Namespace
@@ -170,10 +172,14 @@ func (r *Runtime) Start(ctx context.Context, w *Workload, pl Placement) (*Pod, e
 			return nil, err
 		}
 		_ = r.runc("delete", "-f", id).Run()
-		if err := os.MkdirAll(filepath.Join(r.Dir, "log"), 0o755); err != nil {
+		logDir := r.LogDir
+		if logDir == "" {
+			logDir = filepath.Join(r.Dir, "log")
+		}
+		if err := os.MkdirAll(logDir, 0o755); err != nil {
 			return nil, err
 		}
-		logf, err := os.OpenFile(filepath.Join(r.Dir, "log", id+".log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+		logf, err := os.OpenFile(filepath.Join(logDir, id+".log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
 		if err != nil {
 			return nil, err
 		}
