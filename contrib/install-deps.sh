@@ -16,6 +16,8 @@ declare -A pkg=(
   [ping]=iputils-ping [nc]=netcat-openbsd
   [mmdebstrap]=mmdebstrap [runc]=runc  # make image (the node image's Debian root) and the image smoke test / OVNKUBE_FROM=image
 )
+# KUBELET=1 (contrib/kubelet/try.sh): containerd for a real kubelet
+if [[ ${KUBELET:-} == 1 ]]; then pkg[containerd]=containerd; pkg[ctr]=containerd; fi
 missing=()
 for prog in "${!pkg[@]}"; do
   command -v "$prog" >/dev/null 2>&1 || missing+=("${pkg[$prog]}")

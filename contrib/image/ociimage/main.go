@@ -2,7 +2,7 @@
 // (go-containerregistry does the OCI work; this file only says what goes in):
 //
 //	ociimage build -out F.tar -name N -tag T -created UNIX [-base rootfs.tar] [-add SRC:DST[:MODE]]...
-//	               [-symlink DST:TARGET]... [-label K=V]... [-env K=V]... [-user U]
+//	               [-symlink DST:TARGET]... [-label K=V]... [-env K=V]... [-user U] [-entrypoint PATH]
 //	    writes an OCI archive (a tar of an OCI image layout) holding one image, prints "N:T sha256:..."
 //	ociimage unpack F.tar DIR
 //	    writes DIR/rootfs (the layers applied in order) and DIR/config.json (the image's runtime config)
@@ -84,6 +84,7 @@ func build(args []string) error {
 	created := fl.Int64("created", 0, "creation time, Unix seconds (the commit time)")
 	base := fl.String("base", "", "uncompressed tar of a root filesystem: the first layer")
 	user := fl.String("user", "", "the image's user (uid:gid)")
+	entrypoint := fl.String("entrypoint", "", "the image's entrypoint (one path, no arguments)")
 	var adds, links, labels, envs list
 	fl.Var(&adds, "add", "SRC:DST[:MODE] file added in the top layer (repeatable)")
 	fl.Var(&links, "symlink", "DST:TARGET symlink added in the top layer (repeatable)")
@@ -143,6 +144,9 @@ func build(args []string) error {
 	cf.Created = v1.Time{Time: when}
 	cf.History = history
 	cf.Config.User = *user
+	if *entrypoint != "" {
+		cf.Config.Entrypoint = []string{*entrypoint}
+	}
 	cf.Config.Env = envs
 	cf.Config.Labels = map[string]string{}
 	for _, kv := range labels {
