@@ -17,7 +17,7 @@ declare -A pkg=(
   [mmdebstrap]=mmdebstrap [runc]=runc  # make image (the node image's Debian root) and the image smoke test / OVNKUBE_FROM=image
 )
 # KUBELET=1 (contrib/kubelet/try.sh): containerd for a real kubelet
-if [[ ${KUBELET:-} == 1 ]]; then pkg[containerd]=containerd; pkg[ctr]=containerd; fi
+if [[ ${KUBELET:-} == 1 ]]; then pkg[containerd]=containerd; pkg[ctr]=containerd; pkg[curl]=curl; pkg[python3]=python3; fi
 missing=()
 for prog in "${!pkg[@]}"; do
   command -v "$prog" >/dev/null 2>&1 || missing+=("${pkg[$prog]}")
