@@ -78,6 +78,17 @@ func Cleanup(dir string) {
 	for _, id := range strings.Fields(string(out)) {
 		_ = exec.Command("runc", "--root", root, "delete", "-f", id).Run()
 	}
+	// runc leaves the empty parent cgroups of its containers; one still in use (another runtime's) stays.
+	parents, _ := filepath.Glob("/sys/fs/cgroup/*/oeip-podrun")
+	for _, p := range parents {
+		children, _ := filepath.Glob(filepath.Join(p, "*_*"))
+		for _, c := range children {
+			if st, err := os.Stat(c); err == nil && st.IsDir() {
+				_ = os.Remove(c)
+			}
+		}
+		_ = os.Remove(p)
+	}
 }
 
 func (r *Runtime) runc(args ...string) *exec.Cmd {
