@@ -9,12 +9,14 @@ SERIAL_PKGS := ./test/cluster/... ./test/e2e/...
 GOTEST_FLAGS ?= -race -count=1
 TEST_TIMEOUT ?= 60m
 
-.PHONY: help build generate verify test test-unit test-serial lint clean bench scale demo
+.PHONY: help build image test-images generate verify test test-unit test-serial lint clean bench scale demo
 
 help:
 	@echo "make demo           bring up the local cluster and run the main job (GATEWAY_MODE=local for local gateway mode)"
 	@echo "make test           unit, integration and end-to-end tests (go test -race), as CI runs them"
+	@echo "make test-images    the 8 end-to-end cases (shared gateway mode) with ovnkube run from the images (OVNKUBE_FROM=image)"
 	@echo "make build          build _output/bin/ovnkube and _output/bin/directconn"
+	@echo "make image          OCI archives of the images in _output/images (ovn-egressip: static; ovn-egressip-node: Debian + iptables), docs/images.md"
 	@echo "make generate       regenerate clientset, deepcopy, CRDs and the NB model"
 	@echo "make verify         generated code and go.mod/go.sum are up to date"
 	@echo "make lint           gofmt, go vet, staticcheck"
@@ -29,6 +31,9 @@ build:
 	$(GO) build -o $(BIN)/ovnkube ./go-controller/cmd/ovnkube
 	$(GO) build -o $(BIN)/directconn ./go-controller/cmd/directconn
 
+image: install-deps
+	./contrib/image/build.sh
+
 generate:
 	./hack/update-codegen.sh
 	@if [ -x hack/update-liqo-crds.sh ]; then ./hack/update-liqo-crds.sh; fi
@@ -36,7 +41,7 @@ generate:
 verify:
 	./hack/verify.sh
 
-test: build test-unit test-serial
+test: build image test-unit test-serial test-images
 
 test-unit:
 	$(GO) test $(GOTEST_FLAGS) -timeout $(TEST_TIMEOUT) $$($(GO) list ./... | grep -v -e /test/cluster -e /test/e2e)
@@ -45,6 +50,12 @@ test-serial:
 	@mkdir -p _output && rm -f _output/e2e-results.txt
 	$(GO) test $(GOTEST_FLAGS) -timeout $(TEST_TIMEOUT) -p 1 $(SERIAL_PKGS)
 	@if [ -f _output/e2e-results.txt ]; then echo "== measured by the end-to-end tests"; cat _output/e2e-results.txt; fi
+
+# The end-to-end cases with the master and node pods of dist/manifests run from the images (docs/images.md).
+test-images: image
+	@mkdir -p _output && rm -f _output/e2e-results.txt
+	OVNKUBE_FROM=image $(GO) test $(GOTEST_FLAGS) -timeout $(TEST_TIMEOUT) -run 'TestEgressIP/shared' ./test/e2e/
+	@if [ -f _output/e2e-results.txt ]; then cat _output/e2e-results.txt; fi
 
 bench:
 	$(GO) test -run '^$$' -bench . -benchtime 3x ./go-controller/pkg/master/...

@@ -9,6 +9,7 @@ require (
 	github.com/mdlayher/arp v0.0.0-20220512170110-6706a2966875
 	github.com/mdlayher/ethernet v0.0.0-20220221185849-529eae5b6118
 	github.com/mdlayher/ndp v1.1.0
+	github.com/opencontainers/runtime-spec v1.3.0
 	github.com/ovn-org/libovsdb v0.7.1-0.20240820095311-ce1951614a20
 	github.com/prometheus/client_golang v1.25.0
 	github.com/prometheus/client_model v0.6.3

@@ -3,13 +3,19 @@
 # into a per-machine cache that survives cluster-down and fresh clones:
 #   ${OVN_EIP_CACHE:-/var/cache/ovn-egressip}/kube-v1.37.2/bin/{kube-apiserver,kubectl}
 # Prints the bin directory on stdout. Cold build: about 7 minutes on 2 cores; cached: instant.
+# KUBE_EXTRA="kubelet kube-controller-manager kube-scheduler" also builds those (once; contrib/kubelet/try.sh uses
+# the kubelet: about 11 minutes cold on 2 cores with the apiserver's build cache warm).
 # Concurrent callers (parallel tests, make) are serialised with flock: one builds, the others wait and reuse it.
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 V=v1.37.2
 cache=${OVN_EIP_CACHE:-/var/cache/ovn-egressip}/kube-$V
 bin=$cache/bin
-cached() { [[ -x $bin/kube-apiserver && -x $bin/kubectl && -f $bin/.stamp && "$(cat "$bin/.stamp")" == "$V" ]]; }
+extra=(${KUBE_EXTRA:-})
+cached() {
+  [[ -x $bin/kube-apiserver && -x $bin/kubectl && -f $bin/.stamp && "$(cat "$bin/.stamp")" == "$V" ]] || return 1
+  local x; for x in "${extra[@]}"; do [[ -x $bin/$x ]] || return 1; done
+}
 if cached; then echo "$bin"; exit 0; fi
 mkdir -p "$bin"
 exec 9>"$cache/.lock"
@@ -22,12 +28,15 @@ for p in k8s.io/component-base/version k8s.io/client-go/pkg/version; do
 done
 cd "$here/k8sbuild"
 log=$cache/build.log
-echo "building kube-apiserver and kubectl $V (cold: ~7 min; log $log)" >&2
-if ! { go build -trimpath -ldflags "$LD" -o "$bin/kube-apiserver.tmp" k8s.io/kubernetes/cmd/kube-apiserver &&
-       go build -trimpath -ldflags "$LD" -o "$bin/kubectl.tmp" k8s.io/kubernetes/cmd/kubectl; } >"$log" 2>&1; then
-  echo "build-kube: failed to build kube-apiserver/kubectl $V (see $log): $(tail -n 3 "$log" | tr '\n' ' ')" >&2
-  exit 1
-fi
-mv "$bin/kube-apiserver.tmp" "$bin/kube-apiserver"; mv "$bin/kubectl.tmp" "$bin/kubectl"
+echo "building kube-apiserver kubectl ${extra[*]} $V (cold: ~7 min, ~11 more for the kubelet; log $log)" >&2
+: >"$log"
+for cmd in kube-apiserver kubectl "${extra[@]}"; do
+  [[ -x $bin/$cmd && -f $bin/.stamp && "$(cat "$bin/.stamp")" == "$V" ]] && continue
+  if ! go build -trimpath -ldflags "$LD" -o "$bin/$cmd.tmp" "k8s.io/kubernetes/cmd/$cmd" >>"$log" 2>&1; then
+    echo "build-kube: failed to build $cmd $V (see $log): $(tail -n 3 "$log" | tr '\n' ' ')" >&2
+    exit 1
+  fi
+  mv "$bin/$cmd.tmp" "$bin/$cmd"
+done
 echo "$V" > "$bin/.stamp"
 echo "$bin"

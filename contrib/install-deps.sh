@@ -14,7 +14,10 @@ declare -A pkg=(
   [ovn-northd]=ovn-central [ovn-controller]=ovn-host [etcd]=etcd-server
   [iptables]=iptables [ip]=iproute2 [ethtool]=ethtool [tcpdump]=tcpdump [arping]=iputils-arping
   [ping]=iputils-ping [nc]=netcat-openbsd
+  [mmdebstrap]=mmdebstrap [runc]=runc  # make image (the node image's Debian root) and the image smoke test / OVNKUBE_FROM=image
 )
+# KUBELET=1 (contrib/kubelet/try.sh): containerd for a real kubelet
+if [[ ${KUBELET:-} == 1 ]]; then pkg[containerd]=containerd; pkg[ctr]=containerd; pkg[curl]=curl; pkg[python3]=python3; fi
 missing=()
 for prog in "${!pkg[@]}"; do
   command -v "$prog" >/dev/null 2>&1 || missing+=("${pkg[$prog]}")

@@ -479,6 +479,12 @@ func (c *Cluster) NBAddress() string { return c.st.NBAddress }
 // SBAddress is the SB database address.
 func (c *Cluster) SBAddress() string { return c.st.SBAddress }
 
+// NBTCPAddress is the NB database's TCP address (tcp:172.18.0.1:6641), reachable from the host and every node.
+func (c *Cluster) NBTCPAddress() string { return fmt.Sprintf("tcp:%s:%d", APIServerIP, NBTCPPort) }
+
+// CACert is the PEM of the cluster's CA (it signed the API server's serving certificate).
+func (c *Cluster) CACert() ([]byte, error) { return os.ReadFile(pki{dir: c.p.pki()}.path("ca.crt")) }
+
 // GatewayMode is GatewayShared or GatewayLocal.
 func (c *Cluster) GatewayMode() string { return c.st.GatewayMode }
 

@@ -30,6 +30,9 @@ const (
 	BrEx  = "br-ex"
 	// APIServerPort is the secure port of kube-apiserver on APIServerIP.
 	APIServerPort = 6443
+	// NBTCPPort is the NB database's TCP port on APIServerIP (besides its unix socket), for an ovnkube master that
+	// runs in a container (OVNKUBE_FROM=image), as a cluster's NB is reached.
+	NBTCPPort = 6641
 	// ExternalNetns is the external host's network namespace.
 	ExternalNetns = NetnsPrefix + "ext"
 	// hostPortSwitch is the logical switch of the root namespace's port into OVN.

@@ -24,17 +24,22 @@ func vsctl(ctx context.Context, p paths, args ...string) (string, error) {
 	return run(ctx, "ovs-vsctl", append([]string{"--db=unix:" + p.ovsSock(), "--timeout=20"}, args...)...)
 }
 
-// startOVNCentral creates the NB and SB databases and starts their ovsdb-servers (unix sockets only) and ovn-northd.
+// startOVNCentral creates the NB and SB databases and starts their ovsdb-servers (unix sockets; the NB also on
+// APIServerIP:NBTCPPort) and ovn-northd.
 func startOVNCentral(ctx context.Context, p paths) error {
 	for _, db := range []string{"nb", "sb"} {
 		file := filepath.Join(p.db(), "ovn"+db+".db")
 		if _, err := run(ctx, "ovsdb-tool", "create", file, "/usr/share/ovn/ovn-"+db+".ovsschema"); err != nil {
 			return err
 		}
-		if _, err := run(ctx, "ovsdb-server", file, "--detach", "--no-chdir",
-			"--pidfile="+p.pidfile("ovn"+db+"_db"), "--log-file="+filepath.Join(p.log(), "ovsdb-server-"+db+".log"),
-			"--remote=punix:"+filepath.Join(p.run(), "ovn"+db+"_db.sock"),
-			"--unixctl="+filepath.Join(p.run(), "ovn"+db+"_db.ctl")); err != nil {
+		args := []string{file, "--detach", "--no-chdir",
+			"--pidfile=" + p.pidfile("ovn"+db+"_db"), "--log-file=" + filepath.Join(p.log(), "ovsdb-server-"+db+".log"),
+			"--remote=punix:" + filepath.Join(p.run(), "ovn"+db+"_db.sock"),
+			"--unixctl=" + filepath.Join(p.run(), "ovn"+db+"_db.ctl")}
+		if db == "nb" {
+			args = append(args, fmt.Sprintf("--remote=ptcp:%d:%s", NBTCPPort, APIServerIP))
+		}
+		if _, err := run(ctx, "ovsdb-server", args...); err != nil {
 			return err
 		}
 	}

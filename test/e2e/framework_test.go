@@ -12,6 +12,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -62,9 +63,13 @@ type env struct {
 	dir  string
 
 	mu      sync.Mutex
-	masters map[string]*exec.Cmd
-	nodes   map[string]*exec.Cmd
+	masters map[string]daemon
+	nodes   map[string]daemon
 	metrics map[string]string
+	// images is set when ovnkube runs from the images (OVNKUBE_FROM=image, images_test.go).
+	images *imageRun
+	// leaseNamespace holds the masters' Lease.
+	leaseNamespace string
 }
 
 // newEnv brings up a 3-node cluster in gateway mode and starts one master and one
@@ -84,7 +89,7 @@ func newEnv(t *testing.T, mode string) *env {
 		t.Fatal(err)
 	}
 	e := &env{t: t, c: c, mode: mode, dir: dir, eip: egressipclientset.NewForConfigOrDie(rc),
-		masters: map[string]*exec.Cmd{}, nodes: map[string]*exec.Cmd{}, metrics: map[string]string{}}
+		masters: map[string]daemon{}, nodes: map[string]daemon{}, metrics: map[string]string{}, leaseNamespace: "kube-system"}
 	t.Cleanup(func() {
 		e.stopAll()
 		if t.Failed() {
@@ -103,10 +108,17 @@ func newEnv(t *testing.T, mode string) *env {
 			t.Errorf("cluster down: %v", err)
 		}
 	})
+	if fromImage() {
+		e.images = newImageRun(t, e)
+	}
+	start := time.Now()
 	for _, n := range c.Nodes() {
 		e.startNode(n.Name)
 	}
 	e.startMaster("master-a", "127.0.0.1:29101")
+	if e.images != nil {
+		e.images.waitReady(t, start)
+	}
 	return e
 }
 
@@ -127,29 +139,60 @@ func (e *env) commonArgs() []string {
 		"--cluster-subnets", "10.244.0.0/16", "--loglevel", "4"}
 }
 
+// daemon is one running ovnkube: a process, or a pod run from the images.
+type daemon interface {
+	// signal sends sig to it (SIGSTOP freezes it).
+	signal(sig syscall.Signal)
+	// stop sends sig and waits until it is gone (SIGKILL after 10 s).
+	stop(sig syscall.Signal)
+	// holds says whether a Lease holder identity (hostname_pid) is this daemon's.
+	holds(identity string) bool
+}
+
+type procDaemon struct{ cmd *exec.Cmd }
+
+func (d procDaemon) signal(sig syscall.Signal) { _ = syscall.Kill(-d.cmd.Process.Pid, sig) }
+func (d procDaemon) stop(sig syscall.Signal)   { kill(d.cmd, sig) }
+func (d procDaemon) holds(identity string) bool {
+	return strings.HasSuffix(identity, "_"+strconv.Itoa(d.cmd.Process.Pid))
+}
+
 // startMaster starts an ovnkube master named name (its Lease identity differs per
-// process) with metrics on metricsAddr.
+// process) with metrics on metricsAddr. From the images, the manifests' master listens on 127.0.0.1:9410
+// (0.0.0.0:9410): only one master can run there at a time.
 func (e *env) startMaster(name, metricsAddr string) {
-	args := append(e.commonArgs(), "--init-master", "--nb-address", e.c.NBAddress(), "--metrics-bind-address", metricsAddr)
-	cmd := exec.Command(ovnkubeBin, args...)
-	e.startProc(name, cmd)
+	var d daemon
+	if e.images != nil {
+		d, metricsAddr = e.images.startMaster(e.t, name), "127.0.0.1:9410"
+	} else {
+		args := append(e.commonArgs(), "--init-master", "--nb-address", e.c.NBAddress(), "--metrics-bind-address", metricsAddr)
+		cmd := exec.Command(ovnkubeBin, args...)
+		e.startProc(name, cmd)
+		d = procDaemon{cmd}
+	}
 	e.mu.Lock()
-	e.masters[name] = cmd
+	e.masters[name] = d
 	e.metrics[name] = metricsAddr
 	e.mu.Unlock()
 }
 
 // startNode starts ovnkube --init-node inside the node's network namespace.
 func (e *env) startNode(node string) {
-	ns, err := e.c.NodeNetns(node)
-	if err != nil {
-		e.t.Fatal(err)
+	var d daemon
+	if e.images != nil {
+		d = e.images.startNode(e.t, node)
+	} else {
+		ns, err := e.c.NodeNetns(node)
+		if err != nil {
+			e.t.Fatal(err)
+		}
+		args := append([]string{"netns", "exec", ns, ovnkubeBin}, append(e.commonArgs(), "--init-node", node, "--egressip-node-resync-interval", "2s")...)
+		cmd := exec.Command("ip", args...)
+		e.startProc("node-"+node, cmd)
+		d = procDaemon{cmd}
 	}
-	args := append([]string{"netns", "exec", ns, ovnkubeBin}, append(e.commonArgs(), "--init-node", node, "--egressip-node-resync-interval", "2s")...)
-	cmd := exec.Command("ip", args...)
-	e.startProc("node-"+node, cmd)
 	e.mu.Lock()
-	e.nodes[node] = cmd
+	e.nodes[node] = d
 	e.mu.Unlock()
 }
 
@@ -181,33 +224,37 @@ func kill(cmd *exec.Cmd, sig syscall.Signal) {
 
 func (e *env) stopMaster(name string, sig syscall.Signal) {
 	e.mu.Lock()
-	cmd := e.masters[name]
+	d := e.masters[name]
 	delete(e.masters, name)
 	e.mu.Unlock()
-	kill(cmd, sig)
+	if d != nil {
+		d.stop(sig)
+	}
 }
 
 func (e *env) stopNode(node string, sig syscall.Signal) {
 	e.mu.Lock()
-	cmd := e.nodes[node]
+	d := e.nodes[node]
 	delete(e.nodes, node)
 	e.mu.Unlock()
-	kill(cmd, sig)
+	if d != nil {
+		d.stop(sig)
+	}
 }
 
 func (e *env) stopAll() {
 	e.mu.Lock()
-	var all []*exec.Cmd
-	for _, c := range e.masters {
-		all = append(all, c)
+	var all []daemon
+	for _, d := range e.masters {
+		all = append(all, d)
 	}
-	for _, c := range e.nodes {
-		all = append(all, c)
+	for _, d := range e.nodes {
+		all = append(all, d)
 	}
-	e.masters, e.nodes = map[string]*exec.Cmd{}, map[string]*exec.Cmd{}
+	e.masters, e.nodes = map[string]daemon{}, map[string]daemon{}
 	e.mu.Unlock()
-	for _, c := range all {
-		kill(c, syscall.SIGTERM)
+	for _, d := range all {
+		d.stop(syscall.SIGTERM)
 	}
 }
 

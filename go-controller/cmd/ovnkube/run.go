@@ -81,9 +81,17 @@ func run(ctx context.Context, cfg *config.Config, rc *rest.Config) error {
 			collectors.GoRuntimeMetricsRule{Matcher: regexp.MustCompile(`^/gc/heap/live:bytes$`)})),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 
+	var roles []string
+	if cfg.InitMaster {
+		roles = append(roles, "master")
+	}
+	if cfg.InitNode != "" {
+		roles = append(roles, "node")
+	}
+	ready := newReadiness(roles...)
 	g, ctx := errgroup.WithContext(ctx)
 	if cfg.MetricsBindAddress != "" {
-		srv := &http.Server{Addr: cfg.MetricsBindAddress, Handler: metricsMux(reg, cfg.EnablePprof), ReadHeaderTimeout: 5 * time.Second}
+		srv := &http.Server{Addr: cfg.MetricsBindAddress, Handler: metricsMux(reg, ready, cfg.EnablePprof), ReadHeaderTimeout: 5 * time.Second}
 		g.Go(func() error {
 			klog.Infof("serving metrics on http://%s/metrics", cfg.MetricsBindAddress)
 			if err := srv.ListenAndServe(); err != nil && !errors.Is(err, http.ErrServerClosed) {
@@ -99,15 +107,18 @@ func run(ctx context.Context, cfg *config.Config, rc *rest.Config) error {
 		})
 	}
 	if cfg.InitMaster {
-		g.Go(func() error { return runMaster(ctx, cfg, cs, reg) })
+		g.Go(func() error { return runMaster(ctx, cfg, cs, reg, ready) })
 	}
 	if cfg.InitNode != "" {
-		g.Go(func() error { return runNode(ctx, cfg, cs) })
+		g.Go(func() error { return runNode(ctx, cfg, cs, ready) })
 	}
 	return g.Wait()
 }
 
-func metricsMux(reg *prometheus.Registry, enablePprof bool) *http.ServeMux {
+// metricsMux serves /metrics, /healthz (the process serves: the liveness probe), /readyz (every role is ready:
+// the readiness probe; a master is ready once it reaches the NB database and either stands by or its last sync
+// succeeded, a node once its last sync programmed the host) and, with enablePprof, Go's /debug/pprof/.
+func metricsMux(reg *prometheus.Registry, ready *readiness, enablePprof bool) *http.ServeMux {
 	mux := http.NewServeMux()
 	mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg}))
 	if enablePprof {
@@ -118,20 +129,24 @@ func metricsMux(reg *prometheus.Registry, enablePprof bool) *http.ServeMux {
 		mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
 	}
 	mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte("ok")) })
+	mux.HandleFunc("/readyz", ready.serveHTTP)
 	return mux
 }
 
-func runMaster(ctx context.Context, cfg *config.Config, cs *clients, reg prometheus.Registerer) error {
+func runMaster(ctx context.Context, cfg *config.Config, cs *clients, reg prometheus.Registerer, ready *readiness) error {
 	if !cfg.EgressIPEnable {
 		klog.Infof("master: egress IP feature off (--%s not set): no EgressIP informer, handler or NB writer starts", config.FlagEgressIPEnable)
+		ready.set("master", nil)
 		<-ctx.Done()
 		return nil
 	}
+	ready.set("master", errors.New("waiting for the NB database"))
 	if err := config.WaitNBReachable(ctx, cfg.NBAddresses, cfg.NBConnectTimeout); err != nil {
 		return err
 	}
+	ready.set("master", nil) // standing by, or leading until its first sync says otherwise
 	lead := func(ctx context.Context) error {
-		return runLeader(ctx, cfg, cs, reg)
+		return runLeader(ctx, cfg, cs, reg, func(err error) { ready.set("master", syncState(err)) })
 	}
 	if !cfg.LeaderElection {
 		return lead(ctx)
@@ -140,7 +155,7 @@ func runMaster(ctx context.Context, cfg *config.Config, cs *clients, reg prometh
 }
 
 // runLeader runs the master's work: the health checker and the controller.
-func runLeader(ctx context.Context, cfg *config.Config, cs *clients, reg prometheus.Registerer) error {
+func runLeader(ctx context.Context, cfg *config.Config, cs *clients, reg prometheus.Registerer, onSync func(error)) error {
 	g, ctx := errgroup.WithContext(ctx)
 	nodes := newNodeTargets(cs.kube)
 	checker := healthcheck.NewChecker(healthcheck.CheckerConfig{
@@ -165,6 +180,7 @@ func runLeader(ctx context.Context, cfg *config.Config, cs *clients, reg prometh
 			// The nodes keep a moved IP's SNAT for this long: the master reroutes to
 			// the previous holder for as long while the new one is not ready.
 			ReleaseLinger: releaseLinger(cfg.NodeReleaseLinger),
+			OnSync:        onSync,
 		})
 	})
 	return g.Wait()
@@ -187,9 +203,10 @@ func runWithLeaderElection(ctx context.Context, cfg *config.Config, kube kuberne
 	}, lead)
 }
 
-func runNode(ctx context.Context, cfg *config.Config, cs *clients) error {
+func runNode(ctx context.Context, cfg *config.Config, cs *clients, ready *readiness) error {
 	if !cfg.EgressIPEnable {
 		klog.Infof("node %s: egress IP feature off (--%s not set): no EgressIP informer, handler or health server starts", cfg.InitNode, config.FlagEgressIPEnable)
+		ready.set("node", nil)
 		<-ctx.Done()
 		return nil
 	}
@@ -212,6 +229,7 @@ func runNode(ctx context.Context, cfg *config.Config, cs *clients) error {
 			GatewayInterface: cfg.GatewayInterface,
 			ResyncInterval:   cfg.NodeResyncInterval,
 			ReleaseLinger:    releaseLinger(cfg.NodeReleaseLinger),
+			OnSync:           func(err error) { ready.set("node", syncState(err)) },
 		})
 	})
 	return g.Wait()

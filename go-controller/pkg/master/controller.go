@@ -254,6 +254,9 @@ func (c *controller) processNext(ctx context.Context) bool {
 	if c.s.afterSync != nil {
 		c.s.afterSync(err)
 	}
+	if c.s.OnSync != nil {
+		c.s.OnSync(err)
+	}
 	if err != nil {
 		c.metrics.syncErrors.Inc()
 		if ctx.Err() == nil {

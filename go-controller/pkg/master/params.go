@@ -100,6 +100,9 @@ type Params struct {
 	// (they are independent objects). 0 = 16. The Kube client's QPS/Burst still apply.
 	StatusWriters int
 
+	// OnSync, when set, is called after every sync with its result (ovnkube's readiness endpoint).
+	OnSync func(error)
+
 	// beforeSync and afterSync, when set (tests), are called around every sync.
 	beforeSync func()
 	afterSync  func(error)

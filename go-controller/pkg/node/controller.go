@@ -191,6 +191,9 @@ func (c *controller) processNext(ctx context.Context) bool {
 	defer c.queue.Done(key)
 	start := time.Now()
 	err := c.sync(ctx)
+	if c.p.OnSync != nil {
+		c.p.OnSync(err)
+	}
 	if err != nil {
 		klog.ErrorS(err, "Egress IP node sync failed; retrying", "node", c.p.NodeName)
 		c.queue.AddRateLimited(key)

@@ -89,6 +89,9 @@ type Params struct {
 	// DefaultReleaseLinger; negative means the rules go at once.
 	ReleaseLinger time.Duration
 
+	// OnSync, when set, is called after every sync with its result (ovnkube's readiness endpoint).
+	OnSync func(error)
+
 	// InNetns, when set, runs every host operation (netlink, raw sockets, iptables
 	// processes) inside it; it must call fn on an OS thread locked into the target
 	// network namespace. nil means the process's own namespace (production: ovnkube

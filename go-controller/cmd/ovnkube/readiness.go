@@ -1,0 +1,65 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"net/http"
+	"sort"
+	"strings"
+	"sync"
+)
+
+// readiness is what /readyz answers: each role of the process (master, node) reports its state, and the process
+// is ready when every role is. A role starts not ready.
+type readiness struct {
+	mu    sync.Mutex
+	roles map[string]error
+}
+
+func newReadiness(roles ...string) *readiness {
+	r := &readiness{roles: map[string]error{}}
+	for _, role := range roles {
+		r.roles[role] = errors.New("starting")
+	}
+	return r
+}
+
+// set records a role's state: nil is ready; an error says why not.
+func (r *readiness) set(role string, err error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.roles[role] = err
+}
+
+// check returns nil when every role is ready, else one line per role that is not.
+func (r *readiness) check() error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	var lines []string
+	for role, err := range r.roles {
+		if err != nil {
+			lines = append(lines, fmt.Sprintf("%s: %v", role, err))
+		}
+	}
+	if len(lines) == 0 {
+		return nil
+	}
+	sort.Strings(lines)
+	return errors.New(strings.Join(lines, "\n"))
+}
+
+func (r *readiness) serveHTTP(w http.ResponseWriter, _ *http.Request) {
+	if err := r.check(); err != nil {
+		http.Error(w, "not ready:\n"+err.Error(), http.StatusServiceUnavailable)
+		return
+	}
+	_, _ = w.Write([]byte("ok"))
+}
+
+// syncState maps a sync's result to a readiness state.
+func syncState(err error) error {
+	if err != nil {
+		return fmt.Errorf("last sync failed: %w", err)
+	}
+	return nil
+}
