@@ -48,13 +48,6 @@ type tracker struct {
 	ipNB  map[netip.Addr]*ipRows
 	stale int // owned rows whose ids or match we cannot read
 
-	// A SNAT row's gateway router is the router referencing it (no column of the
-	// row names it): per router UUID the NAT rows it references, and per NAT row
-	// the names of the routers referencing it.
-	routerNAT map[string]map[string]bool
-	natRefs   map[string]map[string]bool
-	routerOf  map[string]string // router UUID -> name
-
 	mismatch map[netip.Addr]struct{}
 
 	converged   bool
@@ -73,14 +66,17 @@ const (
 )
 
 // rowInfo is what a row contributes: for a reroute its sorted next hops, for a
-// SNAT its external IP, filed as "GR_<node> <external IP>" once per gateway
-// router referencing it (under "" while none does).
+// SNAT its external IP. Which gateway router holds a SNAT row is said by the
+// router's nat column, not by the row: the tracker does not follow it (monitoring
+// the routers' NAT sets nearly doubled the harness' CPU per added pod and raised
+// the measured pod-add p99). A SNAT row and the router reference to it are
+// written in the same transaction as the reroute policy of its pod (a move: as
+// the new next hops), so they arrive in the same update; the full check
+// (converged) verifies the routers.
 type rowInfo struct {
 	kind rowKind
 	ip   netip.Addr
 	val  string
-	// filed are the SNAT values filed for this row (unfile removes exactly these).
-	filed []string
 }
 
 type ipRows struct {
@@ -101,7 +97,6 @@ func newTracker(joinIPs map[string]string, wantEIPs int) *tracker {
 		pods: map[string]netip.Addr{}, byIP: map[netip.Addr]string{}, byNS: map[string]map[netip.Addr]struct{}{},
 		lost: map[string]bool{}, eips: map[string]*egressipv1.EgressIP{}, bad: map[string]string{},
 		rows: map[string]rowInfo{}, ipNB: map[netip.Addr]*ipRows{}, mismatch: map[netip.Addr]struct{}{},
-		routerNAT: map[string]map[string]bool{}, natRefs: map[string]map[string]bool{}, routerOf: map[string]string{},
 		changed: make(chan struct{}),
 	}
 }
@@ -199,16 +194,6 @@ func (t *tracker) applyRows(evs []rowEvent) {
 	var dirty []netip.Addr
 	var last time.Time
 	for _, ev := range evs {
-		if refiled, ok := t.applyRouter(ev); ok {
-			for _, uuid := range refiled {
-				info := t.rows[uuid]
-				t.unfile(uuid, info)
-				t.file(uuid, info)
-				dirty = append(dirty, info.ip)
-				last = ev.at
-			}
-			continue
-		}
 		old, had := t.rows[ev.uuid]
 		info, keep := classify(ev.row)
 		if !had && !keep {
@@ -231,56 +216,6 @@ func (t *tracker) applyRows(evs []rowEvent) {
 	}
 }
 
-// applyRouter applies a router event (ok false when ev is not one): the NAT rows
-// whose references changed, among those filed, are returned to be filed again.
-func (t *tracker) applyRouter(ev rowEvent) (refile []string, ok bool) {
-	lr, isRouter := ev.row.(*nbdb.LogicalRouter)
-	_, known := t.routerNAT[ev.uuid]
-	if !isRouter && !(ev.row == nil && known) {
-		return nil, false
-	}
-	now := map[string]bool{}
-	name := t.routerOf[ev.uuid]
-	if lr != nil {
-		name = lr.Name
-		for _, n := range lr.Nat {
-			now[n] = true
-		}
-	}
-	was := t.routerNAT[ev.uuid]
-	touch := func(nat string, add bool) {
-		if t.natRefs[nat] == nil {
-			t.natRefs[nat] = map[string]bool{}
-		}
-		if add {
-			t.natRefs[nat][name] = true
-		} else if delete(t.natRefs[nat], name); len(t.natRefs[nat]) == 0 {
-			delete(t.natRefs, nat)
-		}
-		if info, filed := t.rows[nat]; filed && info.kind == rowSNAT {
-			refile = append(refile, nat)
-		}
-	}
-	for n := range was {
-		if !now[n] {
-			touch(n, false)
-		}
-	}
-	for n := range now {
-		if !was[n] {
-			touch(n, true)
-		}
-	}
-	if lr == nil {
-		delete(t.routerNAT, ev.uuid)
-		delete(t.routerOf, ev.uuid)
-	} else {
-		t.routerNAT[ev.uuid] = now
-		t.routerOf[ev.uuid] = name
-	}
-	return refile, true
-}
-
 // resetRows replaces the NB view with rows (uuid -> row), read from the monitor's
 // cache after events were dropped.
 func (t *tracker) resetRows(rows map[string]model.Model, at time.Time) {
@@ -291,12 +226,6 @@ func (t *tracker) resetRows(rows map[string]model.Model, at time.Time) {
 		dirty = append(dirty, ip)
 	}
 	t.rows, t.ipNB, t.stale = map[string]rowInfo{}, map[netip.Addr]*ipRows{}, 0
-	t.routerNAT, t.natRefs, t.routerOf = map[string]map[string]bool{}, map[string]map[string]bool{}, map[string]string{}
-	for uuid, row := range rows {
-		if _, ok := row.(*nbdb.LogicalRouter); ok {
-			t.applyRouter(rowEvent{uuid: uuid, row: row})
-		}
-	}
 	for uuid, row := range rows {
 		if info, ok := classify(row); ok {
 			t.file(uuid, info)
@@ -307,15 +236,6 @@ func (t *tracker) resetRows(rows map[string]model.Model, at time.Time) {
 }
 
 func (t *tracker) file(uuid string, info rowInfo) {
-	info.filed = nil
-	if info.kind == rowSNAT {
-		for router := range t.natRefs[uuid] {
-			info.filed = append(info.filed, router+" "+info.val)
-		}
-		if len(info.filed) == 0 {
-			info.filed = []string{" " + info.val}
-		}
-	}
 	t.rows[uuid] = info
 	switch info.kind {
 	case rowStale:
@@ -328,9 +248,8 @@ func (t *tracker) file(uuid string, info rowInfo) {
 		}
 		if info.kind == rowReroute {
 			r.reroute[info.val]++
-		}
-		for _, v := range info.filed {
-			r.snat[v]++
+		} else {
+			r.snat[info.val]++
 		}
 	}
 }
@@ -342,15 +261,12 @@ func (t *tracker) unfile(uuid string, info rowInfo) {
 		t.stale--
 	case rowReroute, rowSNAT:
 		r := t.ipNB[info.ip]
+		m := r.snat
 		if info.kind == rowReroute {
-			if r.reroute[info.val]--; r.reroute[info.val] == 0 {
-				delete(r.reroute, info.val)
-			}
+			m = r.reroute
 		}
-		for _, v := range info.filed {
-			if r.snat[v]--; r.snat[v] == 0 {
-				delete(r.snat, v)
-			}
+		if m[info.val]--; m[info.val] == 0 {
+			delete(m, info.val)
 		}
 		if len(r.reroute) == 0 && len(r.snat) == 0 {
 			delete(t.ipNB, info.ip)
@@ -440,7 +356,7 @@ func (t *tracker) broadcast() {
 
 // matches reports whether NB holds exactly the rows EgressIP status asks for ip:
 // none when no EgressIP serves it, else one reroute policy with the join IPs of the
-// status' nodes and one SNAT per status item on GR_<node>.
+// status' nodes and one SNAT per status item (its router: see rowInfo).
 func (t *tracker) matches(ip netip.Addr) bool {
 	got := t.ipNB[ip]
 	var e *egressipv1.EgressIP
@@ -457,7 +373,7 @@ func (t *tracker) matches(ip netip.Addr) bool {
 	hops := make([]string, 0, len(e.Status.Items))
 	for _, it := range e.Status.Items {
 		hops = append(hops, t.joinIPs[it.Node])
-		if got.snat[nbstate.GatewayRouter(it.Node)+" "+it.EgressIP] != 1 {
+		if got.snat[it.EgressIP] != 1 {
 			return false
 		}
 	}

@@ -44,11 +44,6 @@ func snat(uuid, pod, ext, ip string) rowEvent {
 	}}
 }
 
-// gr is node's gateway router referencing the NAT rows nats (and nothing else).
-func gr(node string, nats ...string) rowEvent {
-	return rowEvent{uuid: "gr-" + node, row: &nbdb.LogicalRouter{UUID: "gr-" + node, Name: nbstate.GatewayRouter(node), Nat: nats}}
-}
-
 func stamp(ms int, evs ...rowEvent) []rowEvent {
 	for i := range evs {
 		evs[i].at = at(ms)
@@ -78,11 +73,9 @@ func TestTrackerConvergesAtTheCompletingEvent(t *testing.T) {
 		item("node1", "172.18.64.0"), item("node2", "172.18.64.1")), at(20))
 	wantState(t, tr, false, time.Time{}) // rows missing
 
-	tr.applyRows(stamp(30, reroute("r1", "ns/p", "10.244.1.3", "100.64.0.3", "100.64.0.2"), snat("n1", "ns/p", "172.18.64.0", "10.244.1.3"), gr("node1", "n1")))
+	tr.applyRows(stamp(30, reroute("r1", "ns/p", "10.244.1.3", "100.64.0.3", "100.64.0.2"), snat("n1", "ns/p", "172.18.64.0", "10.244.1.3")))
 	wantState(t, tr, false, time.Time{}) // one SNAT missing
-	tr.applyRows(stamp(35, snat("n2", "ns/p", "172.18.64.1", "10.244.1.3")))
-	wantState(t, tr, false, time.Time{}) // the SNAT is on no gateway router yet
-	tr.applyRows(stamp(40, gr("node2", "n2")))
+	tr.applyRows(stamp(40, snat("n2", "ns/p", "172.18.64.1", "10.244.1.3")))
 	wantState(t, tr, true, at(40))
 
 	// Rows the tracker does not classify per pod (address sets) do not move the time.
@@ -102,25 +95,20 @@ func TestTrackerNodeLossAndPodChurn(t *testing.T) {
 	pod := netip.MustParseAddr("10.244.1.3")
 	tr.expectPod("ns/p", pod, at(0))
 	tr.setEgressIP("ns", eip("ns", []string{"172.18.64.0"}, item("node1", "172.18.64.0")), at(0))
-	tr.applyRows(stamp(10, gr("node1", "n1"), reroute("r1", "ns/p", "10.244.1.3", "100.64.0.2"), snat("n1", "ns/p", "172.18.64.0", "10.244.1.3")))
-	wantState(t, tr, true, at(10)) // the router's reference may arrive before the row
+	tr.applyRows(stamp(10, reroute("r1", "ns/p", "10.244.1.3", "100.64.0.2"), snat("n1", "ns/p", "172.18.64.0", "10.244.1.3")))
+	wantState(t, tr, true, at(10))
 
 	tr.loseNode("node1", at(20))
 	wantState(t, tr, false, time.Time{}) // status still on the lost node
 	tr.setEgressIP("ns", eip("ns", []string{"172.18.64.0"}, item("node2", "172.18.64.0")), at(30))
 	wantState(t, tr, false, time.Time{}) // rows still point at node1
-	// The SNAT row moves: only the routers' references change.
-	tr.applyRows(stamp(35, reroute("r1", "ns/p", "10.244.1.3", "100.64.0.3"), gr("node2", "n1")))
-	wantState(t, tr, false, time.Time{}) // referenced by both gateway routers
-	tr.applyRows(stamp(40, gr("node1")))
+	tr.applyRows(stamp(40, reroute("r1", "ns/p", "10.244.1.3", "100.64.0.3"), deleted("n1", 40), snat("n3", "ns/p", "172.18.64.0", "10.244.1.3")))
 	wantState(t, tr, true, at(40))
 
 	// The pod goes: its rows must go too.
 	tr.forgetPod("ns/p", at(50))
 	wantState(t, tr, false, time.Time{})
-	tr.applyRows([]rowEvent{deleted("r1", 60), deleted("n1", 60)})
-	wantState(t, tr, true, at(60))
-	tr.applyRows(stamp(65, gr("node2"))) // the reference to the deleted row goes
+	tr.applyRows([]rowEvent{deleted("r1", 60), deleted("n3", 60)})
 	wantState(t, tr, true, at(60))
 
 	// An owned row whose ids do not parse is never converged.
