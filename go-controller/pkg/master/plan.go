@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"net/netip"
+	"runtime/debug"
 	"strings"
 	"time"
 
@@ -291,8 +292,20 @@ func (c *controller) commit(ctx context.Context, r nbRows, full bool) error {
 		klog.V(2).InfoS("OVN Northbound rows updated", "inserted", ins, "updated", upd, "deleted", del, "full", full,
 			"diff", diffed.Sub(began).Round(time.Microsecond), "transaction", committed.Sub(diffed).Round(time.Microsecond))
 	}
+	if len(plan.Changes) >= bulkChanges {
+		// A bulk transaction leaves hundreds of MiB of garbage (its rows, operations
+		// and JSON): collect it now, while nothing waits, rather than during the
+		// small syncs that follow (their transactions then took 30-60 ms instead of
+		// 2 ms at 20,000 pods), and give the memory back to the system.
+		gcStart := time.Now()
+		debug.FreeOSMemory()
+		klog.V(2).InfoS("Memory of a bulk NB transaction released", "changes", len(plan.Changes), "took", time.Since(gcStart).Round(time.Microsecond))
+	}
 	return nil
 }
+
+// bulkChanges is the plan size after which commit collects garbage at once.
+const bulkChanges = 10000
 
 // servedChanges returns the changes of the served-pods address sets for the pod
 // IPs in touched: only the difference travels. A set not in NB yet is inserted
