@@ -3,7 +3,6 @@
 package main
 
 import (
-	"context"
 	"flag"
 	"fmt"
 	"os"
@@ -19,7 +18,7 @@ import (
 
 func main() {
 	app := newApp()
-	if err := app.Run(os.Args); err != nil {
+	if err := app.Run(config.NormalizeArgs(os.Args)); err != nil {
 		fmt.Fprintf(os.Stderr, "ovnkube: %v\n", err)
 		os.Exit(1)
 	}
@@ -40,7 +39,7 @@ func newApp() *cli.App {
 				return err
 			}
 			setupLogging(cfg.LogLevel)
-			ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
+			ctx, stop := signal.NotifyContext(c.Context, syscall.SIGINT, syscall.SIGTERM)
 			defer stop()
 			rc, err := restConfig(cfg)
 			if err != nil {

@@ -34,7 +34,7 @@ func TestHelpListsEveryFlag(t *testing.T) {
 }
 
 func TestBadGatewayModeFailsNamingTheFlag(t *testing.T) {
-	err := newApp().Run([]string{"ovnkube", "--init-master", "--gateway-mode", "bogus"})
+	err := newApp().Run(config.NormalizeArgs([]string{"ovnkube", "--init-master", "--gateway-mode", "bogus"}))
 	if err == nil || !strings.Contains(err.Error(), "--gateway-mode") || !strings.Contains(err.Error(), "bogus") {
 		t.Fatalf("err = %v, want it to name --gateway-mode and the value", err)
 	}

@@ -27,6 +27,10 @@ const (
 type Config struct {
 	// InitMaster runs the master (assignment, status, NB rows).
 	InitMaster bool
+	// MasterNode is the node name given to --init-master (as upstream
+	// OVN-Kubernetes takes it); "" when the flag is given without one. It names
+	// the master in its Lease.
+	MasterNode string
 	// InitNode is the Node name the node daemon runs for ("" = no node daemon).
 	InitNode string
 	// EgressIPEnable turns the egress IP feature on; when false no EgressIP
@@ -105,7 +109,7 @@ const (
 func Flags() []cli.Flag {
 	return []cli.Flag{
 		&cli.StringFlag{Name: FlagConfigFile, Usage: "INI config file (sections default, kubernetes, ovnnorth, gateway, logging, metrics, ovnkubernetesfeature); flags win"},
-		&cli.BoolFlag{Name: FlagInitMaster, Usage: "run the master: egress IP assignment, status and OVN Northbound rows"},
+		&cli.StringFlag{Name: FlagInitMaster, Usage: "run the master (egress IP assignment, status and OVN Northbound rows) on node `NODE`; as upstream OVN-Kubernetes, the node name may follow, or be omitted"},
 		&cli.StringFlag{Name: FlagInitNode, Usage: "run the node daemon for Node `NAME`"},
 		&cli.BoolFlag{Name: FlagEgressIPEnable, Aliases: []string{"enable-egress-ip"}, Usage: "enable the egress IP feature"},
 		&cli.StringFlag{Name: FlagGatewayMode, Value: GatewayModeShared, Usage: "gateway mode: shared or local"},
@@ -183,7 +187,7 @@ func Load(c *cli.Context) (*Config, error) {
 		return fromFile
 	}
 	cfg := &Config{
-		InitMaster:                  c.Bool(FlagInitMaster),
+		InitMaster:                  c.IsSet(FlagInitMaster) && c.String(FlagInitMaster) != "false",
 		InitNode:                    c.String(FlagInitNode),
 		EgressIPEnable:              c.Bool(FlagEgressIPEnable),
 		GatewayMode:                 str(FlagGatewayMode, f.Gateway.Mode),
@@ -204,6 +208,9 @@ func Load(c *cli.Context) (*Config, error) {
 		LeaderElectionRenewDeadline: c.Duration(FlagRenewDeadline),
 		LeaderElectionRetryPeriod:   c.Duration(FlagRetryPeriod),
 		NBConnectTimeout:            c.Duration(FlagNBConnectTimeout),
+	}
+	if v := c.String(FlagInitMaster); cfg.InitMaster && v != "true" {
+		cfg.MasterNode = v
 	}
 	if !c.IsSet(FlagEgressIPEnable) && f.OvnKubernetesFeature.EnableEgressIP != nil {
 		cfg.EgressIPEnable = *f.OvnKubernetesFeature.EnableEgressIP
@@ -314,4 +321,27 @@ func parseNBAddresses(value string) ([]string, error) {
 		return nil, fmt.Errorf("invalid --%s %q: %w", FlagNBAddress, value, err)
 	}
 	return addrs, nil
+}
+
+// NormalizeArgs makes both forms of --init-master parse: upstream OVN-Kubernetes'
+// "--init-master NODE" and this project's "--init-master" with no value (followed
+// by another flag, or last), which becomes "--init-master=true". Arguments after
+// "--" are left alone.
+func NormalizeArgs(args []string) []string {
+	out := append([]string(nil), args...)
+	for i := 1; i < len(out); i++ {
+		a := out[i]
+		if a == "--" {
+			break
+		}
+		if a != "--"+FlagInitMaster && a != "-"+FlagInitMaster {
+			continue
+		}
+		if i+1 == len(out) || strings.HasPrefix(out[i+1], "-") {
+			out[i] = "--" + FlagInitMaster + "=true"
+		} else {
+			i++ // the node name
+		}
+	}
+	return out
 }
