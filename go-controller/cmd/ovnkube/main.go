@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/signal"
 	"strconv"
+	"strings"
 	"syscall"
 
 	"github.com/urfave/cli/v2"
@@ -18,7 +19,7 @@ import (
 
 func main() {
 	app := newApp()
-	if err := app.Run(config.NormalizeArgs(os.Args)); err != nil {
+	if err := app.Run(normalizeArgs(os.Args)); err != nil {
 		fmt.Fprintf(os.Stderr, "ovnkube: %v\n", err)
 		os.Exit(1)
 	}
@@ -30,6 +31,7 @@ func newApp() *cli.App {
 		Usage:           "egress IPs for OVN-Kubernetes-style clusters: master (assignment, status, OVN Northbound) and node daemon",
 		Flags:           config.Flags(),
 		HideHelpCommand: true,
+		Commands:        []*cli.Command{egressIPCommand()},
 		Action: func(c *cli.Context) error {
 			if c.NArg() > 0 {
 				return fmt.Errorf("unexpected argument %q", c.Args().First())
@@ -54,4 +56,39 @@ func setupLogging(level int) {
 	fs := flag.NewFlagSet("klog", flag.ContinueOnError)
 	klog.InitFlags(fs)
 	_ = fs.Set("v", strconv.Itoa(level))
+}
+
+// normalizeArgs is config.NormalizeArgs plus, for `egressip explain`, flags
+// accepted after the NAME (`explain NAME -o json`): every flag of explain takes
+// a value, so a token not starting with "-" that is no flag's value is the NAME.
+func normalizeArgs(args []string) []string {
+	args = config.NormalizeArgs(args)
+	for i := 0; i+1 < len(args); i++ {
+		if args[i] != "egressip" || args[i+1] != "explain" {
+			continue
+		}
+		head := append([]string(nil), args[:i+2]...)
+		var flags, positional []string
+		rest := args[i+2:]
+		for j := 0; j < len(rest); j++ {
+			a := rest[j]
+			switch {
+			case a == "--":
+				positional = append(positional, rest[j+1:]...)
+				j = len(rest)
+			case !strings.HasPrefix(a, "-") || a == "-":
+				positional = append(positional, a)
+			case strings.Contains(a, "=") || a == "-h" || a == "--help":
+				flags = append(flags, a)
+			default:
+				flags = append(flags, a)
+				if j+1 < len(rest) {
+					flags = append(flags, rest[j+1])
+					j++
+				}
+			}
+		}
+		return append(append(head, flags...), positional...)
+	}
+	return args
 }

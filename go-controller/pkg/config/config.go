@@ -168,7 +168,27 @@ type file struct {
 
 // Load builds the Config from the flags of c and, when --config-file is set, the
 // INI file. Errors are one line naming the flag (or file key) and the value.
-func Load(c *cli.Context) (*Config, error) {
+func Load(c *cli.Context) (*Config, error) { return loadConfig(c, true) }
+
+// LoadClient is Load for read-only tools (ovnkube egressip explain): the same
+// flags and file, no role required.
+func LoadClient(c *cli.Context) (*Config, error) { return loadConfig(c, false) }
+
+// ClientFlags are the flags of read-only tools: where the API and NB are, and the
+// cluster's gateway mode and subnets (as the daemons take them).
+func ClientFlags() []cli.Flag {
+	keep := map[string]bool{FlagConfigFile: true, FlagGatewayMode: true, FlagNBAddress: true, FlagKubeconfig: true,
+		FlagClusterSubnets: true, FlagJoinSubnet: true, FlagLogLevel: true}
+	var out []cli.Flag
+	for _, f := range Flags() {
+		if keep[f.Names()[0]] {
+			out = append(out, f)
+		}
+	}
+	return out
+}
+
+func loadConfig(c *cli.Context, role bool) (*Config, error) {
 	var f file
 	if path := c.String(FlagConfigFile); path != "" {
 		if _, err := os.Stat(path); err != nil {
@@ -187,7 +207,7 @@ func Load(c *cli.Context) (*Config, error) {
 		return fromFile
 	}
 	cfg := &Config{
-		InitMaster:                  c.IsSet(FlagInitMaster) && c.String(FlagInitMaster) != "false",
+		InitMaster:                  role && c.IsSet(FlagInitMaster) && c.String(FlagInitMaster) != "false",
 		InitNode:                    c.String(FlagInitNode),
 		EgressIPEnable:              c.Bool(FlagEgressIPEnable),
 		GatewayMode:                 str(FlagGatewayMode, f.Gateway.Mode),
@@ -247,6 +267,9 @@ func Load(c *cli.Context) (*Config, error) {
 			return nil, err
 		}
 	}
+	if !role {
+		return cfg, checkKubeconfig(cfg)
+	}
 	if cfg.HealthCheckPort < 0 || cfg.HealthCheckPort > 65535 {
 		return nil, fmt.Errorf("invalid --%s %d: must be 0..65535", FlagHealthCheckPort, cfg.HealthCheckPort)
 	}
@@ -262,20 +285,27 @@ func Load(c *cli.Context) (*Config, error) {
 	if cfg.NodeResyncInterval <= 0 {
 		return nil, fmt.Errorf("invalid --%s %s: must be positive", FlagNodeResync, cfg.NodeResyncInterval)
 	}
-	if !cfg.InitMaster && cfg.InitNode == "" {
+	if role && !cfg.InitMaster && cfg.InitNode == "" {
 		return nil, fmt.Errorf("nothing to do: set --%s and/or --%s NODE", FlagInitMaster, FlagInitNode)
 	}
 	if cfg.InitMaster && len(cfg.NBAddresses) == 0 && cfg.EgressIPEnable {
 		return nil, fmt.Errorf("missing --%s: the master needs the OVN Northbound database", FlagNBAddress)
 	}
-	if cfg.Kubeconfig != "" {
-		if _, err := os.Stat(cfg.Kubeconfig); err != nil {
-			return nil, fmt.Errorf("invalid --%s %q: %v", FlagKubeconfig, cfg.Kubeconfig, err)
-		}
-	} else if os.Getenv("KUBERNETES_SERVICE_HOST") == "" {
-		return nil, fmt.Errorf("missing --%s: not running in a cluster (KUBERNETES_SERVICE_HOST unset)", FlagKubeconfig)
+	if err := checkKubeconfig(cfg); err != nil {
+		return nil, err
 	}
 	return cfg, nil
+}
+
+func checkKubeconfig(cfg *Config) error {
+	if cfg.Kubeconfig != "" {
+		if _, err := os.Stat(cfg.Kubeconfig); err != nil {
+			return fmt.Errorf("invalid --%s %q: %v", FlagKubeconfig, cfg.Kubeconfig, err)
+		}
+	} else if os.Getenv("KUBERNETES_SERVICE_HOST") == "" {
+		return fmt.Errorf("missing --%s: not running in a cluster (KUBERNETES_SERVICE_HOST unset)", FlagKubeconfig)
+	}
+	return nil
 }
 
 func parseSecondsOrDuration(s string) (time.Duration, error) {
