@@ -493,9 +493,7 @@ func ExplainPod(in ExplainInput, ns, name string) (*PodReport, error) {
 		if !ok {
 			continue
 		}
-		for _, h := range holdersOf(eip, st, fam) {
-			r.Via = append(r.Via, h)
-		}
+		r.Via = append(r.Via, holdersOf(eip, fam)...)
 		for _, h := range rt.SNAT {
 			r.Sources = append(r.Sources, h.EgressIP.String())
 		}
@@ -523,7 +521,7 @@ func ExplainPod(in ExplainInput, ns, name string) (*PodReport, error) {
 }
 
 // holdersOf lists "ip@node" of eip's status items of family fam.
-func holdersOf(eip *egressipv1.EgressIP, st *explainState, fam string) []string {
+func holdersOf(eip *egressipv1.EgressIP, fam string) []string {
 	var out []string
 	for _, it := range eip.Status.Items {
 		if a, err := netip.ParseAddr(it.EgressIP); err == nil && nbstate.Family(a) == fam {
