@@ -201,8 +201,11 @@ func runOperatorCases(t *testing.T, e *env, mode string) {
 		var pr master.PodReport
 		e.explain(&pr, "--pod", "prod/db1")
 		got := e.eventually("prod", "db1", e.nodeSource("node1"))
-		t.Logf("row gone: prod/db1 leaves with %v (node1's unserved source); explain's pod view still says %v (from status): the row report is what shows it", got, pr.Sources)
+		if !slices.Contains(pr.Sources, got.String()) {
+			t.Errorf("row gone: echo saw %v, explain --pod prod/db1 says %v (%s)", got, pr.Sources, pr.Why)
+		}
 		e.explainText("second")
+		e.explainText("--pod", "prod/db1")
 		e.startMaster("master-a", "127.0.0.1:29101")
 		e.eventually("prod", "db1", egressB)
 		e.explain(&r, "second")

@@ -508,7 +508,11 @@ func ExplainPod(in ExplainInput, ns, name string) (*PodReport, error) {
 	}
 	slices.Sort(r.Sources)
 	r.Sources = slices.Compact(r.Sources)
+	missing := st.missingPodRows(eip, pod)
 	switch {
+	case len(missing) > 0:
+		r.Why += "; but NB lacks (or holds otherwise) its rows: " + strings.Join(missing, "; ") + ": it leaves as an unserved pod until the master repairs them"
+		r.Sources = st.unservedSource(pod)
 	case len(r.Sources) > 0:
 		r.Why += "; its traffic leaving the cluster is rerouted to the holders and leaves with one of its egress IPs (ECMP per flow)"
 	case eip.Spec.Strict:
@@ -560,5 +564,28 @@ func (st *explainState) unservedSource(pod *corev1.Pod) []string {
 			out = append(out, p.Addr().String())
 		}
 	}
+	return out
+}
+
+// missingPodRows lists the desired policy rows of pod under eip that NB does not
+// hold as desired (nil when NB was not read). Without its policy the pod is not
+// rerouted (nor dropped).
+func (st *explainState) missingPodRows(eip *egressipv1.EgressIP, pod *corev1.Pod) []string {
+	if st.in.NB == nil {
+		return nil
+	}
+	key := pod.Namespace + "/" + pod.Name
+	want := ofEgressIP(st.desired(), eip.Name)
+	var out []string
+	for k, p := range want.Policies {
+		if k.IDs.Pod != key {
+			continue
+		}
+		h, ok := st.in.NB.Rows.Policies[k]
+		if !ok || h.Action != p.Action || h.Match != p.Match || !sameSet(h.Nexthops, p.Nexthops) {
+			out = append(out, fmt.Sprintf("policy %s %q", p.Action, p.Match))
+		}
+	}
+	sort.Strings(out)
 	return out
 }

@@ -2,6 +2,7 @@ package master
 
 import (
 	"context"
+	"fmt"
 	"net/netip"
 	"strings"
 	"testing"
@@ -63,6 +64,12 @@ func TestExplain(t *testing.T) {
 	e.expectCondition("first", conditions.TypeReady, metav1.ConditionFalse, conditions.ReasonNotAssigned)
 	e.settle()
 	e.stop() // nothing repairs NB from now on
+	e.eventually("the test's NB view has the rows", func() error {
+		if got := e.reroutes(); len(got) != 3 {
+			return fmt.Errorf("reroutes %v", got)
+		}
+		return nil
+	})
 
 	r, err := ExplainEgressIP(e.explainInput(), "first")
 	if err != nil {
@@ -122,5 +129,18 @@ func TestExplain(t *testing.T) {
 	}
 	if len(r.NB.Missing) != 1 || !strings.Contains(r.NB.Missing[0], "10.244.1.5") || r.Computed.Reason != conditions.ReasonNotAssigned {
 		t.Errorf("after removing a row: missing %v, computed Ready %+v", r.NB.Missing, r.Computed)
+	}
+	in := e.explainInput()
+	for _, p := range in.Pods {
+		if p.Name == "web1" {
+			p.Spec.NodeName = "node1" // the harness' pods are not scheduled
+		}
+	}
+	p, err = ExplainPod(in, "prod", "web1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(p.Sources) != 1 || p.Sources[0] != "172.18.0.21" || !strings.Contains(p.Why, "NB lacks") {
+		t.Errorf("prod/web1 without its reroute row: %+v, want it to leave with GR_node1's 172.18.0.21", p)
 	}
 }
