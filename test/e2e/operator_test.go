@@ -148,7 +148,6 @@ func runOperatorCases(t *testing.T, e *env, mode string) {
 		if servedOther["prod/web1"] != "prod" || servedOther["prod/web3"] != "prod" {
 			t.Errorf("explain second: selected but served by another: %v", servedOther)
 		}
-		e.explainText("second")
 		// Each pod's source as explain says, against what the echo server sees.
 		for _, p := range [][2]string{{"prod", "db1"}, {"prod", "web1"}, {"dev", "web1"}} {
 			var pr master.PodReport
@@ -158,8 +157,6 @@ func runOperatorCases(t *testing.T, e *env, mode string) {
 				t.Errorf("%s/%s: echo saw %v (%v); explain says %v (%s)", p[0], p[1], got, err, pr.Sources, pr.Why)
 			}
 		}
-		e.explainText("--pod", "prod/db1")
-		e.explainText("--pod", "dev/web1")
 
 		// Unassigned IPs, one per reason admission cannot see.
 		nodeIP := e.mustNode("node2").NodeIP.String()
@@ -175,7 +172,6 @@ func runOperatorCases(t *testing.T, e *env, mode string) {
 				t.Errorf("explain second: %s: %+v, want reason %s", ip.IP, ip, w)
 			}
 		}
-		e.explainText("second")
 		t.Logf("kubectl describe eip second:\n%s", e.kubectl("", "describe", "eip", "second"))
 		e.kubectl(second(false, "", eipB), "apply", "-f", "-")
 		e.waitCondition("second", "Ready", "Programmed")
@@ -205,7 +201,6 @@ func runOperatorCases(t *testing.T, e *env, mode string) {
 			t.Errorf("row gone: echo saw %v, explain --pod prod/db1 says %v (%s)", got, pr.Sources, pr.Why)
 		}
 		e.explainText("second")
-		e.explainText("--pod", "prod/db1")
 		e.startMaster("master-a", "127.0.0.1:29101")
 		e.eventually("prod", "db1", egressB)
 		e.explain(&r, "second")
@@ -308,7 +303,6 @@ func runOperatorCases(t *testing.T, e *env, mode string) {
 		if len(pr.Sources) != 0 {
 			t.Errorf("explain --pod prod/db1 under strict: sources %v, want none (dropped): %s", pr.Sources, pr.Why)
 		}
-		e.explainText("--pod", "prod/db1")
 		// Strict off (default): it leaves with its node's (shared: gateway router's) address.
 		e.kubectl(second(false, "", eipB), "apply", "-f", "-")
 		e.eventually("prod", "db1", node1)
