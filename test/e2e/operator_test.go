@@ -27,7 +27,7 @@ import (
 func (e *env) explain(v any, args ...string) string {
 	e.t.Helper()
 	argv := append([]string{"egressip", "explain"}, args...)
-	argv = append(argv, "-o", "json", "--kubeconfig", e.c.Kubeconfig(), "--nb-address", e.c.NBAddress(), "--gateway-mode", e.mode)
+	argv = append(argv, "-o", "json", "--probe", "--kubeconfig", e.c.Kubeconfig(), "--nb-address", e.c.NBAddress(), "--gateway-mode", e.mode)
 	out, err := exec.Command(ovnkubeBin, argv...).Output()
 	if err != nil {
 		e.t.Fatalf("ovnkube %s: %v\n%s", strings.Join(argv, " "), err, out)
@@ -42,7 +42,7 @@ func (e *env) explain(v any, args ...string) string {
 func (e *env) explainText(args ...string) string {
 	e.t.Helper()
 	argv := append([]string{"egressip", "explain"}, args...)
-	argv = append(argv, "--kubeconfig", e.c.Kubeconfig(), "--nb-address", e.c.NBAddress(), "--gateway-mode", e.mode)
+	argv = append(argv, "--probe", "--kubeconfig", e.c.Kubeconfig(), "--nb-address", e.c.NBAddress(), "--gateway-mode", e.mode)
 	out, err := exec.Command(ovnkubeBin, argv...).CombinedOutput()
 	if err != nil {
 		e.t.Fatalf("ovnkube %s: %v\n%s", strings.Join(argv, " "), err, out)
@@ -147,6 +147,14 @@ func runOperatorCases(t *testing.T, e *env, mode string) {
 		}
 		if servedOther["prod/web1"] != "prod" || servedOther["prod/web3"] != "prod" {
 			t.Errorf("explain second: selected but served by another: %v", servedOther)
+		}
+		for _, n := range r.IPs[0].Nodes {
+			if n.Verdict == "Unreachable" {
+				t.Errorf("explain --probe: node %s unreachable while the master holds IPs on it", n.Node)
+			}
+		}
+		if slices.ContainsFunc(r.Notes, func(s string) bool { return strings.Contains(s, "not probed") }) {
+			t.Errorf("explain --probe still says it did not probe: %v", r.Notes)
 		}
 		// Each pod's source as explain says, against what the echo server sees.
 		for _, p := range [][2]string{{"prod", "db1"}, {"prod", "web1"}, {"dev", "web1"}} {

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/go-logr/logr"
@@ -16,7 +17,9 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/ovn-egressip/ovn-egressip/go-controller/pkg/config"
+	"github.com/ovn-egressip/ovn-egressip/go-controller/pkg/egressip/annotations"
 	"github.com/ovn-egressip/ovn-egressip/go-controller/pkg/egressip/nbstate"
+	"github.com/ovn-egressip/ovn-egressip/go-controller/pkg/healthcheck"
 	"github.com/ovn-egressip/ovn-egressip/go-controller/pkg/master"
 	"github.com/ovn-egressip/ovn-egressip/go-controller/pkg/nbdb"
 )
@@ -34,6 +37,9 @@ func egressIPCommand() *cli.Command {
 				&cli.StringFlag{Name: "pod", Usage: "explain the egress of pod `NAMESPACE/NAME` instead"},
 				&cli.StringFlag{Name: "output", Aliases: []string{"o"}, Value: "text", Usage: "text or json"},
 				&cli.DurationFlag{Name: "timeout", Value: 10 * time.Second, Usage: "how long to wait for the API and NB"},
+				&cli.BoolFlag{Name: "probe", Usage: "probe the labelled nodes' egress health check as the master does (from where explain runs: it must reach the nodes' management IPs); without it every labelled node is taken as reachable"},
+				&cli.IntFlag{Name: config.FlagHealthCheckPort, Value: 9107, Usage: "with --probe: the nodes' gRPC health check port; 0 = legacy TCP check on port 9"},
+				&cli.DurationFlag{Name: config.FlagReachabilityTimeout, Value: 75 * time.Millisecond, Usage: "with --probe: total timeout of one probe"},
 			),
 			Action: runExplain,
 		}},
@@ -66,6 +72,9 @@ func runExplain(c *cli.Context) error {
 	in, err := readExplainInput(ctx, cfg, cs)
 	if err != nil {
 		return err
+	}
+	if c.Bool("probe") {
+		in.Reachable = probe(ctx, in.Nodes, c.Int(config.FlagHealthCheckPort), c.Duration(config.FlagReachabilityTimeout))
 	}
 	var report any
 	if pod != "" {
@@ -280,4 +289,57 @@ func printPodReport(w io.Writer, r *master.PodReport) {
 		fmt.Fprintf(w, "  the outside world sees: %s\n", strings.Join(r.Sources, " or "))
 	}
 	fmt.Fprintf(w, "  why: %s\n", r.Why)
+}
+
+// probed is the reachability explain measured: a node is unreachable when its
+// last two probes failed, reachable when one of them succeeded.
+type probed map[string]bool
+
+func (p probed) Reachable(node string) bool { r, ok := p[node]; return !ok || r }
+
+// probe runs the master's health checker against the labelled nodes for a few
+// rounds (at most 2 s) and returns what it saw.
+func probe(ctx context.Context, nodes []*corev1.Node, port int, timeout time.Duration) probed {
+	var targets []healthcheck.Target
+	for _, n := range nodes {
+		if !annotations.IsEgressAssignable(n) {
+			continue
+		}
+		if t, ok := targetFor(n); ok {
+			targets = append(targets, t)
+		}
+	}
+	var mu sync.Mutex
+	seen := map[string][]bool{}
+	pctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+	defer cancel()
+	checker := healthcheck.NewChecker(healthcheck.CheckerConfig{
+		Port: port, Interval: 50 * time.Millisecond, Timeout: timeout,
+		Targets: func() []healthcheck.Target { return targets },
+		Observe: func(node string, ok bool, _ time.Duration) {
+			mu.Lock()
+			defer mu.Unlock()
+			seen[node] = append(seen[node], ok)
+			done := true
+			for _, t := range targets {
+				if len(seen[t.Node]) < 2 {
+					done = false
+				}
+			}
+			if done {
+				cancel()
+			}
+		},
+	})
+	checker.Run(pctx)
+	mu.Lock()
+	defer mu.Unlock()
+	out := probed{}
+	for _, t := range targets {
+		obs := seen[t.Node]
+		if len(obs) >= 2 {
+			out[t.Node] = obs[len(obs)-1] || obs[len(obs)-2]
+		}
+	}
+	return out
 }

@@ -256,7 +256,7 @@ func ExplainEgressIP(in ExplainInput, name string) (*EgressIPReport, error) {
 		Problems: st.problems[name], NotProgrammed: notProg, Strict: eip.Spec.Strict})
 	r.Computed = &conds[0]
 	if in.Reachable == nil {
-		r.Notes = append(r.Notes, "node reachability not probed: every labelled node is taken as reachable")
+		r.Notes = append(r.Notes, "node reachability not probed (--probe): every labelled node is taken as reachable")
 	}
 	return r, nil
 }
