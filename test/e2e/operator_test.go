@@ -28,9 +28,12 @@ func (e *env) explain(v any, args ...string) string {
 	e.t.Helper()
 	argv := append([]string{"egressip", "explain"}, args...)
 	argv = append(argv, "-o", "json", "--probe", "--kubeconfig", e.c.Kubeconfig(), "--nb-address", e.c.NBAddress(), "--gateway-mode", e.mode)
-	out, err := exec.Command(ovnkubeBin, argv...).Output()
+	cmd := exec.Command(ovnkubeBin, argv...)
+	var stderr strings.Builder
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
 	if err != nil {
-		e.t.Fatalf("ovnkube %s: %v\n%s", strings.Join(argv, " "), err, out)
+		e.t.Fatalf("ovnkube %s: %v\n%s%s", strings.Join(argv, " "), err, out, stderr.String())
 	}
 	if err := json.Unmarshal(out, v); err != nil {
 		e.t.Fatalf("explain output: %v\n%s", err, out)

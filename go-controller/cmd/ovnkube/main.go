@@ -59,10 +59,18 @@ func setupLogging(level int) {
 }
 
 // normalizeArgs is config.NormalizeArgs plus, for `egressip explain`, flags
-// accepted after the NAME (`explain NAME -o json`): every flag of explain takes
-// a value, so a token not starting with "-" that is no flag's value is the NAME.
+// accepted after the NAME (`explain NAME -o json`): a token not starting with "-"
+// that is no flag's value is the NAME (only explain's boolean flags take no value).
 func normalizeArgs(args []string) []string {
 	args = config.NormalizeArgs(args)
+	boolFlags := map[string]bool{"-h": true, "--help": true}
+	for _, f := range egressIPCommand().Subcommands[0].Flags {
+		if _, ok := f.(*cli.BoolFlag); ok {
+			for _, n := range f.Names() {
+				boolFlags["-"+n], boolFlags["--"+n] = true, true
+			}
+		}
+	}
 	for i := 0; i+1 < len(args); i++ {
 		if args[i] != "egressip" || args[i+1] != "explain" {
 			continue
@@ -78,7 +86,7 @@ func normalizeArgs(args []string) []string {
 				j = len(rest)
 			case !strings.HasPrefix(a, "-") || a == "-":
 				positional = append(positional, a)
-			case strings.Contains(a, "=") || a == "-h" || a == "--help":
+			case strings.Contains(a, "=") || boolFlags[a]:
 				flags = append(flags, a)
 			default:
 				flags = append(flags, a)

@@ -122,8 +122,8 @@ func mustPrefixes(t *testing.T, s ...string) []netip.Prefix {
 }
 
 func TestNormalizeExplainArgs(t *testing.T) {
-	got := normalizeArgs([]string{"ovnkube", "egressip", "explain", "prod", "-o", "json", "--kubeconfig=/k", "--pod", "ns/p"})
-	want := []string{"ovnkube", "egressip", "explain", "-o", "json", "--kubeconfig=/k", "--pod", "ns/p", "prod"}
+	got := normalizeArgs([]string{"ovnkube", "egressip", "explain", "prod", "-o", "json", "--probe", "--kubeconfig=/k", "--pod", "ns/p"})
+	want := []string{"ovnkube", "egressip", "explain", "-o", "json", "--probe", "--kubeconfig=/k", "--pod", "ns/p", "prod"}
 	if strings.Join(got, " ") != strings.Join(want, " ") {
 		t.Errorf("normalizeArgs = %v, want %v", got, want)
 	}
