@@ -1,7 +1,9 @@
 package main
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
 	"strings"
 	"testing"
 	"time"
@@ -16,6 +18,7 @@ import (
 	egressipv1 "github.com/ovn-egressip/ovn-egressip/go-controller/pkg/crd/egressip/v1"
 	egressipclientset "github.com/ovn-egressip/ovn-egressip/go-controller/pkg/crd/egressip/v1/apis/clientset/versioned"
 	"github.com/ovn-egressip/ovn-egressip/go-controller/pkg/egressip/annotations"
+	"github.com/ovn-egressip/ovn-egressip/go-controller/pkg/master"
 	"github.com/ovn-egressip/ovn-egressip/test/apiserver"
 	"github.com/ovn-egressip/ovn-egressip/test/nbserver"
 )
@@ -79,6 +82,18 @@ func TestUpstreamCommandLineStartsMaster(t *testing.T) {
 	})
 	if err != nil {
 		t.Fatalf("the master started by %v did not assign eip1: %v", args, err)
+	}
+	// explain, as an operator types it (flags after the NAME), reads the same.
+	app := newApp()
+	var out bytes.Buffer
+	app.Writer = &out
+	if err := app.RunContext(ctx, normalizeArgs([]string{"ovnkube", "egressip", "explain", "eip1", "-o", "json", "--probe",
+		"--kubeconfig", env.Kubeconfig, "--nb-address", nb.Addr})); err != nil {
+		t.Fatalf("explain: %v\n%s", err, out.String())
+	}
+	var r master.EgressIPReport
+	if err := json.Unmarshal(out.Bytes(), &r); err != nil || len(r.IPs) != 1 || r.IPs[0].Holder != "node1" || r.NB == nil {
+		t.Errorf("explain eip1: %v %+v\n%s", err, r, out.String())
 	}
 	lease, err := admin.CoordinationV1().Leases("ovn-kubernetes").Get(ctx, "ovn-egressip-master", metav1.GetOptions{})
 	if err != nil || !strings.HasPrefix(ptr.Deref(lease.Spec.HolderIdentity, ""), "node1_") {
