@@ -291,14 +291,15 @@ func printPodReport(w io.Writer, r *master.PodReport) {
 	fmt.Fprintf(w, "  why: %s\n", r.Why)
 }
 
-// probed is the reachability explain measured: a node is unreachable when its
-// last two probes failed, reachable when one of them succeeded.
+// probed is the reachability explain measured with the master's checker.
 type probed map[string]bool
 
 func (p probed) Reachable(node string) bool { r, ok := p[node]; return !ok || r }
 
-// probe runs the master's health checker against the labelled nodes for a few
-// rounds (at most 2 s) and returns what it saw.
+// probe runs the master's health checker (and so the master's rule: unreachable
+// after two hard failures in a row, or ten failures of any kind) against the
+// labelled nodes until each has passed two rounds in a row or been probed twelve
+// times (at most 3 s), and returns the checker's verdicts.
 func probe(ctx context.Context, nodes []*corev1.Node, port int, timeout time.Duration) probed {
 	var targets []healthcheck.Target
 	for _, n := range nodes {
@@ -309,9 +310,13 @@ func probe(ctx context.Context, nodes []*corev1.Node, port int, timeout time.Dur
 			targets = append(targets, t)
 		}
 	}
+	out := probed{}
+	if len(targets) == 0 {
+		return out
+	}
 	var mu sync.Mutex
 	seen := map[string][]bool{}
-	pctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+	pctx, cancel := context.WithTimeout(ctx, 3*time.Second)
 	defer cancel()
 	checker := healthcheck.NewChecker(healthcheck.CheckerConfig{
 		Port: port, Interval: 50 * time.Millisecond, Timeout: timeout,
@@ -320,26 +325,19 @@ func probe(ctx context.Context, nodes []*corev1.Node, port int, timeout time.Dur
 			mu.Lock()
 			defer mu.Unlock()
 			seen[node] = append(seen[node], ok)
-			done := true
 			for _, t := range targets {
-				if len(seen[t.Node]) < 2 {
-					done = false
+				obs := seen[t.Node]
+				settled := len(obs) >= 12 || len(obs) >= 2 && obs[len(obs)-1] && obs[len(obs)-2]
+				if !settled {
+					return
 				}
 			}
-			if done {
-				cancel()
-			}
+			cancel()
 		},
 	})
 	checker.Run(pctx)
-	mu.Lock()
-	defer mu.Unlock()
-	out := probed{}
 	for _, t := range targets {
-		obs := seen[t.Node]
-		if len(obs) >= 2 {
-			out[t.Node] = obs[len(obs)-1] || obs[len(obs)-2]
-		}
+		out[t.Node] = checker.Reachable(t.Node)
 	}
 	return out
 }
