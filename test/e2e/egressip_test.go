@@ -180,6 +180,8 @@ func runEgressIPCases(t *testing.T, mode string) {
 		}
 	})
 
+	runOperatorCases(t, e, mode)
+
 	t.Run("7-master-restart-while-things-change", func(t *testing.T) {
 		e.t = t
 		from := holder(e.getEgressIP("prod").Status.Items, eipA)

@@ -34,7 +34,7 @@ func TestHelpListsEveryFlag(t *testing.T) {
 }
 
 func TestBadGatewayModeFailsNamingTheFlag(t *testing.T) {
-	err := newApp().Run([]string{"ovnkube", "--init-master", "--gateway-mode", "bogus"})
+	err := newApp().Run(config.NormalizeArgs([]string{"ovnkube", "--init-master", "--gateway-mode", "bogus"}))
 	if err == nil || !strings.Contains(err.Error(), "--gateway-mode") || !strings.Contains(err.Error(), "bogus") {
 		t.Fatalf("err = %v, want it to name --gateway-mode and the value", err)
 	}
@@ -119,4 +119,12 @@ func mustPrefixes(t *testing.T, s ...string) []netip.Prefix {
 		out = append(out, p)
 	}
 	return out
+}
+
+func TestNormalizeExplainArgs(t *testing.T) {
+	got := normalizeArgs([]string{"ovnkube", "egressip", "explain", "prod", "-o", "json", "--probe", "--kubeconfig=/k", "--pod", "ns/p"})
+	want := []string{"ovnkube", "egressip", "explain", "-o", "json", "--probe", "--kubeconfig=/k", "--pod", "ns/p", "prod"}
+	if strings.Join(got, " ") != strings.Join(want, " ") {
+		t.Errorf("normalizeArgs = %v, want %v", got, want)
+	}
 }

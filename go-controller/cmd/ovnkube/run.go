@@ -187,10 +187,13 @@ func runLeader(ctx context.Context, cfg *config.Config, cs *clients, reg prometh
 }
 
 // runWithLeaderElection runs lead only while this master holds the Lease of cfg (leaderelect.Run); the identity is
-// "<hostname>_<pid>". A lost Lease is an error, so that the process exits and a restart starts clean and no two
+// "<hostname>_<pid>" (the node of --init-master NODE instead of the hostname when given). A lost Lease is an error, so that the process exits and a restart starts clean and no two
 // masters ever write at once.
 func runWithLeaderElection(ctx context.Context, cfg *config.Config, kube kubernetes.Interface, lead func(context.Context) error) error {
 	host, _ := os.Hostname()
+	if cfg.MasterNode != "" {
+		host = cfg.MasterNode // --init-master NODE
+	}
 	return leaderelect.Run(ctx, leaderelect.Config{
 		Client:        kube.CoordinationV1(),
 		Namespace:     cfg.LeaderElectionNamespace,

@@ -27,6 +27,10 @@ const (
 type Config struct {
 	// InitMaster runs the master (assignment, status, NB rows).
 	InitMaster bool
+	// MasterNode is the node name given to --init-master (as upstream
+	// OVN-Kubernetes takes it); "" when the flag is given without one. It names
+	// the master in its Lease.
+	MasterNode string
 	// InitNode is the Node name the node daemon runs for ("" = no node daemon).
 	InitNode string
 	// EgressIPEnable turns the egress IP feature on; when false no EgressIP
@@ -105,7 +109,7 @@ const (
 func Flags() []cli.Flag {
 	return []cli.Flag{
 		&cli.StringFlag{Name: FlagConfigFile, Usage: "INI config file (sections default, kubernetes, ovnnorth, gateway, logging, metrics, ovnkubernetesfeature); flags win"},
-		&cli.BoolFlag{Name: FlagInitMaster, Usage: "run the master: egress IP assignment, status and OVN Northbound rows"},
+		&cli.StringFlag{Name: FlagInitMaster, Usage: "run the master (egress IP assignment, status and OVN Northbound rows) on node `NODE`; as upstream OVN-Kubernetes, the node name may follow, or be omitted"},
 		&cli.StringFlag{Name: FlagInitNode, Usage: "run the node daemon for Node `NAME`"},
 		&cli.BoolFlag{Name: FlagEgressIPEnable, Aliases: []string{"enable-egress-ip"}, Usage: "enable the egress IP feature"},
 		&cli.StringFlag{Name: FlagGatewayMode, Value: GatewayModeShared, Usage: "gateway mode: shared or local"},
@@ -164,7 +168,27 @@ type file struct {
 
 // Load builds the Config from the flags of c and, when --config-file is set, the
 // INI file. Errors are one line naming the flag (or file key) and the value.
-func Load(c *cli.Context) (*Config, error) {
+func Load(c *cli.Context) (*Config, error) { return loadConfig(c, true) }
+
+// LoadClient is Load for read-only tools (ovnkube egressip explain): the same
+// flags and file, no role required.
+func LoadClient(c *cli.Context) (*Config, error) { return loadConfig(c, false) }
+
+// ClientFlags are the flags of read-only tools: where the API and NB are, and the
+// cluster's gateway mode and subnets (as the daemons take them).
+func ClientFlags() []cli.Flag {
+	keep := map[string]bool{FlagConfigFile: true, FlagGatewayMode: true, FlagNBAddress: true, FlagKubeconfig: true,
+		FlagClusterSubnets: true, FlagJoinSubnet: true, FlagLogLevel: true}
+	var out []cli.Flag
+	for _, f := range Flags() {
+		if keep[f.Names()[0]] {
+			out = append(out, f)
+		}
+	}
+	return out
+}
+
+func loadConfig(c *cli.Context, role bool) (*Config, error) {
 	var f file
 	if path := c.String(FlagConfigFile); path != "" {
 		if _, err := os.Stat(path); err != nil {
@@ -183,7 +207,7 @@ func Load(c *cli.Context) (*Config, error) {
 		return fromFile
 	}
 	cfg := &Config{
-		InitMaster:                  c.Bool(FlagInitMaster),
+		InitMaster:                  role && c.IsSet(FlagInitMaster) && c.String(FlagInitMaster) != "false",
 		InitNode:                    c.String(FlagInitNode),
 		EgressIPEnable:              c.Bool(FlagEgressIPEnable),
 		GatewayMode:                 str(FlagGatewayMode, f.Gateway.Mode),
@@ -204,6 +228,9 @@ func Load(c *cli.Context) (*Config, error) {
 		LeaderElectionRenewDeadline: c.Duration(FlagRenewDeadline),
 		LeaderElectionRetryPeriod:   c.Duration(FlagRetryPeriod),
 		NBConnectTimeout:            c.Duration(FlagNBConnectTimeout),
+	}
+	if v := c.String(FlagInitMaster); cfg.InitMaster && v != "true" {
+		cfg.MasterNode = v
 	}
 	if !c.IsSet(FlagEgressIPEnable) && f.OvnKubernetesFeature.EnableEgressIP != nil {
 		cfg.EgressIPEnable = *f.OvnKubernetesFeature.EnableEgressIP
@@ -240,6 +267,9 @@ func Load(c *cli.Context) (*Config, error) {
 			return nil, err
 		}
 	}
+	if !role {
+		return cfg, checkKubeconfig(cfg)
+	}
 	if cfg.HealthCheckPort < 0 || cfg.HealthCheckPort > 65535 {
 		return nil, fmt.Errorf("invalid --%s %d: must be 0..65535", FlagHealthCheckPort, cfg.HealthCheckPort)
 	}
@@ -255,20 +285,27 @@ func Load(c *cli.Context) (*Config, error) {
 	if cfg.NodeResyncInterval <= 0 {
 		return nil, fmt.Errorf("invalid --%s %s: must be positive", FlagNodeResync, cfg.NodeResyncInterval)
 	}
-	if !cfg.InitMaster && cfg.InitNode == "" {
+	if role && !cfg.InitMaster && cfg.InitNode == "" {
 		return nil, fmt.Errorf("nothing to do: set --%s and/or --%s NODE", FlagInitMaster, FlagInitNode)
 	}
 	if cfg.InitMaster && len(cfg.NBAddresses) == 0 && cfg.EgressIPEnable {
 		return nil, fmt.Errorf("missing --%s: the master needs the OVN Northbound database", FlagNBAddress)
 	}
-	if cfg.Kubeconfig != "" {
-		if _, err := os.Stat(cfg.Kubeconfig); err != nil {
-			return nil, fmt.Errorf("invalid --%s %q: %v", FlagKubeconfig, cfg.Kubeconfig, err)
-		}
-	} else if os.Getenv("KUBERNETES_SERVICE_HOST") == "" {
-		return nil, fmt.Errorf("missing --%s: not running in a cluster (KUBERNETES_SERVICE_HOST unset)", FlagKubeconfig)
+	if err := checkKubeconfig(cfg); err != nil {
+		return nil, err
 	}
 	return cfg, nil
+}
+
+func checkKubeconfig(cfg *Config) error {
+	if cfg.Kubeconfig != "" {
+		if _, err := os.Stat(cfg.Kubeconfig); err != nil {
+			return fmt.Errorf("invalid --%s %q: %v", FlagKubeconfig, cfg.Kubeconfig, err)
+		}
+	} else if os.Getenv("KUBERNETES_SERVICE_HOST") == "" {
+		return fmt.Errorf("missing --%s: not running in a cluster (KUBERNETES_SERVICE_HOST unset)", FlagKubeconfig)
+	}
+	return nil
 }
 
 func parseSecondsOrDuration(s string) (time.Duration, error) {
@@ -314,4 +351,27 @@ func parseNBAddresses(value string) ([]string, error) {
 		return nil, fmt.Errorf("invalid --%s %q: %w", FlagNBAddress, value, err)
 	}
 	return addrs, nil
+}
+
+// NormalizeArgs makes both forms of --init-master parse: upstream OVN-Kubernetes'
+// "--init-master NODE" and this project's "--init-master" with no value (followed
+// by another flag, or last), which becomes "--init-master=true". Arguments after
+// "--" are left alone.
+func NormalizeArgs(args []string) []string {
+	out := append([]string(nil), args...)
+	for i := 1; i < len(out); i++ {
+		a := out[i]
+		if a == "--" {
+			break
+		}
+		if a != "--"+FlagInitMaster && a != "-"+FlagInitMaster {
+			continue
+		}
+		if i+1 == len(out) || strings.HasPrefix(out[i+1], "-") {
+			out[i] = "--" + FlagInitMaster + "=true"
+		} else {
+			i++ // the node name
+		}
+	}
+	return out
 }

@@ -21,7 +21,7 @@ func load(t *testing.T, args ...string) (*Config, error) {
 		cfg, loadErr = Load(c)
 		return nil
 	}}
-	if err := app.Run(append([]string{"ovnkube"}, args...)); err != nil {
+	if err := app.Run(NormalizeArgs(append([]string{"ovnkube"}, args...))); err != nil {
 		t.Fatalf("flag parsing failed: %v", err)
 	}
 	return cfg, loadErr
@@ -186,5 +186,35 @@ func TestShippedConfigMapParses(t *testing.T) {
 	}
 	if !cfg.EgressIPEnable || cfg.GatewayMode != GatewayModeShared || len(cfg.NBAddresses) != 1 || cfg.HealthCheckPort != 9107 {
 		t.Fatalf("shipped config read as %+v", cfg)
+	}
+}
+
+// TestInitMasterForms: upstream's "--init-master NODE" and "--enable-egress-ip",
+// and this project's bare "--init-master" and "--egress-ip-enable", all parse.
+func TestInitMasterForms(t *testing.T) {
+	kc := kubeconfig(t)
+	nb := []string{"--kubeconfig", kc, "--nb-address", "unix:/run/nb.sock"}
+	for _, tc := range []struct {
+		args       []string
+		master     bool
+		node, init string
+		egress     bool
+	}{
+		{[]string{"--init-master", "node1", "--enable-egress-ip"}, true, "node1", "", true},
+		{[]string{"--init-master=node1", "--init-node", "node1", "--enable-egress-ip"}, true, "node1", "node1", true},
+		{[]string{"--init-master", "--egress-ip-enable"}, true, "", "", true},
+		{[]string{"--egress-ip-enable", "--init-master"}, true, "", "", true},
+		{[]string{"-init-master", "-enable-egress-ip"}, true, "", "", true},
+		{[]string{"--init-master=false", "--init-node", "node2"}, false, "", "node2", false},
+	} {
+		cfg, err := load(t, append(tc.args, nb...)...)
+		if err != nil {
+			t.Errorf("%v: %v", tc.args, err)
+			continue
+		}
+		if cfg.InitMaster != tc.master || cfg.MasterNode != tc.node || cfg.InitNode != tc.init || cfg.EgressIPEnable != tc.egress {
+			t.Errorf("%v: master=%v node=%q init-node=%q egress=%v, want %v %q %q %v", tc.args,
+				cfg.InitMaster, cfg.MasterNode, cfg.InitNode, cfg.EgressIPEnable, tc.master, tc.node, tc.init, tc.egress)
+		}
 	}
 }

@@ -17,6 +17,7 @@ import (
 	"k8s.io/client-go/util/workqueue"
 	"k8s.io/klog/v2"
 
+	egressipv1 "github.com/ovn-egressip/ovn-egressip/go-controller/pkg/crd/egressip/v1"
 	eipinformers "github.com/ovn-egressip/ovn-egressip/go-controller/pkg/crd/egressip/v1/apis/informers/externalversions"
 	eiplisters "github.com/ovn-egressip/ovn-egressip/go-controller/pkg/crd/egressip/v1/apis/listers/egressip/v1"
 	"github.com/ovn-egressip/ovn-egressip/go-controller/pkg/egressip/annotations"
@@ -58,9 +59,12 @@ type controller struct {
 	mirror      *nbstate.Mirror // nil: the next sync is a full one
 	foreignSets map[string]bool // address set names in NB that are not ours (last full sync)
 	status      *statusMemory
-	reporter    *reporter
-	reachable   map[string]bool   // last verdict per labelled node (unreachable metric)
-	lastNote    map[string]string // per node: why it cannot host egress IPs (logged on change)
+	// committed are the status items of every EgressIP as of the last successful
+	// NB commit (what is programmed).
+	committed map[string][]egressipv1.EgressIPStatusItem
+	reporter  *reporter
+	reachable map[string]bool   // last verdict per labelled node (unreachable metric)
+	lastNote  map[string]string // per node: why it cannot host egress IPs (logged on change)
 	// lastSkipped describes the rows the last sync could not write (logged on change).
 	lastSkipped string
 }

@@ -2,9 +2,11 @@ package master
 
 import (
 	"errors"
+	"fmt"
 	"net/netip"
 
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	egressipv1 "github.com/ovn-egressip/ovn-egressip/go-controller/pkg/crd/egressip/v1"
 	"github.com/ovn-egressip/ovn-egressip/go-controller/pkg/egressip/annotations"
@@ -34,6 +36,7 @@ func parseNode(n *corev1.Node, mode nbstate.Mode, reach Reachability) nodeFacts 
 			Addresses: annotations.NodeAddresses(n),
 			Labelled:  annotations.IsEgressAssignable(n),
 			Ready:     annotations.IsReady(n),
+			Labels:    n.Labels,
 		},
 		nb: nbstate.Node{Name: n.Name},
 	}
@@ -82,6 +85,14 @@ func toAssign(eip *egressipv1.EgressIP, items []egressipv1.EgressIPStatusItem) a
 	}
 	for _, it := range items {
 		out.Status = append(out.Status, assign.Item{Node: it.Node, EgressIP: it.EgressIP})
+	}
+	if eip.Spec.NodeSelector != nil {
+		sel, err := metav1.LabelSelectorAsSelector(eip.Spec.NodeSelector)
+		if err != nil {
+			out.NodeSelectorErr = fmt.Errorf("spec.nodeSelector: %w", err)
+		} else {
+			out.NodeSelector = sel
+		}
 	}
 	return out
 }

@@ -70,6 +70,7 @@ type env struct {
 	recorder *record.FakeRecorder // nil with a real apiserver: Events are read back from it
 	reach    *fakeReach
 	mode     string
+	api      *apiserver.Env // nil with fake clientsets
 
 	mu        sync.Mutex
 	events    []string
@@ -128,7 +129,7 @@ func newEnv(t testing.TB, start func(testing.TB) *nbserver.Server, mode string) 
 func newAPIServerEnv(t testing.TB, start func(testing.TB) *nbserver.Server, mode string) *env {
 	t.Helper()
 	api := apiserver.Start(t)
-	e := &env{t: t, kube: kubernetes.NewForConfigOrDie(api.Config), eip: egressipclientset.NewForConfigOrDie(api.Config)}
+	e := &env{t: t, kube: kubernetes.NewForConfigOrDie(api.Config), eip: egressipclientset.NewForConfigOrDie(api.Config), api: api}
 	e.init(start, mode)
 	return e
 }

@@ -29,11 +29,13 @@ func TestStatusMemory(t *testing.T) {
 	cached := versioned("e", "1", "10", old)
 	m.remember(cached, versioned("e", "1", "11", moved))
 
-	items, rv := m.current(cached) // cache still at 10
+	st, rv := m.current(cached)
+	items := st.Items // cache still at 10
 	if !slices.Equal(items, []egressipv1.EgressIPStatusItem{moved}) || rv != "11" {
 		t.Errorf("behind cache: got %v@%s, want our write %v@11", items, rv, moved)
 	}
-	items, rv = m.current(versioned("e", "1", "11", moved)) // caught up
+	st, rv = m.current(versioned("e", "1", "11", moved))
+	items = st.Items // caught up
 	if !slices.Equal(items, []egressipv1.EgressIPStatusItem{moved}) || rv != "11" {
 		t.Errorf("caught up: got %v@%s", items, rv)
 	}
@@ -41,7 +43,8 @@ func TestStatusMemory(t *testing.T) {
 		t.Error("memory kept after the cache caught up")
 	}
 	m.remember(cached, versioned("e", "1", "11", moved))
-	items, _ = m.current(versioned("e", "2", "10", old)) // recreated object, same name
+	st, _ = m.current(versioned("e", "2", "10", old))
+	items = st.Items // recreated object, same name
 	if !slices.Equal(items, []egressipv1.EgressIPStatusItem{old}) {
 		t.Errorf("recreated EgressIP: got %v, want the cache's %v", items, old)
 	}
@@ -79,5 +82,27 @@ func TestReporter(t *testing.T) {
 	}
 	if !slices.Equal(got, want) {
 		t.Errorf("events:\n got  %q\n want %q", got, want)
+	}
+}
+
+// TestStatusMemoryTwoWrites: two writes in a row (items, then conditions once
+// programmed) before the cache shows either: a cache showing the first write is
+// still behind the second.
+func TestStatusMemoryTwoWrites(t *testing.T) {
+	m := newStatusMemory()
+	one := egressipv1.EgressIPStatusItem{Node: "node1", EgressIP: "172.18.0.33"}
+	cached := versioned("e", "1", "10")
+	first := versioned("e", "1", "11", one)
+	m.remember(cached, first)
+	second := versioned("e", "1", "12", one)
+	second.Status.Assigned = "1/1"
+	m.remember(cached, second)
+	st, rv := m.current(first) // the cache caught up with the first write only
+	if rv != "12" || st.Assigned != "1/1" {
+		t.Errorf("cache at the first write: got %+v@%s, want the second write @12", st, rv)
+	}
+	st, rv = m.current(second)
+	if rv != "12" || st.Assigned != "1/1" {
+		t.Errorf("caught up: got %+v@%s", st, rv)
 	}
 }

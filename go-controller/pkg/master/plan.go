@@ -166,7 +166,7 @@ func plan(s *serving, in planInput) (nbRows, time.Time, error) {
 	// Routes: a change makes every pod of that EgressIP dirty.
 	for _, e := range in.eips {
 		ne := toNB(e.Name, e.Status.Items, nil)
-		routes := nbstate.Routes(in.nb, ne)
+		routes := nbstate.Routes(in.nb, ne) // ready holders only: what the fallback remembers
 		if in.nb.Mode == nbstate.LocalGateway {
 			fb, expires := s.fallback(e.Name, routes, families, in.now, in.linger)
 			if !expires.IsZero() && (wake.IsZero() || expires.Before(wake)) {
@@ -176,6 +176,11 @@ func plan(s *serving, in planInput) (nbRows, time.Time, error) {
 				ne.Fallback = fb
 				routes = nbstate.Routes(in.nb, ne)
 			}
+		}
+		if e.Spec.Strict {
+			// A family with neither a holder nor a fallback drops (strict).
+			ne.Strict = true
+			routes = nbstate.Routes(in.nb, ne)
 		}
 		if !sameRoutes(routes, s.routes[e.Name]) {
 			s.routes[e.Name] = routes

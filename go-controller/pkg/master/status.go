@@ -23,34 +23,44 @@ type statusMemory struct {
 
 type writtenStatus struct {
 	uid types.UID
-	// basedOn is the resourceVersion the cached object had when we wrote; as long as
-	// the cache still shows it, the cache is behind our write.
-	basedOn string
+	// basedOn are the resourceVersions the cached object had before our last write
+	// (the one it had when we wrote, and those of our own earlier writes in a row);
+	// as long as the cache shows one of them, the cache is behind our write.
+	basedOn map[string]bool
 	// resourceVersion is the one the apiserver returned for our write.
 	resourceVersion string
-	items           []egressipv1.EgressIPStatusItem
+	status          egressipv1.EgressIPStatus
 }
 
 func newStatusMemory() *statusMemory { return &statusMemory{written: map[string]writtenStatus{}} }
 
-// current returns the status items the master should consider current for eip (a
+// current returns the status the master should consider current for eip (a
 // cached object) and the resourceVersion to base a write on.
-func (m *statusMemory) current(eip *egressipv1.EgressIP) ([]egressipv1.EgressIPStatusItem, string) {
+func (m *statusMemory) current(eip *egressipv1.EgressIP) (egressipv1.EgressIPStatus, string) {
 	w, ok := m.written[eip.Name]
-	if ok && w.uid == eip.UID && eip.ResourceVersion != "" && eip.ResourceVersion == w.basedOn {
-		return w.items, w.resourceVersion
+	if ok && w.uid == eip.UID && eip.ResourceVersion != "" && w.basedOn[eip.ResourceVersion] {
+		return w.status, w.resourceVersion
 	}
 	delete(m.written, eip.Name)
-	return eip.Status.Items, eip.ResourceVersion
+	return eip.Status, eip.ResourceVersion
 }
 
 func (m *statusMemory) remember(cached, updated *egressipv1.EgressIP) {
 	if updated.ResourceVersion == "" {
 		return // a client that does not version objects (fake): the cache is the truth
 	}
+	basedOn := map[string]bool{cached.ResourceVersion: true}
+	if w, ok := m.written[cached.Name]; ok && w.uid == cached.UID && w.basedOn[cached.ResourceVersion] {
+		// A second write before the cache caught up with the first (status, then
+		// conditions once programmed): the first write's version is behind too.
+		for rv := range w.basedOn {
+			basedOn[rv] = true
+		}
+		basedOn[w.resourceVersion] = true
+	}
 	m.written[cached.Name] = writtenStatus{
-		uid: cached.UID, basedOn: cached.ResourceVersion,
-		resourceVersion: updated.ResourceVersion, items: updated.Status.Items,
+		uid: cached.UID, basedOn: basedOn,
+		resourceVersion: updated.ResourceVersion, status: updated.Status,
 	}
 }
 
@@ -63,14 +73,14 @@ func (m *statusMemory) prune(exists map[string]bool) {
 	}
 }
 
-// writeStatus writes items to eip's status subresource, based on resourceVersion
+// writeStatus writes status to eip's status subresource, based on resourceVersion
 // rv. It returns the updated object, or nil with a nil error when the EgressIP is
 // gone.
 func writeStatus(ctx context.Context, c egressipclientset.Interface, eip *egressipv1.EgressIP, rv string,
-	items []egressipv1.EgressIPStatusItem) (*egressipv1.EgressIP, error) {
+	status egressipv1.EgressIPStatus) (*egressipv1.EgressIP, error) {
 	cp := eip.DeepCopy()
 	cp.ResourceVersion = rv
-	cp.Status.Items = items
+	cp.Status = status
 	updated, err := c.K8sV1().EgressIPs().UpdateStatus(ctx, cp, metav1.UpdateOptions{})
 	if apierrors.IsNotFound(err) {
 		return nil, nil
@@ -81,12 +91,12 @@ func writeStatus(ctx context.Context, c egressipclientset.Interface, eip *egress
 	return updated, nil
 }
 
-// statusWrite is one EgressIP status update: its input (eip, rv, items) and, once
+// statusWrite is one EgressIP status update: its input (eip, rv, status) and, once
 // written, writeStatus' results (updated, err).
 type statusWrite struct {
 	eip     *egressipv1.EgressIP
 	rv      string
-	items   []egressipv1.EgressIPStatusItem
+	status  egressipv1.EgressIPStatus
 	updated *egressipv1.EgressIP
 	err     error
 }
@@ -102,7 +112,7 @@ func writeStatuses(ctx context.Context, c egressipclientset.Interface, writes []
 	for i := range writes {
 		w := &writes[i]
 		g.Go(func() error {
-			w.updated, w.err = writeStatus(ctx, c, w.eip, w.rv, w.items)
+			w.updated, w.err = writeStatus(ctx, c, w.eip, w.rv, w.status)
 			return nil // each write's error stays in its entry
 		})
 	}

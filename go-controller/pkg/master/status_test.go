@@ -27,7 +27,7 @@ func TestWriteStatusesConcurrently(t *testing.T) {
 	for i := 0; i < total; i++ {
 		e := &egressipv1.EgressIP{}
 		e.Name = fmt.Sprintf("e%d", i)
-		writes = append(writes, statusWrite{eip: e, rv: "1", items: []egressipv1.EgressIPStatusItem{{Node: "node1", EgressIP: fmt.Sprintf("172.18.0.%d", 30+i)}}})
+		writes = append(writes, statusWrite{eip: e, rv: "1", status: egressipv1.EgressIPStatus{Items: []egressipv1.EgressIPStatusItem{{Node: "node1", EgressIP: fmt.Sprintf("172.18.0.%d", 30+i)}}}})
 	}
 
 	// An API endpoint that answers PUT .../egressips/NAME/status with the object sent
@@ -70,8 +70,8 @@ func TestWriteStatusesConcurrently(t *testing.T) {
 		if w.err != nil {
 			t.Fatalf("%s: %v", w.eip.Name, w.err)
 		}
-		if w.updated == nil || w.updated.Name != w.eip.Name || len(w.updated.Status.Items) != 1 || w.updated.Status.Items[0] != w.items[0] {
-			t.Fatalf("%s: updated %+v, want status %v", w.eip.Name, w.updated, w.items)
+		if w.updated == nil || w.updated.Name != w.eip.Name || len(w.updated.Status.Items) != 1 || w.updated.Status.Items[0] != w.status.Items[0] {
+			t.Fatalf("%s: updated %+v, want status %v", w.eip.Name, w.updated, w.status.Items)
 		}
 	}
 	mu.Lock()

@@ -4,17 +4,21 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/netip"
 	"sort"
 	"strings"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/klog/v2"
 
 	egressipv1 "github.com/ovn-egressip/ovn-egressip/go-controller/pkg/crd/egressip/v1"
+	"github.com/ovn-egressip/ovn-egressip/go-controller/pkg/egressip/annotations"
 	"github.com/ovn-egressip/ovn-egressip/go-controller/pkg/egressip/assign"
+	"github.com/ovn-egressip/ovn-egressip/go-controller/pkg/egressip/conditions"
 	"github.com/ovn-egressip/ovn-egressip/go-controller/pkg/egressip/nbstate"
 	"github.com/ovn-egressip/ovn-egressip/go-controller/pkg/egressip/selection"
 )
@@ -86,12 +90,21 @@ func (c *controller) sync(ctx context.Context) error {
 	rvs := map[string]string{}
 	in := make([]assign.EgressIP, 0, len(snap.eips))
 	for _, e := range snap.eips {
-		current[e.Name], rvs[e.Name] = c.status.current(e)
+		var st egressipv1.EgressIPStatus
+		st, rvs[e.Name] = c.status.current(e)
+		current[e.Name] = st.Items
 		in = append(in, toAssign(e, current[e.Name]))
 	}
 	res := assign.Assign(in, assignNodes)
+	problems := map[string][]assign.Problem{}
+	for _, p := range res.Problems {
+		problems[p.EgressIP] = append(problems[p.EgressIP], p)
+	}
+	now := metav1.NewTime(began)
 
-	// Status: written only on change; NB follows what is written.
+	// Status: written only on change; NB follows what is written. The conditions
+	// written with new items say they are not programmed yet; once NB is written
+	// they are updated (below).
 	var errs []error
 	var out outcome
 	programmed := map[string][]egressipv1.EgressIPStatusItem{}
@@ -102,12 +115,14 @@ func (c *controller) sync(ctx context.Context) error {
 			programmed[e.Name] = have
 			continue
 		}
-		writes = append(writes, statusWrite{eip: e, rv: rvs[e.Name], items: want})
+		cur, _ := c.status.current(e)
+		st, _ := c.statusFor(e, cur, want, problems[e.Name], nbNodes, now)
+		writes = append(writes, statusWrite{eip: e, rv: rvs[e.Name], status: st})
 	}
 	writeStatuses(ctx, c.s.EgressIP, writes, c.s.StatusWriters)
 	statusDone := time.Now()
 	for _, w := range writes {
-		e, want, have := w.eip, w.items, current[w.eip.Name]
+		e, want, have := w.eip, w.status.Items, current[w.eip.Name]
 		updated, err := w.updated, w.err
 		if err != nil {
 			errs = append(errs, err)
@@ -141,10 +156,6 @@ func (c *controller) sync(ctx context.Context) error {
 	rank := selection.Rank(withStatus)
 
 	// Events for what cannot be met.
-	problems := map[string][]assign.Problem{}
-	for _, p := range res.Problems {
-		problems[p.EgressIP] = append(problems[p.EgressIP], p)
-	}
 	uids := map[types.UID]bool{}
 	names := map[string]bool{}
 	for _, e := range snap.eips {
@@ -175,6 +186,8 @@ func (c *controller) sync(ctx context.Context) error {
 		errs = append(errs, fmt.Errorf("program OVN Northbound: %w", err))
 	} else {
 		c.observe(out, trigger)
+		c.committed = programmed
+		errs = append(errs, c.writeConditions(ctx, snap.eips, programmed, problems, nbNodes, now))
 	}
 	c.countEgressIPs(snap.eips, programmed)
 	kind := "incremental"
@@ -312,4 +325,70 @@ func describe(items []egressipv1.EgressIPStatusItem) string {
 		parts = append(parts, it.EgressIP+"@"+it.Node)
 	}
 	return "[" + strings.Join(parts, " ") + "]"
+}
+
+// statusFor returns the status eip should have with items assigned (cur is the
+// status the master believes current) and whether it differs from cur. An item
+// is programmed once a sync committed NB with it and, in local gateway mode, its
+// holder lists it in its egress-ips-ready annotation.
+func (c *controller) statusFor(eip *egressipv1.EgressIP, cur egressipv1.EgressIPStatus, items []egressipv1.EgressIPStatusItem,
+	problems []assign.Problem, nodes map[string]nbstate.Node, now metav1.Time) (egressipv1.EgressIPStatus, bool) {
+	notProg := map[string]string{}
+	committed := map[egressipv1.EgressIPStatusItem]bool{}
+	for _, it := range c.committed[eip.Name] {
+		committed[it] = true
+	}
+	for _, it := range items {
+		if !committed[it] {
+			notProg[it.EgressIP] = "OVN Northbound rows not written yet"
+			continue
+		}
+		if c.s.mode == nbstate.LocalGateway {
+			ip, err := netip.ParseAddr(it.EgressIP)
+			if err != nil || !nodes[it.Node].ReadyEgressIPs[ip] {
+				notProg[it.EgressIP] = "node " + it.Node + " does not list it in " + annotations.EgressIPsReady
+			}
+		}
+	}
+	summary, want := conditions.Compute(conditions.Input{Generation: eip.Generation, Spec: eip.Spec.EgressIPs, Items: items,
+		Problems: problems, NotProgrammed: notProg, Strict: eip.Spec.Strict})
+	merged, changed := conditions.Merge(cur.Conditions, want, now)
+	st := egressipv1.EgressIPStatus{Items: items, Assigned: summary, Conditions: merged}
+	return st, changed || summary != cur.Assigned || !sameItems(items, cur.Items)
+}
+
+// writeConditions writes, after NB was committed with programmed, the status of
+// every EgressIP whose conditions changed (nothing when nothing changed).
+func (c *controller) writeConditions(ctx context.Context, eips []*egressipv1.EgressIP, programmed map[string][]egressipv1.EgressIPStatusItem,
+	problems map[string][]assign.Problem, nodes map[string]nbstate.Node, now metav1.Time) error {
+	var writes []statusWrite
+	for _, e := range eips {
+		items, ok := programmed[e.Name]
+		if !ok {
+			continue
+		}
+		cur, rv := c.status.current(e)
+		if !sameItems(items, cur.Items) {
+			continue // a status write failed or raced: the next sync writes it
+		}
+		if st, changed := c.statusFor(e, cur, items, problems[e.Name], nodes, now); changed {
+			writes = append(writes, statusWrite{eip: e, rv: rv, status: st})
+		}
+	}
+	writeStatuses(ctx, c.s.EgressIP, writes, c.s.StatusWriters)
+	var errs []error
+	for _, w := range writes {
+		if w.err != nil {
+			errs = append(errs, w.err)
+			continue
+		}
+		if w.updated == nil {
+			continue // deleted meanwhile
+		}
+		c.metrics.statusUpdates.Inc()
+		c.status.remember(w.eip, w.updated)
+		klog.V(2).InfoS("EgressIP conditions updated", "egressip", w.eip.Name, "field", "status.conditions", "assigned", w.status.Assigned,
+			"ready", w.status.Conditions[0].Status, "reason", w.status.Conditions[0].Reason)
+	}
+	return errors.Join(errs...)
 }

@@ -68,10 +68,22 @@ func TestEgressIPAdmissionThroughKubectl(t *testing.T) {
 	if err != nil {
 		t.Fatalf("kubectl get eip: %v\n%s", err, out)
 	}
-	for _, col := range []string{"EGRESSIPS", "ASSIGNED NODE", "ASSIGNED EGRESSIPS", "egressip-prod"} {
+	for _, col := range []string{"EGRESSIPS", "ASSIGNED NODE", "ASSIGNED EGRESSIPS", "ASSIGNED", "READY", "egressip-prod"} {
 		if !strings.Contains(out, col) {
 			t.Errorf("kubectl get eip output lacks %q:\n%s", col, out)
 		}
+	}
+	// The node selector and strict example applies as is too.
+	zoned := filepath.Join(root, "dist", "examples", "egressip-zone-strict.yaml")
+	if data, err = os.ReadFile(zoned); err != nil {
+		t.Fatal(err)
+	}
+	if out, err := kubectl(t, env, string(data), "apply", "-f", "-"); err != nil {
+		t.Fatalf("kubectl apply %s: %v\n%s", zoned, err, out)
+	}
+	if out, err := kubectl(t, env, "", "get", "eip", "egressip-payments", "-o", "jsonpath={.spec.strict} {.spec.nodeSelector.matchLabels}"); err != nil ||
+		!strings.Contains(out, "true") || !strings.Contains(out, "zone-a") {
+		t.Errorf("egressip-payments as stored: %v %s", err, out)
 	}
 
 	tests := []struct {

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"net/netip"
 	"sort"
+	"strings"
 )
 
 // wanted is one usable spec entry of an EgressIP.
@@ -83,9 +84,9 @@ func newState(eips []EgressIP, nodes []Node) *state {
 	return s
 }
 
-func (s *state) report(oi, index int, ip string, reason Reason, format string, args ...any) {
+func (s *state) report(oi, index int, ip string, reason Reason, cause Cause, format string, args ...any) {
 	s.problems = append(s.problems, pending{order: oi, index: index, p: Problem{
-		EgressIP: s.order[oi].Name, IP: ip, Reason: reason, Message: fmt.Sprintf(format, args...),
+		EgressIP: s.order[oi].Name, IP: ip, Index: index, Reason: reason, Cause: cause, Message: fmt.Sprintf(format, args...),
 	}})
 }
 
@@ -116,17 +117,21 @@ func (s *state) parseSpecs() {
 		for i, raw := range e.Spec {
 			addr, reason, why := ParseEgressIP(raw)
 			if reason != "" {
-				s.report(oi, i, raw, reason, "EgressIP %s: spec.egressIPs[%d] %q: %s", e.Name, i, raw, why)
+				cause := CauseNotAnIP
+				if reason == UnsupportedRequest {
+					cause = CauseUnsupported
+				}
+				s.report(oi, i, raw, reason, cause, "EgressIP %s: spec.egressIPs[%d] %q: %s", e.Name, i, raw, why)
 				continue
 			}
 			if prev, dup := seen[addr]; dup {
-				s.report(oi, i, raw, InvalidEgressIP, "EgressIP %s: spec.egressIPs[%d] %q is the same address as spec.egressIPs[%d] %q",
+				s.report(oi, i, raw, InvalidEgressIP, CauseDuplicate, "EgressIP %s: spec.egressIPs[%d] %q is the same address as spec.egressIPs[%d] %q",
 					e.Name, i, raw, prev, e.Spec[prev])
 				continue
 			}
 			seen[addr] = i
 			if node, ok := owners[addr]; ok {
-				s.report(oi, i, raw, EgressIPConflict, "EgressIP %s: spec.egressIPs[%d] %q is an address of node %s", e.Name, i, raw, node)
+				s.report(oi, i, raw, EgressIPConflict, CauseNodeAddress, "EgressIP %s: spec.egressIPs[%d] %q is an address of node %s", e.Name, i, raw, node)
 				continue
 			}
 			s.wants[oi] = append(s.wants[oi], wanted{addr: addr, raw: raw, index: i})
@@ -214,7 +219,7 @@ func (s *state) keepValidItems() {
 				continue
 			}
 			n, ok := s.nodes[it.Node]
-			if !ok || !n.Eligible() || !fits(n, addr) || s.used[oi][n.Name] || !s.hasRoom(n, addr) {
+			if !ok || !n.Eligible() || !e.selects(n) || !fits(n, addr) || s.used[oi][n.Name] || !s.hasRoom(n, addr) {
 				continue
 			}
 			s.take(oi, n, addr)
@@ -228,7 +233,7 @@ func (s *state) placeRest() {
 	for oi, e := range s.order {
 		for _, w := range s.wants[oi] {
 			if win := s.winner[w.addr]; win != oi {
-				s.report(oi, w.index, w.raw, EgressIPConflict, "EgressIP %s: spec.egressIPs[%d] %q is claimed by EgressIP %s, which keeps it",
+				s.report(oi, w.index, w.raw, EgressIPConflict, CauseClaimed, "EgressIP %s: spec.egressIPs[%d] %q is claimed by EgressIP %s, which keeps it",
 					e.Name, w.index, w.raw, s.order[win].Name)
 				continue
 			}
@@ -238,7 +243,7 @@ func (s *state) placeRest() {
 			var best *Node
 			matching := false
 			for _, n := range s.eligible {
-				if !fits(n, w.addr) {
+				if !e.selects(n) || !fits(n, w.addr) {
 					continue
 				}
 				matching = true
@@ -253,14 +258,51 @@ func (s *state) placeRest() {
 			case best != nil:
 				s.take(oi, best, w.addr)
 			case !matching:
-				s.report(oi, w.index, w.raw, NoMatchingNodeFound, "EgressIP %s: spec.egressIPs[%d] %q: no egress-assignable, Ready and reachable node has an egress network containing it",
-					e.Name, w.index, w.raw)
+				cause, detail := s.noCandidate(e, w.addr)
+				s.report(oi, w.index, w.raw, NoMatchingNodeFound, cause, "EgressIP %s: spec.egressIPs[%d] %q: no egress-assignable, Ready and reachable node has an egress network containing it%s",
+					e.Name, w.index, w.raw, detail)
 			default:
-				s.report(oi, w.index, w.raw, UnassignedRequest, "EgressIP %s: spec.egressIPs[%d] %q: every eligible node whose egress network contains it already holds an IP of this EgressIP or is at capacity",
+				s.report(oi, w.index, w.raw, UnassignedRequest, CauseCapacity, "EgressIP %s: spec.egressIPs[%d] %q: every eligible node whose egress network contains it already holds an IP of this EgressIP or is at capacity",
 					e.Name, w.index, w.raw)
 			}
 		}
 	}
+}
+
+// noCandidate says why no node is a candidate for addr of e, as a Cause and a
+// detail for the message naming each node whose network contains addr.
+func (s *state) noCandidate(e *EgressIP, addr netip.Addr) (Cause, string) {
+	if e.NodeSelectorErr != nil {
+		return CauseInvalidSelector, fmt.Sprintf(" (spec.nodeSelector: %v)", e.NodeSelectorErr)
+	}
+	names := make([]string, 0, len(s.nodes))
+	for name, n := range s.nodes {
+		if fits(n, addr) {
+			names = append(names, name)
+		}
+	}
+	if len(names) == 0 {
+		return CauseNoMatchingNetwork, " (no node's network contains it)"
+	}
+	sort.Strings(names)
+	causes := map[NodeCause]bool{}
+	parts := make([]string, 0, len(names))
+	for _, name := range names {
+		c := Why(e, s.nodes[name], addr)
+		causes[c] = true
+		parts = append(parts, name+": "+string(c))
+	}
+	cause := CauseNoEligibleNode
+	if len(causes) == 1 {
+		for c := range causes {
+			cause = map[NodeCause]Cause{NodeNotLabelled: CauseNodesNotLabelled, NodeExcluded: CauseNodesExcluded,
+				NodeConfigInvalid: CauseNodesConfigInvalid, NodeNotReady: CauseNodesNotReady, NodeUnreachable: CauseNodesUnreachable}[c]
+		}
+		if cause == "" {
+			cause = CauseNoEligibleNode
+		}
+	}
+	return cause, " (" + strings.Join(parts, ", ") + ")"
 }
 
 func (s *state) result() Result {

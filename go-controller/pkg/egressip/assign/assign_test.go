@@ -7,6 +7,8 @@ import (
 	"testing"
 	"time"
 
+	"k8s.io/apimachinery/pkg/labels"
+
 	"github.com/ovn-egressip/ovn-egressip/go-controller/pkg/egressip/annotations"
 )
 
@@ -337,4 +339,60 @@ func TestAssignDeterministic(t *testing.T) {
 		"e4": {it("n3", "172.18.0.36")},
 	}
 	checkStatus(t, first.Status, want)
+}
+
+// TestNodeSelector: an EgressIP's node selector restricts its holders (ANDed with
+// the egress-assignable label); a selector edit moves only the IPs whose holder it
+// no longer selects; a selector that does not compile places nothing.
+func TestNodeSelector(t *testing.T) {
+	zone := func(z string) func(*Node) { return func(n *Node) { n.Labels = map[string]string{"zone": z} } }
+	a := with(node("node-a", "172.18.0.11/16"), zone("a"))
+	b := with(node("node-b", "172.18.0.12/16"), zone("b"))
+	c := with(node("node-c", "172.18.0.13/16"), zone("b"))
+	d := with(node("node-d", "172.18.0.14/16"), func(n *Node) { n.Labels = map[string]string{"zone": "a"}; n.Labelled = false })
+	nodes := []Node{a, b, c, d}
+	sel := func(z string) labels.Selector { return labels.SelectorFromSet(labels.Set{"zone": z}) }
+
+	inA := eip("in-a", 0, []string{"172.18.0.50", "172.18.0.51"})
+	inA.NodeSelector = sel("a")
+	inB := eip("in-b", 1, []string{"172.18.0.60", "172.18.0.61"})
+	inB.NodeSelector = sel("b")
+	res := Assign([]EgressIP{inA, inB}, nodes)
+	if want := []Item{it("node-a", "172.18.0.50")}; !reflect.DeepEqual(res.Status["in-a"], want) {
+		t.Errorf("in-a: %v, want %v (node-d is in zone a but not labelled)", res.Status["in-a"], want)
+	}
+	if want := []Item{it("node-b", "172.18.0.60"), it("node-c", "172.18.0.61")}; !reflect.DeepEqual(res.Status["in-b"], want) {
+		t.Errorf("in-b: %v, want %v", res.Status["in-b"], want)
+	}
+	if len(res.Problems) != 1 || res.Problems[0].IP != "172.18.0.51" || res.Problems[0].Cause != CauseCapacity {
+		t.Errorf("problems %+v, want 172.18.0.51 NoCapacity (one IP per node)", res.Problems)
+	}
+
+	// Swap the selectors: every IP moves to the other zone.
+	inA.Status, inB.Status = res.Status["in-a"], res.Status["in-b"]
+	inA.NodeSelector, inB.NodeSelector = sel("b"), sel("a")
+	res = Assign([]EgressIP{inA, inB}, nodes)
+	for _, it := range res.Status["in-a"] {
+		if it.Node == "node-a" {
+			t.Errorf("in-a kept %v on a node its selector no longer selects", it)
+		}
+	}
+	if want := []Item{it("node-a", "172.18.0.60")}; !reflect.DeepEqual(res.Status["in-b"], want) {
+		t.Errorf("in-b after the swap: %v, want %v", res.Status["in-b"], want)
+	}
+
+	// Widening the selector keeps what is valid.
+	inB.Status = res.Status["in-b"]
+	inB.NodeSelector = nil
+	res = Assign([]EgressIP{inB}, nodes)
+	if got := res.Status["in-b"]; len(got) != 2 || got[0] != it("node-a", "172.18.0.60") {
+		t.Errorf("widened: %v, want 172.18.0.60 kept on node-a and 172.18.0.61 placed", got)
+	}
+
+	bad := eip("bad", 0, []string{"172.18.0.70"})
+	bad.NodeSelectorErr = errors.New("bad operator")
+	res = Assign([]EgressIP{bad}, nodes)
+	if len(res.Status["bad"]) != 0 || len(res.Problems) != 1 || res.Problems[0].Cause != CauseInvalidSelector {
+		t.Errorf("invalid selector: status %v problems %+v", res.Status["bad"], res.Problems)
+	}
 }

@@ -21,6 +21,8 @@ import (
 	"net/netip"
 	"time"
 
+	"k8s.io/apimachinery/pkg/labels"
+
 	"github.com/ovn-egressip/ovn-egressip/go-controller/pkg/egressip/annotations"
 )
 
@@ -61,6 +63,19 @@ type EgressIP struct {
 	Spec []string
 	// Status is status.items, as currently stored.
 	Status []Item
+	// NodeSelector is spec.nodeSelector compiled (nil: every node). Only nodes it
+	// matches may hold this EgressIP's IPs.
+	NodeSelector labels.Selector
+	// NodeSelectorErr: spec.nodeSelector does not compile; no node may hold its IPs.
+	NodeSelectorErr error
+}
+
+// selects reports whether e's node selector admits n.
+func (e *EgressIP) selects(n *Node) bool {
+	if e.NodeSelectorErr != nil {
+		return false
+	}
+	return e.NodeSelector == nil || e.NodeSelector.Matches(labels.Set(n.Labels))
 }
 
 // Node is what assignment needs to know about a node.
@@ -78,6 +93,8 @@ type Node struct {
 	// Labelled, Ready and Reachable: the node carries the egress-assignable label,
 	// its Ready condition is True, and the health check reaches it.
 	Labelled, Ready, Reachable bool
+	// Labels are the node's labels (matched against EgressIP node selectors).
+	Labels map[string]string
 }
 
 // Eligible reports whether the node may host egress IPs at all.
@@ -89,10 +106,73 @@ func (n *Node) Eligible() bool {
 // Problem is a request that cannot be met: IP of EgressIP is not assigned because of Reason.
 type Problem struct {
 	EgressIP string
-	// IP is the spec entry as written.
-	IP      string
+	// IP is the spec entry as written; Index its position in spec.egressIPs.
+	IP    string
+	Index int
+	// Reason is the upstream Event reason; Cause the finer reason of the status
+	// condition.
 	Reason  Reason
+	Cause   Cause
 	Message string
+}
+
+// Cause is why one requested IP is not assigned, finer than Reason: it is the
+// reason of the IP's status condition.
+type Cause string
+
+// Causes, in the order assignment checks them.
+const (
+	CauseNotAnIP            Cause = "NotAnIP"
+	CauseDuplicate          Cause = "DuplicateEntry"
+	CauseUnsupported        Cause = "UnsupportedAddress"
+	CauseNodeAddress        Cause = "EqualsNodeAddress"
+	CauseClaimed            Cause = "ClaimedByOtherEgressIP"
+	CauseInvalidSelector    Cause = "InvalidNodeSelector"
+	CauseNoMatchingNetwork  Cause = "NoNodeWithMatchingNetwork"
+	CauseNodesNotLabelled   Cause = "CandidatesNotLabelled"
+	CauseNodesExcluded      Cause = "CandidatesExcludedBySelector"
+	CauseNodesConfigInvalid Cause = "CandidatesMisconfigured"
+	CauseNodesNotReady      Cause = "CandidatesNotReady"
+	CauseNodesUnreachable   Cause = "CandidatesUnreachable"
+	CauseNoEligibleNode     Cause = "NoEligibleCandidate"
+	CauseCapacity           Cause = "NoCapacity"
+)
+
+// NodeCause is why a node is or is not a candidate for one egress IP.
+type NodeCause string
+
+// Node causes, in the order they are checked.
+const (
+	NodeCandidate     NodeCause = "Candidate"
+	NodeNotLabelled   NodeCause = "NotLabelled"
+	NodeExcluded      NodeCause = "ExcludedBySelector"
+	NodeConfigInvalid NodeCause = "Misconfigured"
+	NodeNotReady      NodeCause = "NotReady"
+	NodeUnreachable   NodeCause = "Unreachable"
+	NodeNoNetwork     NodeCause = "NetworkDoesNotContainIP"
+	NodeHoldsOther    NodeCause = "HoldsAnotherIPOfThisEgressIP"
+	NodeAtCapacity    NodeCause = "AtCapacity"
+	NodeHolder        NodeCause = "Holder"
+)
+
+// Why says whether node n could hold addr for e ignoring the allocations of
+// other IPs (NodeCandidate), or the first reason it cannot.
+func Why(e *EgressIP, n *Node, addr netip.Addr) NodeCause {
+	switch {
+	case !n.Labelled:
+		return NodeNotLabelled
+	case !e.selects(n):
+		return NodeExcluded
+	case n.ConfigErr != nil:
+		return NodeConfigInvalid
+	case !n.Ready:
+		return NodeNotReady
+	case !n.Reachable:
+		return NodeUnreachable
+	case !fits(n, addr):
+		return NodeNoNetwork
+	}
+	return NodeCandidate
 }
 
 // Result is the outcome of Assign.

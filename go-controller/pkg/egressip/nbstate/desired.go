@@ -66,6 +66,9 @@ type EgressIP struct {
 	// holders during their release linger (the master decides for how long). Empty:
 	// no reroute until a holder is ready.
 	Fallback map[string][]netip.Addr
+	// Strict (spec.strict): in a family with no route, the served pods' policy
+	// drops instead of letting them leave with a node or gateway router address.
+	Strict bool
 }
 
 // Input is everything Desired reads.
@@ -144,15 +147,17 @@ type Holder struct {
 
 // Route is how the served pods of one EgressIP leave in one family: the reroute
 // next hops (sorted) and, in shared gateway mode, the gateway routers that SNAT
-// them (one per holder).
+// them (one per holder). Drop (strict EgressIPs with no holder) replaces the
+// reroute with a drop: the pods' traffic leaving the cluster is dropped.
 type Route struct {
 	Nexthops []string
 	SNAT     []Holder
+	Drop     bool
 }
 
 // Equal reports whether two routes give the same rows.
 func (r Route) Equal(o Route) bool {
-	return slices.Equal(r.Nexthops, o.Nexthops) && slices.Equal(r.SNAT, o.SNAT)
+	return r.Drop == o.Drop && slices.Equal(r.Nexthops, o.Nexthops) && slices.Equal(r.SNAT, o.SNAT)
 }
 
 // Routes returns, per family of the cluster subnets, how e's pods leave: reroute
@@ -203,6 +208,8 @@ func Routes(in Input, e EgressIP) map[string]Route {
 			}
 			slices.Sort(r.Nexthops)
 			r.Nexthops = slices.Compact(r.Nexthops)
+		case e.Strict:
+			r.Drop = true
 		default:
 			continue
 		}
@@ -242,13 +249,19 @@ func addPodRows(st *State, mode Mode, name string, routes map[string]Route, pod 
 		}
 		served = append(served, ip)
 		ids := IDs{OwnerType: OwnerEgressIP, Name: name, Rule: RuleReroute, Family: fam, Pod: podKey}
-		st.Policies[Key{Router: ClusterRouter, IDs: ids}] = &nbdb.LogicalRouterPolicy{
+		pol := &nbdb.LogicalRouterPolicy{
 			Priority:    ReroutePriority,
 			Match:       fam + ".src == " + ip.String(),
 			Action:      nbdb.LogicalRouterPolicyActionReroute,
 			Nexthops:    r.Nexthops,
 			ExternalIDs: ids.ExternalIDs(),
 		}
+		if r.Drop {
+			// Same row (identity), other action: traffic inside the cluster is
+			// allowed first by the no-reroute policies (priority 102).
+			pol.Action, pol.Nexthops = nbdb.LogicalRouterPolicyActionDrop, nil
+		}
+		st.Policies[Key{Router: ClusterRouter, IDs: ids}] = pol
 		if mode != SharedGateway {
 			continue
 		}

@@ -18,6 +18,8 @@ import (
 // +kubebuilder:printcolumn:name="EgressIPs",type=string,JSONPath=".spec.egressIPs"
 // +kubebuilder:printcolumn:name="Assigned Node",type=string,JSONPath=".status.items[*].node"
 // +kubebuilder:printcolumn:name="Assigned EgressIPs",type=string,JSONPath=".status.items[*].egressIP"
+// +kubebuilder:printcolumn:name="Assigned",type=string,JSONPath=".status.assigned",description="egress IPs assigned / requested"
+// +kubebuilder:printcolumn:name="Ready",type=string,JSONPath=".status.conditions[?(@.type==\"Ready\")].status"
 type EgressIP struct {
 	metav1.TypeMeta   `json:",inline"`
 	metav1.ObjectMeta `json:"metadata,omitempty"`
@@ -50,13 +52,36 @@ type EgressIPSpec struct {
 	// Empty or absent selects every pod of those namespaces.
 	// +optional
 	PodSelector metav1.LabelSelector `json:"podSelector,omitempty"`
+	// NodeSelector restricts the nodes that may host this EgressIP's IPs to those
+	// it selects, among the nodes labelled k8s.ovn.org/egress-assignable (ANDed).
+	// Absent: every egress-assignable node. Changing it moves the IPs held by
+	// nodes it no longer selects (make-before-break).
+	// +optional
+	NodeSelector *metav1.LabelSelector `json:"nodeSelector,omitempty"`
+	// Strict, when true, drops the served pods' traffic to destinations outside
+	// the cluster while none of spec.egressIPs is assigned, instead of letting it
+	// leave with a node's or gateway router's address. Traffic inside the cluster
+	// (pods, nodes, services) is unaffected. Default false.
+	// +optional
+	Strict bool `json:"strict,omitempty"`
 }
 
-// EgressIPStatus lists the egress IPs that are currently assigned, one item per IP.
+// EgressIPStatus lists the egress IPs that are currently assigned, one item per
+// IP, and conditions that say whether the request is met and, per IP, why not.
 type EgressIPStatus struct {
 	// Items are the assignments: each egress IP that is held, and by which node.
 	// +optional
 	Items []EgressIPStatusItem `json:"items,omitempty"`
+	// Assigned is "<assigned>/<requested>", for example "2/2".
+	// +optional
+	Assigned string `json:"assigned,omitempty"`
+	// Conditions: "Ready" (every requested IP is assigned and programmed) and,
+	// per requested IP, "Assigned-<ip>" (IPv6 colons written as dashes) saying
+	// whether it is assigned and, if not, why (the reason).
+	// +optional
+	// +listType=map
+	// +listMapKey=type
+	Conditions []metav1.Condition `json:"conditions,omitempty"`
 }
 
 // EgressIPStatusItem says that node Node holds egress IP EgressIP.

@@ -12,6 +12,7 @@ Licensed under the Apache License, Version 2.0.
 package v1
 
 import (
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	runtime "k8s.io/apimachinery/pkg/runtime"
 )
 
@@ -86,6 +87,11 @@ func (in *EgressIPSpec) DeepCopyInto(out *EgressIPSpec) {
 	}
 	in.NamespaceSelector.DeepCopyInto(&out.NamespaceSelector)
 	in.PodSelector.DeepCopyInto(&out.PodSelector)
+	if in.NodeSelector != nil {
+		in, out := &in.NodeSelector, &out.NodeSelector
+		*out = new(metav1.LabelSelector)
+		(*in).DeepCopyInto(*out)
+	}
 	return
 }
 
@@ -106,6 +112,13 @@ func (in *EgressIPStatus) DeepCopyInto(out *EgressIPStatus) {
 		in, out := &in.Items, &out.Items
 		*out = make([]EgressIPStatusItem, len(*in))
 		copy(*out, *in)
+	}
+	if in.Conditions != nil {
+		in, out := &in.Conditions, &out.Conditions
+		*out = make([]metav1.Condition, len(*in))
+		for i := range *in {
+			(*in)[i].DeepCopyInto(&(*out)[i])
+		}
 	}
 	return
 }

@@ -1,0 +1,591 @@
+package master
+
+import (
+	"fmt"
+	"net/netip"
+	"slices"
+	"sort"
+	"strings"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	egressipv1 "github.com/ovn-egressip/ovn-egressip/go-controller/pkg/crd/egressip/v1"
+	"github.com/ovn-egressip/ovn-egressip/go-controller/pkg/egressip/annotations"
+	"github.com/ovn-egressip/ovn-egressip/go-controller/pkg/egressip/assign"
+	"github.com/ovn-egressip/ovn-egressip/go-controller/pkg/egressip/conditions"
+	"github.com/ovn-egressip/ovn-egressip/go-controller/pkg/egressip/nbstate"
+	"github.com/ovn-egressip/ovn-egressip/go-controller/pkg/egressip/selection"
+)
+
+// ExplainInput is a read of the cluster (API objects, and NB when given) that
+// Explain works on. Explain is pure: it computes "why" with the master's own
+// functions (parseNode, assign.Assign, conditions.Compute, selection, nbstate.Desired).
+type ExplainInput struct {
+	Mode           string // shared or local
+	ClusterSubnets []netip.Prefix
+	JoinSubnets    []netip.Prefix
+	EgressIPs      []*egressipv1.EgressIP
+	Nodes          []*corev1.Node
+	Namespaces     []*corev1.Namespace
+	Pods           []*corev1.Pod
+	// Reachable: nil means not probed (every labelled node taken as reachable).
+	Reachable Reachability
+	// NB is what NB holds of our rows (nil: not read).
+	NB *nbstate.Current
+	// GatewaySNAT maps a gateway router name to its SNAT rows that are not ours
+	// (the node's own SNAT of the cluster subnet), to tell unserved pods' source.
+	GatewaySNAT map[string][]NATRow
+}
+
+// NATRow is one SNAT row of a gateway router.
+type NATRow struct {
+	ExternalIP, LogicalIP string
+}
+
+// EgressIPReport is Explain's answer for one EgressIP.
+type EgressIPReport struct {
+	Name        string                  `json:"name"`
+	Spec        egressipv1.EgressIPSpec `json:"spec"`
+	Ready       *metav1.Condition       `json:"ready,omitempty"` // as written in status by the master
+	Assigned    string                  `json:"assigned"`        // as written in status
+	Computed    *metav1.Condition       `json:"computed"`        // Ready as computed now from the same inputs
+	IPs         []IPReport              `json:"ips"`
+	Served      []PodRef                `json:"served"`
+	ServedOther []PodRef                `json:"selectedServedByOther,omitempty"`
+	SelectorErr string                  `json:"selectorError,omitempty"`
+	NB          *RowsReport             `json:"nb,omitempty"`
+	Hosts       []HostReport            `json:"hosts,omitempty"`
+	Notes       []string                `json:"notes,omitempty"`
+}
+
+// IPReport is one requested IP: its holder (status) or why it has none.
+type IPReport struct {
+	IP      string       `json:"ip"`
+	Holder  string       `json:"holder,omitempty"`
+	Reason  string       `json:"reason"`
+	Message string       `json:"message"`
+	Nodes   []NodeReport `json:"nodes"`
+}
+
+// NodeReport says why a labelled node is or is not a candidate for one IP.
+type NodeReport struct {
+	Node    string `json:"node"`
+	Verdict string `json:"verdict"`
+}
+
+// PodRef is a pod with its IPs and node; ServedBy is set for pods served by
+// another EgressIP.
+type PodRef struct {
+	Pod      string   `json:"pod"`
+	IPs      []string `json:"ips"`
+	Node     string   `json:"node"`
+	ServedBy string   `json:"servedBy,omitempty"`
+}
+
+// RowsReport compares the NB rows of one EgressIP with what should be there.
+type RowsReport struct {
+	Present []string `json:"present"`
+	Missing []string `json:"missing"`
+	Extra   []string `json:"extra"`
+}
+
+// HostReport (local gateway mode) is what a holder reports programmed on its host
+// (its egress-ips-ready annotation) for this EgressIP's IPs.
+type HostReport struct {
+	Node    string   `json:"node"`
+	Ready   []string `json:"ready"`
+	Missing []string `json:"missing,omitempty"`
+	Note    string   `json:"note,omitempty"`
+}
+
+// PodReport is Explain's answer for one pod.
+type PodReport struct {
+	Pod      string   `json:"pod"`
+	IPs      []string `json:"ips"`
+	Node     string   `json:"node"`
+	ServedBy string   `json:"servedBy,omitempty"`
+	// Via are the egress IPs with the node holding each ("ip@node") that carry
+	// the pod's traffic now.
+	Via []string `json:"via,omitempty"`
+	// Sources are the addresses the outside world sees (one of them, per flow);
+	// empty when the traffic is dropped (strict).
+	Sources []string `json:"sources"`
+	Why     string   `json:"why"`
+}
+
+// explainState is what Explain computes once for all EgressIPs.
+type explainState struct {
+	in       ExplainInput
+	mode     nbstate.Mode
+	nodes    map[string]nodeFacts
+	nbNodes  map[string]nbstate.Node
+	res      assign.Result
+	problems map[string][]assign.Problem
+	assignIn map[string]assign.EgressIP
+	rank     selection.Ranked
+	ns       map[string]*corev1.Namespace
+	served   selection.Result
+}
+
+func newExplainState(in ExplainInput) *explainState {
+	st := &explainState{in: in, mode: nbstate.Mode(in.Mode), nodes: map[string]nodeFacts{}, nbNodes: map[string]nbstate.Node{},
+		problems: map[string][]assign.Problem{}, assignIn: map[string]assign.EgressIP{}, ns: map[string]*corev1.Namespace{}}
+	reach := in.Reachable
+	if reach == nil {
+		reach = allReachable{}
+	}
+	var an []assign.Node
+	for _, n := range in.Nodes {
+		f := parseNode(n, st.mode, reach)
+		st.nodes[n.Name] = f
+		st.nbNodes[n.Name] = f.nb
+		an = append(an, f.assign)
+	}
+	var ae []assign.EgressIP
+	for _, e := range in.EgressIPs {
+		a := toAssign(e, e.Status.Items)
+		st.assignIn[e.Name] = a
+		ae = append(ae, a)
+	}
+	st.res = assign.Assign(ae, an)
+	for _, p := range st.res.Problems {
+		st.problems[p.EgressIP] = append(st.problems[p.EgressIP], p)
+	}
+	st.rank = selection.Rank(in.EgressIPs)
+	for _, ns := range in.Namespaces {
+		st.ns[ns.Name] = ns
+	}
+	st.served = selection.ServedPods(in.EgressIPs, st.ns, in.Pods)
+	return st
+}
+
+// ExplainEgressIP explains EgressIP name; an error when it does not exist.
+func ExplainEgressIP(in ExplainInput, name string) (*EgressIPReport, error) {
+	st := newExplainState(in)
+	var eip *egressipv1.EgressIP
+	for _, e := range in.EgressIPs {
+		if e.Name == name {
+			eip = e
+		}
+	}
+	if eip == nil {
+		return nil, fmt.Errorf("EgressIP %s not found", name)
+	}
+	r := &EgressIPReport{Name: name, Spec: eip.Spec, Assigned: eip.Status.Assigned,
+		Ready: meta.FindStatusCondition(eip.Status.Conditions, conditions.TypeReady)}
+
+	// What the master would write now: items as computed, programmed as far as
+	// NB (shared) or the holders' annotations (local) show.
+	items := toStatusItems(st.res.Status[name])
+	if !sameItems(items, eip.Status.Items) {
+		r.Notes = append(r.Notes, fmt.Sprintf("status.items %s differ from what assignment computes now %s (the master has not synced since, or sees a node differently, e.g. its reachability)",
+			describe(eip.Status.Items), describe(items)))
+	}
+	held := map[string]string{}
+	for _, it := range eip.Status.Items {
+		held[it.EgressIP] = it.Node
+	}
+	problems := map[int]assign.Problem{}
+	for _, p := range st.problems[name] {
+		problems[p.Index] = p
+	}
+	ae := st.assignIn[name]
+	labelled := st.labelledNodes()
+	for i, raw := range eip.Spec.EgressIPs {
+		ir := IPReport{IP: raw, Holder: held[raw]}
+		switch p, bad := problems[i]; {
+		case ir.Holder != "":
+			ir.Reason, ir.Message = conditions.ReasonAssigned, raw+" is held by node "+ir.Holder
+		case bad:
+			ir.Reason, ir.Message = string(p.Cause), p.Message
+		default:
+			ir.Reason, ir.Message = conditions.ReasonUnknown, "not in status and no problem computed (the master has not synced yet?)"
+		}
+		if addr, reason, _ := assign.ParseEgressIP(raw); reason == "" {
+			for _, n := range labelled {
+				ir.Nodes = append(ir.Nodes, NodeReport{Node: n, Verdict: st.nodeVerdict(&ae, eip, n, addr)})
+			}
+		}
+		r.IPs = append(r.IPs, ir)
+	}
+
+	// Pods.
+	if err, bad := st.served.Errors[name]; bad {
+		r.SelectorErr = err.Error()
+	}
+	for _, p := range st.served.Served[name] {
+		r.Served = append(r.Served, podRef(p, ""))
+	}
+	if sel, err := selection.Compile(eip); err == nil {
+		for _, p := range in.Pods {
+			ns := st.ns[p.Namespace]
+			if ns == nil || !selection.PodServable(p) || !sel.Matches(ns, p) {
+				continue
+			}
+			if by := st.rank.Serve(ns, p); by != name {
+				r.ServedOther = append(r.ServedOther, podRef(p, by))
+			}
+		}
+		sort.Slice(r.ServedOther, func(i, j int) bool { return r.ServedOther[i].Pod < r.ServedOther[j].Pod })
+	}
+
+	// Ready as computed from what NB and the nodes show now.
+	notProg := map[string]string{}
+	desired := st.desired()
+	if in.NB != nil {
+		r.NB = compareRows(desired, *in.NB, name)
+		for _, it := range eip.Status.Items {
+			if !carried(desired, *in.NB, name, it) {
+				notProg[it.EgressIP] = "its NB rows are missing or differ"
+			}
+		}
+	} else {
+		r.Notes = append(r.Notes, "NB not read (no --nb-address): rows not compared")
+	}
+	if st.mode == nbstate.LocalGateway {
+		r.Hosts = st.hosts(eip)
+		for _, h := range r.Hosts {
+			for _, ip := range h.Missing {
+				notProg[ip] = "node " + h.Node + " does not list it in " + annotations.EgressIPsReady
+			}
+		}
+	}
+	_, conds := conditions.Compute(conditions.Input{Generation: eip.Generation, Spec: eip.Spec.EgressIPs, Items: eip.Status.Items,
+		Problems: st.problems[name], NotProgrammed: notProg, Strict: eip.Spec.Strict})
+	r.Computed = &conds[0]
+	if in.Reachable == nil {
+		r.Notes = append(r.Notes, "node reachability not probed (--probe): every labelled node is taken as reachable")
+	}
+	return r, nil
+}
+
+func podRef(p *corev1.Pod, by string) PodRef {
+	r := PodRef{Pod: p.Namespace + "/" + p.Name, Node: p.Spec.NodeName, ServedBy: by}
+	for _, ip := range selection.PodIPs(p) {
+		r.IPs = append(r.IPs, ip.String())
+	}
+	return r
+}
+
+func (st *explainState) labelledNodes() []string {
+	var out []string
+	for name, f := range st.nodes {
+		if f.assign.Labelled {
+			out = append(out, name)
+		}
+	}
+	sort.Strings(out)
+	return out
+}
+
+// nodeVerdict says why node may or may not hold addr for eip.
+func (st *explainState) nodeVerdict(ae *assign.EgressIP, eip *egressipv1.EgressIP, node string, addr netip.Addr) string {
+	f := st.nodes[node]
+	for _, it := range eip.Status.Items {
+		if it.Node != node {
+			continue
+		}
+		if a, err := netip.ParseAddr(it.EgressIP); err == nil && a == addr {
+			return string(assign.NodeHolder)
+		}
+		return string(assign.NodeHoldsOther) + " (" + it.EgressIP + ")"
+	}
+	v := string(assign.Why(ae, &f.assign, addr))
+	switch {
+	case v == string(assign.NodeConfigInvalid) && f.assign.ConfigErr != nil:
+		v += ": " + f.assign.ConfigErr.Error()
+	case v == string(assign.NodeCandidate):
+		v += " (network " + f.assign.Egress.Network.For(addr).String() + ")"
+	}
+	return v
+}
+
+// desired returns the NB rows every EgressIP should have, from the status in the
+// API (NB follows status).
+func (st *explainState) desired() nbstate.State {
+	in := nbstate.Input{Mode: st.mode, ClusterSubnets: st.in.ClusterSubnets, JoinSubnets: st.in.JoinSubnets, Nodes: st.nbNodes}
+	for _, e := range selection.Ordered(st.in.EgressIPs) {
+		if _, bad := st.served.Errors[e.Name]; bad {
+			continue
+		}
+		ne := toNB(e.Name, e.Status.Items, st.served.Served[e.Name])
+		ne.Strict = e.Spec.Strict
+		in.EgressIPs = append(in.EgressIPs, ne)
+	}
+	return nbstate.Desired(in)
+}
+
+// ofEgressIP keeps the rows of EgressIP name.
+func ofEgressIP(s nbstate.State, name string) nbstate.State {
+	out := nbstate.NewState()
+	for k, p := range s.Policies {
+		if k.IDs.OwnerType == nbstate.OwnerEgressIP && k.IDs.Name == name {
+			out.Policies[k] = p
+		}
+	}
+	for k, n := range s.NATs {
+		if k.IDs.OwnerType == nbstate.OwnerEgressIP && k.IDs.Name == name {
+			out.NATs[k] = n
+		}
+	}
+	return out
+}
+
+func compareRows(desired nbstate.State, cur nbstate.Current, name string) *RowsReport {
+	want, have := nbstate.Dump(ofEgressIP(desired, name)), nbstate.Dump(ofEgressIP(cur.Rows, name))
+	r := &RowsReport{Present: []string{}, Missing: []string{}, Extra: []string{}}
+	for _, l := range want {
+		if slices.Contains(have, l) {
+			r.Present = append(r.Present, l)
+		} else {
+			r.Missing = append(r.Missing, l)
+		}
+	}
+	for _, l := range have {
+		if !slices.Contains(want, l) {
+			r.Extra = append(r.Extra, l)
+		}
+	}
+	return r
+}
+
+// carried reports whether every desired row of EgressIP name that involves the
+// holder of item (its SNAT rows, in shared mode) is in NB as desired, and so is
+// every reroute row of name.
+func carried(desired nbstate.State, cur nbstate.Current, name string, item egressipv1.EgressIPStatusItem) bool {
+	want := ofEgressIP(desired, name)
+	have := ofEgressIP(cur.Rows, name)
+	for k, p := range want.Policies {
+		h, ok := have.Policies[k]
+		if !ok || h.Action != p.Action || h.Match != p.Match || !sameSet(h.Nexthops, p.Nexthops) {
+			return false
+		}
+	}
+	for k, n := range want.NATs {
+		if k.Router != nbstate.GatewayRouter(item.Node) || k.IDs.EgressIP != n.ExternalIP || n.ExternalIP != canonical(item.EgressIP) {
+			continue
+		}
+		if h, ok := have.NATs[k]; !ok || h.ExternalIP != n.ExternalIP || h.LogicalIP != n.LogicalIP {
+			return false
+		}
+	}
+	return true
+}
+
+func canonical(ip string) string {
+	if a, err := netip.ParseAddr(ip); err == nil {
+		return a.String()
+	}
+	return ip
+}
+
+func sameSet(a, b []string) bool {
+	a, b = slices.Clone(a), slices.Clone(b)
+	slices.Sort(a)
+	slices.Sort(b)
+	return slices.Equal(a, b)
+}
+
+// hosts reports, per holder of eip, whether its egress-ips-ready annotation lists
+// the IP it holds (local gateway mode).
+func (st *explainState) hosts(eip *egressipv1.EgressIP) []HostReport {
+	var out []HostReport
+	for _, it := range eip.Status.Items {
+		h := HostReport{Node: it.Node, Ready: []string{}}
+		f, ok := st.nodes[it.Node]
+		if !ok {
+			h.Note = "node not found"
+			out = append(out, h)
+			continue
+		}
+		if f.readyErr != nil {
+			h.Note = f.readyErr.Error()
+		} else if f.nb.ReadyEgressIPs == nil {
+			h.Note = annotations.EgressIPsReady + " absent: the node daemon has listed nothing ready"
+		}
+		for ip := range f.nb.ReadyEgressIPs {
+			h.Ready = append(h.Ready, ip.String())
+		}
+		sort.Strings(h.Ready)
+		if a, err := netip.ParseAddr(it.EgressIP); err != nil || !f.nb.ReadyEgressIPs[a] {
+			h.Missing = append(h.Missing, it.EgressIP)
+		}
+		out = append(out, h)
+	}
+	return out
+}
+
+// ExplainPod explains which EgressIP serves pod ns/name and the source the
+// outside world sees.
+func ExplainPod(in ExplainInput, ns, name string) (*PodReport, error) {
+	st := newExplainState(in)
+	var pod *corev1.Pod
+	for _, p := range in.Pods {
+		if p.Namespace == ns && p.Name == name {
+			pod = p
+		}
+	}
+	if pod == nil {
+		return nil, fmt.Errorf("pod %s/%s not found", ns, name)
+	}
+	ref := podRef(pod, "")
+	r := &PodReport{Pod: ref.Pod, IPs: ref.IPs, Node: ref.Node, Sources: []string{}}
+	nsObj := st.ns[ns]
+	switch {
+	case nsObj == nil:
+		r.Why = "its namespace is not found"
+	case !selection.PodServable(pod):
+		r.Why = "not servable (hostNetwork, no IP, or completed): it leaves like any host or unserved pod"
+	default:
+		r.ServedBy = st.rank.Serve(nsObj, pod)
+	}
+	if r.ServedBy == "" {
+		if r.Why == "" {
+			var sel []string
+			for _, e := range selection.Ordered(in.EgressIPs) {
+				if s, err := selection.Compile(e); err == nil && s.MatchesNamespace(nsObj) {
+					sel = append(sel, e.Name+" (namespace matches, pod labels do not)")
+				}
+			}
+			r.Why = "no EgressIP selects it"
+			if len(sel) > 0 {
+				r.Why += ": " + strings.Join(sel, "; ")
+			}
+		}
+		r.Sources = st.unservedSource(pod)
+		return r, nil
+	}
+	var eip *egressipv1.EgressIP
+	for _, e := range in.EgressIPs {
+		if e.Name == r.ServedBy {
+			eip = e
+		}
+	}
+	order := selection.Ordered(in.EgressIPs)
+	var before []string
+	for _, e := range order {
+		if e.Name == eip.Name {
+			break
+		}
+		if s, err := selection.Compile(e); err == nil && s.Matches(nsObj, pod) {
+			before = append(before, e.Name)
+		}
+	}
+	var others []string
+	for _, e := range order {
+		if e.Name == eip.Name || slices.Contains(before, e.Name) {
+			continue
+		}
+		if s, err := selection.Compile(e); err == nil && s.Matches(nsObj, pod) {
+			others = append(others, e.Name)
+		}
+	}
+	r.Why = "EgressIP " + eip.Name + " selects it (namespaceSelector and podSelector match)"
+	if len(others) > 0 {
+		r.Why += "; also selected by " + strings.Join(others, ", ") + ", which come later in serving order (EgressIPs with an assigned IP first, then oldest, then name) and stand by"
+	}
+	routes := nbstate.Routes(nbstate.Input{Mode: st.mode, ClusterSubnets: in.ClusterSubnets, JoinSubnets: in.JoinSubnets, Nodes: st.nbNodes},
+		toNB(eip.Name, eip.Status.Items, nil))
+	for _, fam := range nbstate.Families(in.ClusterSubnets) {
+		rt, ok := routes[fam]
+		if !ok {
+			continue
+		}
+		r.Via = append(r.Via, holdersOf(eip, fam)...)
+		for _, h := range rt.SNAT {
+			r.Sources = append(r.Sources, h.EgressIP.String())
+		}
+		if st.mode == nbstate.LocalGateway {
+			for _, it := range eip.Status.Items {
+				a, err := netip.ParseAddr(it.EgressIP)
+				if err == nil && nbstate.Family(a) == fam && st.nbNodes[it.Node].ReadyEgressIPs[a] {
+					r.Sources = append(r.Sources, a.String())
+				}
+			}
+		}
+	}
+	slices.Sort(r.Sources)
+	r.Sources = slices.Compact(r.Sources)
+	missing := st.missingPodRows(eip, pod)
+	switch {
+	case len(missing) > 0:
+		r.Why += "; but NB lacks (or holds otherwise) its rows: " + strings.Join(missing, "; ") + ": it leaves as an unserved pod until the master repairs them"
+		r.Sources = st.unservedSource(pod)
+	case len(r.Sources) > 0:
+		r.Why += "; its traffic leaving the cluster is rerouted to the holders and leaves with one of its egress IPs (ECMP per flow)"
+	case eip.Spec.Strict:
+		r.Why += "; no egress IP of it is assigned and carried, and it is strict: traffic leaving the cluster is dropped (traffic inside the cluster is not)"
+	default:
+		r.Why += "; but no egress IP of it is assigned and carried: it leaves as an unserved pod"
+		r.Sources = st.unservedSource(pod)
+	}
+	return r, nil
+}
+
+// holdersOf lists "ip@node" of eip's status items of family fam.
+func holdersOf(eip *egressipv1.EgressIP, fam string) []string {
+	var out []string
+	for _, it := range eip.Status.Items {
+		if a, err := netip.ParseAddr(it.EgressIP); err == nil && nbstate.Family(a) == fam {
+			out = append(out, it.EgressIP+"@"+it.Node)
+		}
+	}
+	return out
+}
+
+// unservedSource is the source of an unserved pod: its gateway router's SNAT
+// address (shared mode, from NB) or its node's address (local mode).
+func (st *explainState) unservedSource(pod *corev1.Pod) []string {
+	node := pod.Spec.NodeName
+	var out []string
+	if st.mode == nbstate.SharedGateway {
+		for _, ip := range selection.PodIPs(pod) {
+			for _, n := range st.in.GatewaySNAT[nbstate.GatewayRouter(node)] {
+				if p, err := netip.ParsePrefix(n.LogicalIP); err == nil && p.Contains(ip) {
+					out = append(out, n.ExternalIP)
+				} else if a, err := netip.ParseAddr(n.LogicalIP); err == nil && a == ip {
+					out = append(out, n.ExternalIP)
+				}
+			}
+		}
+		if out == nil {
+			out = []string{"GR_" + node + " SNAT address (not read from NB)"}
+		}
+		return out
+	}
+	f, ok := st.nodes[node]
+	if !ok {
+		return []string{"address of node " + node + " (node not found)"}
+	}
+	for _, p := range []netip.Prefix{f.assign.Egress.Network.V4, f.assign.Egress.Network.V6} {
+		if p.IsValid() {
+			out = append(out, p.Addr().String())
+		}
+	}
+	return out
+}
+
+// missingPodRows lists the desired policy rows of pod under eip that NB does not
+// hold as desired (nil when NB was not read). Without its policy the pod is not
+// rerouted (nor dropped).
+func (st *explainState) missingPodRows(eip *egressipv1.EgressIP, pod *corev1.Pod) []string {
+	if st.in.NB == nil {
+		return nil
+	}
+	key := pod.Namespace + "/" + pod.Name
+	want := ofEgressIP(st.desired(), eip.Name)
+	var out []string
+	for k, p := range want.Policies {
+		if k.IDs.Pod != key {
+			continue
+		}
+		h, ok := st.in.NB.Rows.Policies[k]
+		if !ok || h.Action != p.Action || h.Match != p.Match || !sameSet(h.Nexthops, p.Nexthops) {
+			out = append(out, fmt.Sprintf("policy %s %q", p.Action, p.Match))
+		}
+	}
+	sort.Strings(out)
+	return out
+}
