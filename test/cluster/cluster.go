@@ -201,14 +201,18 @@ func upControlPlane(ctx context.Context, p paths, k pki, bins apiserver.Binaries
 	if err := registerNodes(ctx, cs, nodes); err != nil {
 		return err
 	}
+	if err := installAccess(ctx, p, bins.Kubectl, root, st.APIServer, cs, nodes); err != nil {
+		return fmt.Errorf("ovnkube's ServiceAccounts, roles and admission policy: %w", err)
+	}
 	if err := waitHelper(); err != nil {
 		return err
 	}
 	if _, err := startDaemon(p.pidfile("agent"), filepath.Join(p.log(), "agent.log"), nil, helper, "agent",
-		"--kubeconfig", p.kubeconfig()); err != nil {
+		"--kubeconfig", p.kubeconfig(), "--state", p.dir); err != nil {
 		return fmt.Errorf("agent: %w", err)
 	}
-	logf("CRDs from %s established, %d nodes registered, agent (heartbeat, service accounts) started", crds, len(nodes))
+	logf("CRDs from %s established, %d nodes registered, ovnkube's access from dist/manifests applied (node-bound tokens, policy %s enforced), agent (heartbeat, service accounts, tokens) started",
+		crds, len(nodes), nodeWritesPolicy)
 	return nil
 }
 
@@ -443,7 +447,7 @@ func teardown(ctx context.Context, p paths, keepLogs bool) error {
 	if err := waitGone([]int{signalPidfile(p.pidfile("etcd"), syscall.SIGTERM)}, 10*time.Second); err != nil {
 		errs = append(errs, err)
 	}
-	remove := []string{p.run(), p.db(), p.pki(), p.bin(), p.etcdData(), p.kubeconfig(), p.stateFile()}
+	remove := []string{p.run(), p.db(), p.pki(), p.bin(), p.etcdData(), p.kubeconfig(), p.access(), p.stateFile()}
 	if !keepLogs {
 		remove = append(remove, p.log())
 	}

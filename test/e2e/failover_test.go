@@ -375,7 +375,7 @@ func (e *env) leaderName(t *testing.T) string {
 	t.Helper()
 	deadline := time.Now().Add(20 * time.Second)
 	for time.Now().Before(deadline) {
-		l, err := e.c.Client().CoordinationV1().Leases("kube-system").Get(context.Background(), "ovn-egressip-master", metav1.GetOptions{})
+		l, err := e.c.Client().CoordinationV1().Leases(cluster.AccessNamespace).Get(context.Background(), "ovn-egressip-master", metav1.GetOptions{})
 		if err == nil && l.Spec.HolderIdentity != nil {
 			e.mu.Lock()
 			for name, cmd := range e.masters {

@@ -87,6 +87,7 @@ func newEnv(t *testing.T, mode string) *env {
 		masters: map[string]*exec.Cmd{}, nodes: map[string]*exec.Cmd{}, metrics: map[string]string{}}
 	t.Cleanup(func() {
 		e.stopAll()
+		e.checkNoDenial()
 		if t.Failed() {
 			keep := dir + "-logs"
 			_ = os.RemoveAll(keep)
@@ -122,15 +123,40 @@ func (e *env) logFile(name string) *os.File {
 	return f
 }
 
-func (e *env) commonArgs() []string {
-	return []string{"--egress-ip-enable", "--gateway-mode", e.mode, "--kubeconfig", e.c.Kubeconfig(),
+// checkNoDenial fails the test when an ovnkube process logged a request the apiserver refused (RBAC or the
+// node-writes admission policy): the master and node daemons run as the ServiceAccounts of dist/manifests, the node
+// daemons with tokens bound to their Node, and must never need more.
+func (e *env) checkNoDenial() {
+	logs, _ := filepath.Glob(filepath.Join(e.dir, "log", "ovnkube-*.log"))
+	if len(logs) == 0 {
+		e.t.Errorf("no ovnkube logs in %s to check for denied requests", filepath.Join(e.dir, "log"))
+	}
+	for _, l := range logs {
+		data, err := os.ReadFile(l)
+		if err != nil {
+			e.t.Errorf("read %s: %v", l, err)
+			continue
+		}
+		for _, line := range strings.Split(string(data), "\n") {
+			if strings.Contains(line, "is forbidden") || strings.Contains(line, "denied request") || strings.Contains(line, "Unauthorized") {
+				e.t.Errorf("%s: request denied: %s", filepath.Base(l), line)
+			}
+		}
+	}
+}
+
+// commonArgs are the flags of every ovnkube process; kubeconfig is the identity it runs as (the master's
+// ServiceAccount, or a node daemon's token bound to its Node, as the local cluster issues them).
+func (e *env) commonArgs(kubeconfig string) []string {
+	return []string{"--egress-ip-enable", "--gateway-mode", e.mode, "--kubeconfig", kubeconfig,
 		"--cluster-subnets", "10.244.0.0/16", "--loglevel", "4"}
 }
 
 // startMaster starts an ovnkube master named name (its Lease identity differs per
 // process) with metrics on metricsAddr.
 func (e *env) startMaster(name, metricsAddr string) {
-	args := append(e.commonArgs(), "--init-master", "--nb-address", e.c.NBAddress(), "--metrics-bind-address", metricsAddr)
+	args := append(e.commonArgs(e.c.MasterKubeconfig()), "--init-master", "--nb-address", e.c.NBAddress(),
+		"--metrics-bind-address", metricsAddr, "--leader-elect-namespace", cluster.AccessNamespace)
 	cmd := exec.Command(ovnkubeBin, args...)
 	e.startProc(name, cmd)
 	e.mu.Lock()
@@ -145,7 +171,11 @@ func (e *env) startNode(node string) {
 	if err != nil {
 		e.t.Fatal(err)
 	}
-	args := append([]string{"netns", "exec", ns, ovnkubeBin}, append(e.commonArgs(), "--init-node", node, "--egressip-node-resync-interval", "2s")...)
+	kc, err := e.c.NodeKubeconfig(node)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	args := append([]string{"netns", "exec", ns, ovnkubeBin}, append(e.commonArgs(kc), "--init-node", node, "--egressip-node-resync-interval", "2s")...)
 	cmd := exec.Command("ip", args...)
 	e.startProc("node-"+node, cmd)
 	e.mu.Lock()
