@@ -59,6 +59,7 @@ type controller struct {
 	foreignSets map[string]bool // address set names in NB that are not ours (last full sync)
 	status      *statusMemory
 	reporter    *reporter
+	doubts      *doubts           // node claims not believed (vet.go)
 	reachable   map[string]bool   // last verdict per labelled node (unreachable metric)
 	lastNote    map[string]string // per node: why it cannot host egress IPs (logged on change)
 	// lastSkipped describes the rows the last sync could not write (logged on change).
@@ -79,6 +80,7 @@ func newController(s settings, nb nbClient, m *metrics, kubeInf informers.Shared
 		serving:   newServing(),
 		dirty:     newDirty(),
 		reporter:  newReporter(s.Recorder),
+		doubts:    newDoubts(),
 		reachable: map[string]bool{},
 		lastNote:  map[string]string{},
 	}
