@@ -59,9 +59,11 @@ func accessManifest(manifest string) (string, error) {
 	return strings.Join(keep, "\n---\n") + "\n", nil
 }
 
-func (p paths) access() string                     { return filepath.Join(p.dir, "access") }
-func (p paths) accessKubeconfig(who string) string { return filepath.Join(p.access(), "kubeconfig-"+who) }
-func (p paths) accessToken(who string) string      { return filepath.Join(p.access(), "token-"+who) }
+func (p paths) access() string { return filepath.Join(p.dir, "access") }
+func (p paths) accessKubeconfig(who string) string {
+	return filepath.Join(p.access(), "kubeconfig-"+who)
+}
+func (p paths) accessToken(who string) string { return filepath.Join(p.access(), "token-"+who) }
 
 // installAccess applies the ServiceAccounts, roles and the node-writes admission policy of
 // dist/manifests/ovnkube-egressip.yaml, issues the tokens (the master's, and one per node bound to its Node) and
