@@ -254,6 +254,36 @@ func (e *env) kubectl(stdin string, args ...string) string {
 	return out.String()
 }
 
+// nodeKubectl runs kubectl as node's daemon (its ServiceAccount, token bound to its Node).
+func (e *env) nodeKubectl(node string, args ...string) string {
+	e.t.Helper()
+	kc, err := e.c.NodeKubeconfig(node)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	out, err := exec.Command(e.c.Kubectl(), append([]string{"--kubeconfig", kc}, args...)...).CombinedOutput()
+	if err != nil {
+		e.t.Fatalf("kubectl as %s's daemon %s: %v\n%s", node, strings.Join(args, " "), err, out)
+	}
+	return string(out)
+}
+
+// waitNodeAnnotation waits until node carries annotation key with value want.
+func (e *env) waitNodeAnnotation(node, key, want string) {
+	e.t.Helper()
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		n, err := e.c.Client().CoreV1().Nodes().Get(context.Background(), node, metav1.GetOptions{})
+		if err == nil && n.Annotations[key] == want {
+			return
+		}
+		if time.Now().After(deadline) {
+			e.t.Fatalf("node %s: annotation %s is not %s (%v)", node, key, want, err)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
 func (e *env) labelAssignable(node string, on bool) {
 	if on {
 		e.kubectl("", "label", "node", node, "k8s.ovn.org/egress-assignable=", "--overwrite")
