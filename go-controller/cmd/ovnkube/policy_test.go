@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	authenticationv1 "k8s.io/api/authentication/v1"
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -185,6 +186,31 @@ func TestNodePolicyLimitsNodeDaemonToOwnNodeAnnotations(t *testing.T) {
 		default:
 			t.Logf("%s: %v", tc.name, err)
 		}
+	}
+
+	// In a cluster the DaemonSet's pods use the kubelet's projected token, bound to the pod: the apiserver adds the
+	// name of the pod's node to it, so the same rules hold.
+	pod, err := admin.CoreV1().Pods(nodeSANamespace).Create(ctx, &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: "ovnkube-egressip-node-x"},
+		Spec: corev1.PodSpec{NodeName: "node1", ServiceAccountName: nodeSA,
+			Containers: []corev1.Container{{Name: "ovnkube-node", Image: "ovn-egressip:latest"}}}}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	podTok, err := admin.CoreV1().ServiceAccounts(nodeSANamespace).CreateToken(ctx, nodeSA, &authenticationv1.TokenRequest{
+		Spec: authenticationv1.TokenRequestSpec{BoundObjectRef: &authenticationv1.BoundObjectReference{
+			Kind: "Pod", APIVersion: "v1", Name: pod.Name, UID: pod.UID}}}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	inPod := kubernetes.NewForConfigOrDie(apiserver.TokenConfig(env.Config, podTok.Status.Token))
+	hostCIDRs := annotationPatch(map[string]any{annotations.HostCIDRs: `["172.18.0.11/16"]`})
+	if _, err := inPod.CoreV1().Nodes().Patch(ctx, "node1", types.MergePatchType, hostCIDRs, metav1.PatchOptions{}); err != nil {
+		t.Errorf("pod-bound token of a pod on node1 patching node1's egress annotations: %v", err)
+	}
+	if _, err := inPod.CoreV1().Nodes().Patch(ctx, "node2", types.MergePatchType, hostCIDRs, metav1.PatchOptions{}); err == nil ||
+		!strings.Contains(err.Error(), "of node node1 may change only its own Node, not node node2") {
+		t.Errorf("pod-bound token of a pod on node1 patching node2: %v, want denied by the policy", err)
 	}
 
 	// The policy holds even where RBAC grants more (a broader role bound by mistake): writes of node1's status,
