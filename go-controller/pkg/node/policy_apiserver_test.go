@@ -61,7 +61,7 @@ func (f rtFunc) RoundTrip(r *http.Request) (*http.Response, error) { return f(r)
 // apiserver with dist/manifests applied: the master as its ServiceAccount, each node daemon with a token bound to its
 // Node, as a kubelet issues them. An egress IP is assigned, its holder reports it ready, it moves to another node whose
 // daemon reports it ready while the old holder takes it off its ready list. No request is denied, and each daemon
-// writes to its own Node only.
+// writes to its own Node only; a daemon restarted in shared gateway mode removes its ready list.
 func TestDaemonsUnderNodeWritesPolicy(t *testing.T) {
 	env := apiserver.Start(t)
 	nb := nbserver.Start(t)
@@ -118,7 +118,21 @@ func TestDaemonsUnderNodeWritesPolicy(t *testing.T) {
 	var wg sync.WaitGroup
 	defer wg.Wait()
 	defer cancel()
-	hosts := map[string]*fakeHost{}
+	params := map[string]Params{}
+	stops := map[string]func(){}
+	startDaemon := func(p Params) {
+		dctx, dcancel := context.WithCancel(ctx)
+		done := make(chan struct{})
+		stops[p.NodeName] = func() { dcancel(); <-done }
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			defer close(done)
+			if err := Run(dctx, p); err != nil {
+				t.Errorf("node %s: %v", p.NodeName, err)
+			}
+		}()
+	}
 	for i, name := range nodes {
 		tok, err := apiserver.ServiceAccountToken(ctx, admin, "ovn-egressip", "ovnkube-egressip-node", name, time.Hour)
 		if err != nil {
@@ -128,16 +142,9 @@ func TestDaemonsUnderNodeWritesPolicy(t *testing.T) {
 		snap := hostSnap()
 		snap.Links[0].Addrs = snap.Links[0].Addrs[:1]
 		snap.Links[0].Addrs[0].Prefix = netip.MustParsePrefix(fmt.Sprintf("172.18.0.1%d/16", i+1))
-		hosts[name] = &fakeHost{snap: snap}
-		p := Params{Kube: kubernetes.NewForConfigOrDie(cfg), EgressIP: egressipclientset.NewForConfigOrDie(cfg),
-			NodeName: name, GatewayMode: GatewayModeLocal, ResyncInterval: time.Second, ReleaseLinger: -1, host: hosts[name]}
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			if err := Run(ctx, p); err != nil {
-				t.Errorf("node %s: %v", name, err)
-			}
-		}()
+		params[name] = Params{Kube: kubernetes.NewForConfigOrDie(cfg), EgressIP: egressipclientset.NewForConfigOrDie(cfg),
+			NodeName: name, GatewayMode: GatewayModeLocal, ResyncInterval: time.Second, ReleaseLinger: -1, host: &fakeHost{snap: snap}}
+		startDaemon(params[name])
 	}
 	mtok, err := apiserver.ServiceAccountToken(ctx, admin, "ovn-egressip", "ovnkube-egressip-master", "", time.Hour)
 	if err != nil {
@@ -221,6 +228,20 @@ func TestDaemonsUnderNodeWritesPolicy(t *testing.T) {
 	waitUntil("node3 reports it ready and node2 no longer does", func() (bool, string) {
 		v2, v3 := readyOf("node2"), readyOf("node3")
 		return v3 == `["172.18.0.33"]` && v2 == `[]`, "node2 ready = " + v2 + ", node3 ready = " + v3
+	})
+
+	// node2's daemon comes back in shared gateway mode: it removes its ready list (the cleanup path).
+	stops["node2"]()
+	shared := params["node2"]
+	shared.GatewayMode = GatewayModeShared
+	startDaemon(shared)
+	waitUntil("node2 in shared gateway mode removes its ready list", func() (bool, string) {
+		n, err := admin.CoreV1().Nodes().Get(ctx, "node2", metav1.GetOptions{})
+		if err != nil {
+			return false, err.Error()
+		}
+		v, ok := n.Annotations[annotations.EgressIPsReady]
+		return !ok, "node2 ready = " + v
 	})
 
 	log.mu.Lock()
