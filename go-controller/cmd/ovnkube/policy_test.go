@@ -18,6 +18,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
 
 	egressipv1 "github.com/ovn-egressip/ovn-egressip/go-controller/pkg/crd/egressip/v1"
 	egressipclientset "github.com/ovn-egressip/ovn-egressip/go-controller/pkg/crd/egressip/v1/apis/clientset/versioned"
@@ -162,6 +163,12 @@ func TestNodePolicyLimitsNodeDaemonToOwnNodeAnnotations(t *testing.T) {
 		}, `cannot create resource "egressips"`},
 		{"a token bound to no node patches node1's egress annotations", func() error {
 			_, err := unbound.CoreV1().Nodes().Patch(ctx, "node1", types.MergePatchType, ownPatch, metav1.PatchOptions{})
+			return err
+		}, "may write a Node only with a token bound to that Node"},
+		{"the ServiceAccount impersonated without any user extra patches node1's egress annotations", func() error {
+			cfg := rest.CopyConfig(env.Config)
+			cfg.Impersonate = rest.ImpersonationConfig{UserName: "system:serviceaccount:" + nodeSANamespace + ":" + nodeSA}
+			_, err := kubernetes.NewForConfigOrDie(cfg).CoreV1().Nodes().Patch(ctx, "node1", types.MergePatchType, ownPatch, metav1.PatchOptions{})
 			return err
 		}, "may write a Node only with a token bound to that Node"},
 		{"node1 reads node2", func() error {
