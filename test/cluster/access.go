@@ -65,6 +65,12 @@ func (p paths) accessKubeconfig(who string) string {
 }
 func (p paths) accessToken(who string) string { return filepath.Join(p.access(), "token-"+who) }
 
+// hasAccess reports whether the cluster in p has ovnkube's kubeconfigs (installAccess ran).
+func hasAccess(p paths) bool {
+	_, err := os.Stat(p.accessKubeconfig("master"))
+	return err == nil
+}
+
 // installAccess applies the ServiceAccounts, roles and the node-writes admission policy of
 // dist/manifests/ovnkube-egressip.yaml, issues the tokens (the master's, and one per node bound to its Node) and
 // writes a kubeconfig per identity that reads its token from the token file. It returns once the apiserver enforces

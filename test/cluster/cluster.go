@@ -50,12 +50,13 @@ func Up(ctx context.Context, cfg Config) (*Cluster, error) {
 	}
 	p := paths{dir: cfg.StateDir}
 	if st, err := readState(p); err == nil {
-		if st.Nodes == cfg.Nodes && st.GatewayMode == cfg.GatewayMode && healthy(p) {
+		// A cluster made before ovnkube's identities existed has no access/ directory: it is recreated.
+		if st.Nodes == cfg.Nodes && st.GatewayMode == cfg.GatewayMode && healthy(p) && hasAccess(p) {
 			cfg.Logf("cluster already up (%d nodes, %s gateway mode) in %s", st.Nodes, st.GatewayMode, p.dir)
 			return Open(cfg.StateDir)
 		}
-		cfg.Logf("recreating the cluster in %s (was %d nodes, %s gateway mode, healthy=%v)", p.dir, st.Nodes,
-			st.GatewayMode, healthy(p))
+		cfg.Logf("recreating the cluster in %s (was %d nodes, %s gateway mode, healthy=%v, ovnkube identities=%v)", p.dir, st.Nodes,
+			st.GatewayMode, healthy(p), hasAccess(p))
 	}
 	if err := Down(ctx, cfg.StateDir); err != nil {
 		return nil, fmt.Errorf("cleaning up before bring-up: %w", err)
