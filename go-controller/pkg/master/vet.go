@@ -54,13 +54,12 @@ func (d *doubts) vetNodes(nodes []*corev1.Node, facts []nodeFacts, eips []*egres
 	}
 	claims := make([]assign.Claims, len(nodes))
 	for i, n := range nodes {
+		// Egress is zero when the egress config does not parse; a node whose only problem is another annotation
+		// (such as a missing join IP) still claims its egress network address.
 		c := assign.Claims{Node: n.Name, Ready: facts[i].nb.ReadyEgressIPs, Egress: facts[i].assign.Egress.Network,
 			EgressField: annotations.PrimaryIfAddr}
 		if _, ok := n.Annotations[annotations.EgressIPConfig]; ok {
 			c.EgressField = annotations.EgressIPConfig
-		}
-		if facts[i].assign.ConfigErr != nil {
-			c.Egress = annotations.DualPrefix{}
 		}
 		for _, a := range n.Status.Addresses {
 			if a.Type != corev1.NodeInternalIP && a.Type != corev1.NodeExternalIP {
