@@ -36,13 +36,17 @@ show kubectl get nodes
 step "2. ovnkube: one master (host) and one node daemon per node (inside the node's network namespace)"
 "$root/contrib/demo-stop.sh" >/dev/null 2>&1 || true
 mkdir -p "$DEMO"
-common=(--egress-ip-enable --gateway-mode "$MODE" --kubeconfig "$KUBECONFIG" --cluster-subnets 10.244.0.0/16)
-echo "\$ ovnkube --init-master ${common[*]} --nb-address $NB_ADDRESS --metrics-bind-address 127.0.0.1:9410"
-nohup "$OVNKUBE" --init-master "${common[@]}" --nb-address "$NB_ADDRESS" --metrics-bind-address 127.0.0.1:9410 \
-  >"$DEMO/ovnkube-master.log" 2>&1 & echo $! >"$DEMO/ovnkube-master.pid"
+# Each runs as the ServiceAccount dist/manifests gives it (clusterctl kubeconfig): the master with its ClusterRole and
+# its Lease in ovn-egressip, each node daemon with a token bound to its Node (admission policy ovnkube-egressip-node-writes).
+common=(--egress-ip-enable --gateway-mode "$MODE" --cluster-subnets 10.244.0.0/16)
+mk=$("$CTL" kubeconfig master)
+echo "\$ ovnkube --init-master ${common[*]} --kubeconfig $mk --leader-elect-namespace ovn-egressip --nb-address $NB_ADDRESS --metrics-bind-address 127.0.0.1:9410"
+nohup "$OVNKUBE" --init-master "${common[@]}" --kubeconfig "$mk" --leader-elect-namespace ovn-egressip --nb-address "$NB_ADDRESS" \
+  --metrics-bind-address 127.0.0.1:9410 >"$DEMO/ovnkube-master.log" 2>&1 & echo $! >"$DEMO/ovnkube-master.pid"
 for n in node1 node2 node3; do
-  echo "\$ ip netns exec oeip-$n ovnkube --init-node $n ${common[*]}"
-  nohup ip netns exec "oeip-$n" "$OVNKUBE" --init-node "$n" "${common[@]}" >"$DEMO/ovnkube-$n.log" 2>&1 &
+  nk=$("$CTL" kubeconfig "$n")
+  echo "\$ ip netns exec oeip-$n ovnkube --init-node $n ${common[*]} --kubeconfig $nk"
+  nohup ip netns exec "oeip-$n" "$OVNKUBE" --init-node "$n" "${common[@]}" --kubeconfig "$nk" >"$DEMO/ovnkube-$n.log" 2>&1 &
   echo $! >"$DEMO/ovnkube-$n.pid"
 done
 for i in $(seq 1 100); do

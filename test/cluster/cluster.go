@@ -50,12 +50,13 @@ func Up(ctx context.Context, cfg Config) (*Cluster, error) {
 	}
 	p := paths{dir: cfg.StateDir}
 	if st, err := readState(p); err == nil {
-		if st.Nodes == cfg.Nodes && st.GatewayMode == cfg.GatewayMode && healthy(p) {
+		// A cluster made before ovnkube's identities existed has no access/ directory: it is recreated.
+		if st.Nodes == cfg.Nodes && st.GatewayMode == cfg.GatewayMode && healthy(p) && hasAccess(p) {
 			cfg.Logf("cluster already up (%d nodes, %s gateway mode) in %s", st.Nodes, st.GatewayMode, p.dir)
 			return Open(cfg.StateDir)
 		}
-		cfg.Logf("recreating the cluster in %s (was %d nodes, %s gateway mode, healthy=%v)", p.dir, st.Nodes,
-			st.GatewayMode, healthy(p))
+		cfg.Logf("recreating the cluster in %s (was %d nodes, %s gateway mode, healthy=%v, ovnkube identities=%v)", p.dir, st.Nodes,
+			st.GatewayMode, healthy(p), hasAccess(p))
 	}
 	if err := Down(ctx, cfg.StateDir); err != nil {
 		return nil, fmt.Errorf("cleaning up before bring-up: %w", err)
@@ -201,14 +202,18 @@ func upControlPlane(ctx context.Context, p paths, k pki, bins apiserver.Binaries
 	if err := registerNodes(ctx, cs, nodes); err != nil {
 		return err
 	}
+	if err := installAccess(ctx, p, bins.Kubectl, root, st.APIServer, cs, nodes); err != nil {
+		return fmt.Errorf("ovnkube's ServiceAccounts, roles and admission policy: %w", err)
+	}
 	if err := waitHelper(); err != nil {
 		return err
 	}
 	if _, err := startDaemon(p.pidfile("agent"), filepath.Join(p.log(), "agent.log"), nil, helper, "agent",
-		"--kubeconfig", p.kubeconfig()); err != nil {
+		"--kubeconfig", p.kubeconfig(), "--state", p.dir); err != nil {
 		return fmt.Errorf("agent: %w", err)
 	}
-	logf("CRDs from %s established, %d nodes registered, agent (heartbeat, service accounts) started", crds, len(nodes))
+	logf("CRDs from %s established, %d nodes registered, ovnkube's access from dist/manifests applied (node-bound tokens, policy %s enforced), agent (heartbeat, service accounts, tokens) started",
+		crds, len(nodes), nodeWritesPolicy)
 	return nil
 }
 
@@ -443,7 +448,7 @@ func teardown(ctx context.Context, p paths, keepLogs bool) error {
 	if err := waitGone([]int{signalPidfile(p.pidfile("etcd"), syscall.SIGTERM)}, 10*time.Second); err != nil {
 		errs = append(errs, err)
 	}
-	remove := []string{p.run(), p.db(), p.pki(), p.bin(), p.etcdData(), p.kubeconfig(), p.stateFile()}
+	remove := []string{p.run(), p.db(), p.pki(), p.bin(), p.etcdData(), p.kubeconfig(), p.access(), p.stateFile()}
 	if !keepLogs {
 		remove = append(remove, p.log())
 	}

@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"context"
+	"fmt"
 	"net/netip"
 	"strings"
 	"syscall"
@@ -182,6 +183,45 @@ func runEgressIPCases(t *testing.T, mode string) {
 
 	runOperatorCases(t, e, mode)
 
+	t.Run("12-a-node-cannot-pull-egress-ips-to-itself", func(t *testing.T) {
+		e.t = t
+		h := holder(e.getEgressIP("prod").Status.Items, eipA)
+		other := map[string]string{"node2": "node3", "node3": "node2"}[h]
+		// node1 is compromised: its daemon is gone, and with its Node-bound token it writes what it likes on its own
+		// Node (the admission policy lets it do that and nothing more): the holder's address as its egress network,
+		// and eipA as ready. node1 is the only assignable node besides the holder.
+		e.stopNode("node1", syscall.SIGTERM)
+		e.labelAssignable(other, false)
+		e.labelAssignable("node1", true)
+		defer func() {
+			e.labelAssignable("node1", false)
+			e.labelAssignable(other, true)
+			e.startNode("node1")
+			e.waitNodeAnnotation("node1", "k8s.ovn.org/node-primary-ifaddr", fmt.Sprintf(`{"ipv4":"%s/16"}`, e.mustNode("node1").NodeIP))
+		}()
+		holderIP := e.mustNode(h).NodeIP
+		e.nodeKubectl("node1", "annotate", "node", "node1", "--overwrite",
+			fmt.Sprintf(`k8s.ovn.org/node-primary-ifaddr={"ipv4":"%s/16"}`, holderIP),
+			fmt.Sprintf(`k8s.ovn.org/egress-ips-ready=["%s"]`, eipA))
+		e.applyEgressIP("prod", []string{eipA, eipB}, map[string]string{"env": "prod"}, web)
+		waitObjectEvent(t, e, "Node", "node1", fmt.Sprintf("k8s.ovn.org/node-primary-ifaddr: %s is node %s's address", holderIP, h))
+		if mode == "local" {
+			waitObjectEvent(t, e, "Node", "node1", fmt.Sprintf("k8s.ovn.org/egress-ips-ready lists %s, which node %s holds", eipA, h))
+		}
+		waitEvent(t, e, "prod", eipB) // the master looked and found no node for eipB
+		if items := e.getEgressIP("prod").Status.Items; len(items) != 1 || holder(items, eipA) != h {
+			t.Errorf("status %+v, want only %s on %s", items, eipA, h)
+		}
+		for _, p := range []string{"web1", "web3"} {
+			for i := 0; i < 5; i++ {
+				if got, err := e.source("prod", p); err != nil || got != egress {
+					t.Errorf("prod/%s: echo saw %v (%v), want %v", p, got, err, egress)
+				}
+			}
+		}
+		e.applyEgressIP("prod", []string{eipA}, map[string]string{"env": "prod"}, web)
+	})
+
 	t.Run("7-master-restart-while-things-change", func(t *testing.T) {
 		e.t = t
 		from := holder(e.getEgressIP("prod").Status.Items, eipA)
@@ -298,23 +338,29 @@ func waitNoRowFor(t *testing.T, e *env, pod string) {
 // waitEvent waits for a Warning Event on EgressIP name whose message contains substr.
 func waitEvent(t *testing.T, e *env, name, substr string) {
 	t.Helper()
+	waitObjectEvent(t, e, "EgressIP", name, substr)
+}
+
+// waitObjectEvent waits for a Warning Event on the object kind/name whose message contains substr.
+func waitObjectEvent(t *testing.T, e *env, kind, name, substr string) {
+	t.Helper()
 	deadline := time.Now().Add(15 * time.Second)
 	var seen []string
 	for time.Now().Before(deadline) {
 		evs, err := e.c.Client().CoreV1().Events(metav1.NamespaceAll).List(context.Background(), metav1.ListOptions{
-			FieldSelector: "involvedObject.kind=EgressIP,involvedObject.name=" + name,
+			FieldSelector: "involvedObject.kind=" + kind + ",involvedObject.name=" + name,
 		})
 		if err == nil {
 			seen = seen[:0]
 			for _, ev := range evs.Items {
 				seen = append(seen, ev.Reason+": "+ev.Message)
 				if ev.Type == corev1.EventTypeWarning && strings.Contains(ev.Message, substr) {
-					t.Logf("EgressIP %s: event %s: %s", name, ev.Reason, ev.Message)
+					t.Logf("%s %s: event %s: %s", kind, name, ev.Reason, ev.Message)
 					return
 				}
 			}
 		}
 		time.Sleep(200 * time.Millisecond)
 	}
-	t.Fatalf("no Warning Event on EgressIP %s mentioning %q; events: %v", name, substr, seen)
+	t.Fatalf("no Warning Event on %s %s mentioning %q; events: %v", kind, name, substr, seen)
 }

@@ -89,9 +89,10 @@ func newEnv(t *testing.T, mode string) *env {
 		t.Fatal(err)
 	}
 	e := &env{t: t, c: c, mode: mode, dir: dir, eip: egressipclientset.NewForConfigOrDie(rc),
-		masters: map[string]daemon{}, nodes: map[string]daemon{}, metrics: map[string]string{}, leaseNamespace: "kube-system"}
+		masters: map[string]daemon{}, nodes: map[string]daemon{}, metrics: map[string]string{}, leaseNamespace: cluster.AccessNamespace}
 	t.Cleanup(func() {
 		e.stopAll()
+		e.checkNoDenial()
 		if t.Failed() {
 			keep := dir + "-logs"
 			_ = os.RemoveAll(keep)
@@ -134,8 +135,32 @@ func (e *env) logFile(name string) *os.File {
 	return f
 }
 
-func (e *env) commonArgs() []string {
-	return []string{"--egress-ip-enable", "--gateway-mode", e.mode, "--kubeconfig", e.c.Kubeconfig(),
+// checkNoDenial fails the test when an ovnkube process logged a request the apiserver refused (RBAC or the
+// node-writes admission policy): the master and node daemons run as the ServiceAccounts of dist/manifests, the node
+// daemons with tokens bound to their Node, and must never need more.
+func (e *env) checkNoDenial() {
+	logs, _ := filepath.Glob(filepath.Join(e.dir, "log", "ovnkube-*.log"))
+	if len(logs) == 0 {
+		e.t.Errorf("no ovnkube logs in %s to check for denied requests", filepath.Join(e.dir, "log"))
+	}
+	for _, l := range logs {
+		data, err := os.ReadFile(l)
+		if err != nil {
+			e.t.Errorf("read %s: %v", l, err)
+			continue
+		}
+		for _, line := range strings.Split(string(data), "\n") {
+			if strings.Contains(line, "is forbidden") || strings.Contains(line, "denied request") || strings.Contains(line, "Unauthorized") {
+				e.t.Errorf("%s: request denied: %s", filepath.Base(l), line)
+			}
+		}
+	}
+}
+
+// commonArgs are the flags of every ovnkube process; kubeconfig is the identity it runs as (the master's
+// ServiceAccount, or a node daemon's token bound to its Node, as the local cluster issues them).
+func (e *env) commonArgs(kubeconfig string) []string {
+	return []string{"--egress-ip-enable", "--gateway-mode", e.mode, "--kubeconfig", kubeconfig,
 		"--cluster-subnets", "10.244.0.0/16", "--loglevel", "4"}
 }
 
@@ -165,7 +190,8 @@ func (e *env) startMaster(name, metricsAddr string) {
 	if e.images != nil {
 		d, metricsAddr = e.images.startMaster(e.t, name), "127.0.0.1:9410"
 	} else {
-		args := append(e.commonArgs(), "--init-master", "--nb-address", e.c.NBAddress(), "--metrics-bind-address", metricsAddr)
+		args := append(e.commonArgs(e.c.MasterKubeconfig()), "--init-master", "--nb-address", e.c.NBAddress(),
+			"--metrics-bind-address", metricsAddr, "--leader-elect-namespace", cluster.AccessNamespace)
 		cmd := exec.Command(ovnkubeBin, args...)
 		e.startProc(name, cmd)
 		d = procDaemon{cmd}
@@ -186,11 +212,16 @@ func (e *env) startNode(node string) {
 		if err != nil {
 			e.t.Fatal(err)
 		}
-		args := append([]string{"netns", "exec", ns, ovnkubeBin}, append(e.commonArgs(), "--init-node", node, "--egressip-node-resync-interval", "2s")...)
+		kc, err := e.c.NodeKubeconfig(node)
+		if err != nil {
+			e.t.Fatal(err)
+		}
+		args := append([]string{"netns", "exec", ns, ovnkubeBin}, append(e.commonArgs(kc), "--init-node", node, "--egressip-node-resync-interval", "2s")...)
 		cmd := exec.Command("ip", args...)
 		e.startProc("node-"+node, cmd)
 		d = procDaemon{cmd}
 	}
+
 	e.mu.Lock()
 	e.nodes[node] = d
 	e.mu.Unlock()
@@ -269,6 +300,36 @@ func (e *env) kubectl(stdin string, args ...string) string {
 		e.t.Fatalf("kubectl %s: %v\n%s", strings.Join(args, " "), err, out.String())
 	}
 	return out.String()
+}
+
+// nodeKubectl runs kubectl as node's daemon (its ServiceAccount, token bound to its Node).
+func (e *env) nodeKubectl(node string, args ...string) string {
+	e.t.Helper()
+	kc, err := e.c.NodeKubeconfig(node)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	out, err := exec.Command(e.c.Kubectl(), append([]string{"--kubeconfig", kc}, args...)...).CombinedOutput()
+	if err != nil {
+		e.t.Fatalf("kubectl as %s's daemon %s: %v\n%s", node, strings.Join(args, " "), err, out)
+	}
+	return string(out)
+}
+
+// waitNodeAnnotation waits until node carries annotation key with value want.
+func (e *env) waitNodeAnnotation(node, key, want string) {
+	e.t.Helper()
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		n, err := e.c.Client().CoreV1().Nodes().Get(context.Background(), node, metav1.GetOptions{})
+		if err == nil && n.Annotations[key] == want {
+			return
+		}
+		if time.Now().After(deadline) {
+			e.t.Fatalf("node %s: annotation %s is not %s (%v)", node, key, want, err)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
 }
 
 func (e *env) labelAssignable(node string, on bool) {

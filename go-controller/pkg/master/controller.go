@@ -63,6 +63,7 @@ type controller struct {
 	// NB commit (what is programmed).
 	committed map[string][]egressipv1.EgressIPStatusItem
 	reporter  *reporter
+	doubts    *doubts           // node claims not believed (vet.go)
 	reachable map[string]bool   // last verdict per labelled node (unreachable metric)
 	lastNote  map[string]string // per node: why it cannot host egress IPs (logged on change)
 	// lastSkipped describes the rows the last sync could not write (logged on change).
@@ -83,6 +84,7 @@ func newController(s settings, nb nbClient, m *metrics, kubeInf informers.Shared
 		serving:   newServing(),
 		dirty:     newDirty(),
 		reporter:  newReporter(s.Recorder),
+		doubts:    newDoubts(),
 		reachable: map[string]bool{},
 		lastNote:  map[string]string{},
 	}

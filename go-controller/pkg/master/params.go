@@ -106,6 +106,8 @@ type Params struct {
 	// beforeSync and afterSync, when set (tests), are called around every sync.
 	beforeSync func()
 	afterSync  func(error)
+	// doubtGrace (tests) replaces defaultDoubtGrace when positive.
+	doubtGrace time.Duration
 }
 
 const (
@@ -167,6 +169,9 @@ func (p Params) validate() (settings, error) {
 		s.linger = defaultReleaseLinger
 	case s.ReleaseLinger > 0:
 		s.linger = s.ReleaseLinger
+	}
+	if s.doubtGrace <= 0 {
+		s.doubtGrace = defaultDoubtGrace
 	}
 	if s.StatusWriters <= 0 {
 		s.StatusWriters = defaultStatusWriters

@@ -74,11 +74,22 @@ func (c *controller) sync(ctx context.Context) error {
 		full = true // the last EgressIP went: every row of ours goes, shared ones too
 	}
 
-	// Nodes.
+	// Nodes, without what they publish that cannot be true.
 	var assignNodes []assign.Node
 	nbNodes := make(map[string]nbstate.Node, len(snap.nodes))
-	for _, n := range snap.nodes {
-		f := parseNode(n, c.s.mode, c.s.Reachability)
+	facts := make([]nodeFacts, len(snap.nodes))
+	for i, n := range snap.nodes {
+		facts[i] = parseNode(n, c.s.mode, c.s.Reachability)
+	}
+	believed := func(e *egressipv1.EgressIP) []egressipv1.EgressIPStatusItem {
+		st, _ := c.status.current(e)
+		return st.Items
+	}
+	if wait := c.doubts.vetNodes(snap.nodes, facts, snap.eips, believed, c.s.Recorder, began, c.s.doubtGrace); wait > 0 {
+		c.queue.AddAfter(syncKey, wait) // a doubt's report falls due: no event will say so
+	}
+	for i, n := range snap.nodes {
+		f := facts[i]
 		c.noteNode(f.assign, f.readyErr)
 		assignNodes = append(assignNodes, f.assign)
 		nbNodes[n.Name] = f.nb

@@ -3,10 +3,11 @@
 //	clusterctl up     [--state DIR] [--nodes N] [--gateway-mode shared|local]
 //	clusterctl down   [--state DIR]
 //	clusterctl status [--state DIR]              # shell-sourceable KUBECONFIG, NB_ADDRESS, ... and the node table
+//	clusterctl kubeconfig master|NODE [--state DIR]  # prints the kubeconfig ovnkube runs with: the master's ServiceAccount, or NODE's daemon (token bound to the Node)
 //	clusterctl pod add NAMESPACE/NAME --node NODE [--labels k=v,...] [--state DIR]
 //	clusterctl pod del NAMESPACE/NAME [--state DIR]
 //	clusterctl pod request NAMESPACE/NAME [--proto tcp|udp] [--state DIR]   # prints the source IP the echo server saw
-//	clusterctl agent --kubeconfig FILE           # daemon: node heartbeats + default ServiceAccounts (started by up)
+//	clusterctl agent --kubeconfig FILE [--state DIR]  # daemon: node heartbeats, default ServiceAccounts, ovnkube token refresh (started by up)
 //	clusterctl echo-server [--port 9000]         # daemon: run inside the external host netns (started by up)
 //
 // Defaults come from the environment: CLUSTER_STATE (_output/cluster), CLUSTER_NODES (3), GATEWAY_MODE (shared).
@@ -45,6 +46,8 @@ func main() {
 		err = cmdDown(ctx, os.Args[2:])
 	case "status":
 		err = cmdStatus(os.Args[2:])
+	case "kubeconfig":
+		err = cmdKubeconfig(os.Args[2:])
 	case "pod":
 		err = cmdPod(ctx, os.Args[2:])
 	case "agent":
@@ -132,6 +135,28 @@ func cmdStatus(args []string) error {
 	return nil
 }
 
+func cmdKubeconfig(args []string) error {
+	if len(args) < 1 || strings.HasPrefix(args[0], "-") {
+		return fmt.Errorf("usage: kubeconfig master|NODE [--state DIR]")
+	}
+	fs := flag.NewFlagSet("kubeconfig", flag.ExitOnError)
+	state := stateFlag(fs)
+	_ = fs.Parse(args[1:])
+	c, err := cluster.Open(*state)
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	path := c.MasterKubeconfig()
+	if args[0] != "master" {
+		if path, err = c.NodeKubeconfig(args[0]); err != nil {
+			return err
+		}
+	}
+	fmt.Println(path)
+	return nil
+}
+
 func cmdPod(ctx context.Context, args []string) error {
 	if len(args) < 2 {
 		return fmt.Errorf("usage: pod add|del|request NAMESPACE/NAME [flags]")
@@ -196,8 +221,16 @@ func cmdAgent(ctx context.Context, args []string) error {
 	fs := flag.NewFlagSet("agent", flag.ExitOnError)
 	kubeconfig := fs.String("kubeconfig", "", "admin kubeconfig")
 	interval := fs.Duration("interval", 10*time.Second, "node heartbeat interval")
+	state := fs.String("state", "", "cluster state directory: also replace ovnkube's tokens before they expire")
 	_ = fs.Parse(args)
 	logf := func(f string, a ...any) { fmt.Fprintf(os.Stderr, time.Now().Format(time.RFC3339)+" "+f+"\n", a...) }
+	if *state != "" {
+		go func() {
+			if err := cluster.RunTokenRefresher(ctx, *kubeconfig, *state, logf); err != nil {
+				logf("token refresher: %v", err)
+			}
+		}()
+	}
 	return cluster.RunAgent(ctx, *kubeconfig, *interval, logf)
 }
 
