@@ -41,8 +41,8 @@ func TestAddrsFor(t *testing.T) {
 
 func TestAddrsForFamily(t *testing.T) {
 	tests := []struct {
-		index                                  int
-		family                                 string
+		index                                 int
+		family                                string
 		subnet, mgmt, join, node, gw, mgmtMAC string
 	}{
 		{1, FamilyIPv6, "fd00:10:244:1::/64", "fd00:10:244:1::2", "fd98::2", "fc00:f853:ccd:e793::11", "fc00:f853:ccd:e793::21", "0a:58:10:01:00:02"},
