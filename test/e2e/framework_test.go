@@ -60,6 +60,10 @@ type env struct {
 	mode string
 	eip  egressipclientset.Interface
 	dir  string
+	// fams are the cluster's address families (4, 6), primary first; assignable are the nodes the tests label
+	// egress-assignable (two per family: an EgressIP puts at most one of its IPs on a node).
+	fams       []int
+	assignable []string
 
 	mu      sync.Mutex
 	masters map[string]*exec.Cmd
@@ -67,24 +71,30 @@ type env struct {
 	metrics map[string]string
 }
 
-// newEnv brings up a 3-node cluster in gateway mode and starts one master and one
-// node daemon per node. Everything is torn down at the end of the test.
-func newEnv(t *testing.T, mode string) *env {
+// newEnv brings up a cluster in gateway mode and IP family (cluster.FamilyIPv4, FamilyIPv6, FamilyDual) and starts
+// one master and one node daemon per node: node1 plus two egress-capable nodes per family (3 nodes, 5 in dual-stack).
+// Everything is torn down at the end of the test.
+func newEnv(t *testing.T, mode, family string) *env {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
 	dir := filepath.Join(repoRoot(), "_output", "e2e-"+mode)
 	_ = cluster.Down(ctx, dir)
-	c, err := cluster.Up(ctx, cluster.Config{StateDir: dir, Nodes: 3, GatewayMode: mode, RepoRoot: repoRoot(), Logf: t.Logf})
+	nodes := 1 + 2*len(cluster.Families(family))
+	c, err := cluster.Up(ctx, cluster.Config{StateDir: dir, Nodes: nodes, GatewayMode: mode, IPFamily: family,
+		RepoRoot: repoRoot(), Logf: t.Logf})
 	if err != nil {
-		t.Fatalf("cluster up (%s): %v", mode, err)
+		t.Fatalf("cluster up (%s, %s): %v", mode, family, err)
 	}
 	rc, err := c.RESTConfig()
 	if err != nil {
 		t.Fatal(err)
 	}
-	e := &env{t: t, c: c, mode: mode, dir: dir, eip: egressipclientset.NewForConfigOrDie(rc),
+	e := &env{t: t, c: c, mode: mode, dir: dir, eip: egressipclientset.NewForConfigOrDie(rc), fams: c.Families(),
 		masters: map[string]*exec.Cmd{}, nodes: map[string]*exec.Cmd{}, metrics: map[string]string{}}
+	for i := 2; i <= nodes; i++ {
+		e.assignable = append(e.assignable, cluster.NodeName(i))
+	}
 	t.Cleanup(func() {
 		e.stopAll()
 		if t.Failed() {
@@ -123,8 +133,16 @@ func (e *env) logFile(name string) *os.File {
 }
 
 func (e *env) commonArgs() []string {
+	var clusterNets, joinNets []string
+	for _, f := range e.fams {
+		if f == 4 {
+			clusterNets, joinNets = append(clusterNets, cluster.ClusterCIDR), append(joinNets, cluster.JoinCIDR)
+		} else {
+			clusterNets, joinNets = append(clusterNets, cluster.ClusterCIDR6), append(joinNets, cluster.JoinCIDR6)
+		}
+	}
 	return []string{"--egress-ip-enable", "--gateway-mode", e.mode, "--kubeconfig", e.c.Kubeconfig(),
-		"--cluster-subnets", "10.244.0.0/16", "--loglevel", "4"}
+		"--cluster-subnets", strings.Join(clusterNets, ","), "--join-subnet", strings.Join(joinNets, ","), "--loglevel", "4"}
 }
 
 // startMaster starts an ovnkube master named name (its Lease identity differs per
@@ -290,21 +308,28 @@ func holder(items []egressipv1.EgressIPStatusItem, ip string) string {
 	return ""
 }
 
-// source asks the echo server, from the pod, which source address it sees.
+// source asks the echo server, from the pod, which source address it sees (primary family).
 func (e *env) source(ns, pod string) (netip.Addr, error) {
-	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
-	defer cancel()
-	return e.c.Request(ctx, ns, pod, "tcp", 2*time.Second)
+	return e.sourceFamily(ns, pod, e.fams[0])
 }
 
-// eventually waits until the pod's traffic reaches the echo server with a source in want.
+// sourceFamily is source over family 4 or 6.
+func (e *env) sourceFamily(ns, pod string, fam int) (netip.Addr, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
+	defer cancel()
+	return e.c.RequestFamily(ctx, ns, pod, fam, "tcp", 2*time.Second)
+}
+
+// eventually waits until the pod's traffic reaches the echo server with a source in want; want's family (all of
+// want are of one family) chooses the echo server's address.
 func (e *env) eventually(ns, pod string, want ...netip.Addr) netip.Addr {
 	e.t.Helper()
+	fam := cluster.FamilyOf(want[0])
 	deadline := time.Now().Add(20 * time.Second)
 	var got netip.Addr
 	var err error
 	for time.Now().Before(deadline) {
-		got, err = e.source(ns, pod)
+		got, err = e.sourceFamily(ns, pod, fam)
 		if err == nil {
 			for _, w := range want {
 				if got == w {
@@ -314,17 +339,45 @@ func (e *env) eventually(ns, pod string, want ...netip.Addr) netip.Addr {
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
-	e.t.Fatalf("pod %s/%s: echo server saw %v (err %v), want one of %v", ns, pod, got, err, want)
+	e.t.Fatalf("pod %s/%s: echo server saw %v over IPv%d (err %v), want one of %v", ns, pod, got, fam, err, want)
 	return got
 }
 
-// nodeSource is what the echo server sees from a pod of node with no egress IP.
-func (e *env) nodeSource(node string) netip.Addr {
-	a, err := e.c.EgressSource(node)
-	if err != nil {
-		e.t.Fatal(err)
+// eventuallyAll waits, for each address of want (one per family), until the pod's requests of that family reach
+// the echo server with it as source.
+func (e *env) eventuallyAll(ns, pod string, want []netip.Addr) {
+	e.t.Helper()
+	for _, w := range want {
+		e.eventually(ns, pod, w)
 	}
-	return a
+}
+
+// nodeSource is what the echo server sees from a pod of node with no egress IP (primary family).
+func (e *env) nodeSource(node string) netip.Addr {
+	return e.nodeSources(node)[0]
+}
+
+// nodeSources is nodeSource for every family of the cluster, primary first.
+func (e *env) nodeSources(node string) []netip.Addr {
+	var out []netip.Addr
+	for _, f := range e.fams {
+		a, err := e.c.EgressSourceFamily(node, f)
+		if err != nil {
+			e.t.Fatal(err)
+		}
+		out = append(out, a)
+	}
+	return out
+}
+
+// expectSources checks, for each family, one request of the pod against want (one address per family).
+func (e *env) expectSources(ns, pod string, want []netip.Addr) {
+	e.t.Helper()
+	for _, w := range want {
+		if got, err := e.sourceFamily(ns, pod, cluster.FamilyOf(w)); err != nil || got != w {
+			e.t.Errorf("%s/%s: echo saw %v (%v) over IPv%d, want %v", ns, pod, got, err, cluster.FamilyOf(w), w)
+		}
+	}
 }
 
 func (e *env) createPod(ns, name, node string, labels map[string]string) *cluster.Pod {
@@ -403,14 +456,16 @@ func (e *env) tryInNode(node string, argv ...string) (string, error) {
 // found on its interfaces. A missing chain means no rules; other failures are
 // returned for the caller to retry.
 func (e *env) hostEgressState(node string, ips ...string) (snatRules []string, addrs []string, err error) {
-	rules, err := e.tryInNode(node, "iptables", "-t", "nat", "-S", "OVN-KUBE-EGRESSIP")
-	// iptables-nft 1.8.9 calls a missing chain "incompatible".
-	if err != nil && !strings.Contains(rules, "No chain/target/match") && !strings.Contains(rules, "does not exist") && !strings.Contains(rules, "is incompatible") {
-		return nil, nil, err
-	}
-	for _, l := range strings.Split(rules, "\n") {
-		if strings.Contains(l, "-j SNAT") {
-			snatRules = append(snatRules, l)
+	for _, ipt := range []string{"iptables", "ip6tables"} {
+		rules, err := e.tryInNode(node, ipt, "-t", "nat", "-S", "OVN-KUBE-EGRESSIP")
+		// iptables-nft 1.8.9 calls a missing chain "incompatible".
+		if err != nil && !strings.Contains(rules, "No chain/target/match") && !strings.Contains(rules, "does not exist") && !strings.Contains(rules, "is incompatible") {
+			return nil, nil, err
+		}
+		for _, l := range strings.Split(rules, "\n") {
+			if strings.Contains(l, "-j SNAT") {
+				snatRules = append(snatRules, l)
+			}
 		}
 	}
 	a, err := e.tryInNode(node, "ip", "-o", "addr", "show")
