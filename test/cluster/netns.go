@@ -192,9 +192,12 @@ func addNetns(ctx context.Context, name string) error {
 		return err
 	}
 	// IPv6 on, and no duplicate address detection for the interfaces moved in later (their link-local addresses
-	// would stay tentative for a second or two; every address of the layout is unique by construction).
+	// would stay tentative for a second or two; every address of the layout is unique by construction). IPv6
+	// addresses survive a link going down, as IPv4 ones do (a host's configured addresses do not vanish when a test
+	// cuts its links).
 	_, err := run(ctx, "ip", "netns", "exec", name, "sysctl", "-qw", "net.ipv6.conf.all.disable_ipv6=0",
-		"net.ipv6.conf.default.disable_ipv6=0", "net.ipv6.conf.all.accept_dad=0", "net.ipv6.conf.default.accept_dad=0")
+		"net.ipv6.conf.default.disable_ipv6=0", "net.ipv6.conf.all.accept_dad=0", "net.ipv6.conf.default.accept_dad=0",
+		"net.ipv6.conf.all.keep_addr_on_down=1", "net.ipv6.conf.default.keep_addr_on_down=1")
 	return err
 }
 
