@@ -21,6 +21,7 @@ import (
 const (
 	annNodeSubnets = "k8s.ovn.org/node-subnets"
 	annGRLRPAddr   = "k8s.ovn.org/node-gateway-router-lrp-ifaddr"
+	annL3Gateway   = "k8s.ovn.org/l3-gateway-config"
 )
 
 func newClient(kubeconfig string) (*kubernetes.Clientset, error) {
@@ -34,14 +35,20 @@ func newClient(kubeconfig string) (*kubernetes.Clientset, error) {
 
 // nodeObject is the Node a harness node is registered as (without status; see nodeStatus).
 func nodeObject(n NodeAddrs) *corev1.Node {
-	var subnets []string
+	var subnets, grIPs, nextHops []string
 	lrpAddrs := map[string]string{}
 	for _, f := range n.Families {
 		subnets = append(subnets, f.Subnet.String())
 		lrpAddrs[familyKey(f.Family)] = netip.PrefixFrom(f.JoinIP, plans[f.Family].join.Bits()).String()
+		grIPs = append(grIPs, netip.PrefixFrom(f.GatewayIP, plans[f.Family].external.Bits()).String())
+		nextHops = append(nextHops, plans[f.Family].extHost.String())
 	}
 	subnetsJSON, _ := json.Marshal(map[string][]string{"default": subnets})
 	lrp, _ := json.Marshal(lrpAddrs)
+	// OVN-Kubernetes' description of the node's gateway: here the gateway router's external port (its own MAC and
+	// addresses on br-ex, see docs/local-cluster.md) and the external host as next hop.
+	l3gw, _ := json.Marshal(map[string]any{"default": map[string]any{"mac-address": n.GatewayMAC,
+		"interface-id": "breth0_" + n.Name, "ip-addresses": grIPs, "next-hops": nextHops}})
 	return &corev1.Node{
 		ObjectMeta: metav1.ObjectMeta{
 			Name: n.Name,
@@ -50,7 +57,8 @@ func nodeObject(n NodeAddrs) *corev1.Node {
 				"kubernetes.io/os":       "linux",
 				HarnessKey:               "true",
 			},
-			Annotations: map[string]string{annNodeSubnets: string(subnetsJSON), annGRLRPAddr: string(lrp)},
+			Annotations: map[string]string{annNodeSubnets: string(subnetsJSON), annGRLRPAddr: string(lrp),
+				annL3Gateway: string(l3gw)},
 		},
 	}
 }

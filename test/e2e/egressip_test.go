@@ -230,6 +230,70 @@ func runEgressIPCases(t *testing.T, mode, family string) {
 		e.eventuallyAll("prod", "web1", egress)
 	})
 
+	// In local gateway mode the node daemon's host state survives restarts: with the egress IPs (of every family)
+	// held, each holder's daemon is restarted twice in a row (SIGTERM, then SIGKILL); each start syncs without an
+	// error and leaves the host exactly as before: one copy of every address, rule and jump. The master is stopped
+	// meanwhile, so that the health check does not move the IPs away while a daemon is down.
+	if mode == "local" {
+		t.Run("9-node-daemon-restarted-twice", func(t *testing.T) {
+			e.t = t
+			e.stopMaster("master-a", syscall.SIGTERM)
+			defer func() {
+				e.startMaster("master-a", "127.0.0.1:29101")
+				e.eventuallyAll("prod", "web1", egress)
+			}()
+			for _, it := range e.getEgressIP("prod").Status.Items {
+				before := e.hostSnapshot(it.Node, it.EgressIP)
+				for _, sig := range []syscall.Signal{syscall.SIGTERM, syscall.SIGKILL} {
+					off := e.logSize("node-" + it.Node)
+					e.stopNode(it.Node, sig)
+					e.startNode(it.Node)
+					e.waitNodeSynced(it.Node, off)
+					if after := e.hostSnapshot(it.Node, it.EgressIP); after != before {
+						t.Fatalf("%s after a restart (%s) holding %s:\n%s\nbefore:\n%s", it.Node, sig, it.EgressIP, after, before)
+					}
+				}
+				t.Logf("%s holding %s: two restarts, host state unchanged:\n%s", it.Node, it.EgressIP, before)
+			}
+		})
+	}
+
+	// After an egress IP moves, the external host's neighbour entry for it points at the new holder (its node's
+	// MAC in local mode, its gateway router's in shared mode) without the external host sending anything: the new
+	// holder announced it (IPv4 gratuitous ARP, IPv6 unsolicited neighbour advertisement).
+	t.Run("10-neighbour-entry-follows-a-move", func(t *testing.T) {
+		e.t = t
+		for _, f := range e.fams {
+			ip := eipA[f]
+			// A request makes the external host resolve the egress IP; its entry names the current holder.
+			e.eventually("prod", "web1", netip.MustParseAddr(ip))
+			from := holder(e.getEgressIP("prod").Status.Items, ip)
+			if got := e.extNeighbour(ip); got != e.holderMAC(from) {
+				t.Fatalf("external host's entry for %s is %q before the move, want %s's %s", ip, got, from, e.holderMAC(from))
+			}
+			e.labelAssignable(from, false)
+			items := e.waitStatus("prod", ip+" moved off "+from, func(it []egressipv1.EgressIPStatusItem) bool {
+				h := holder(it, ip)
+				return h != "" && h != from && hasExactly(it, e.ips(eipA))
+			})
+			to := holder(items, ip)
+			want := e.holderMAC(to)
+			start := time.Now()
+			var got string
+			for got = e.extNeighbour(ip); got != want; got = e.extNeighbour(ip) {
+				if time.Since(start) > 5*time.Second {
+					t.Fatalf("IPv%d: 5s after %s moved %s -> %s, the external host's entry is %q, want %s (no announcement?)",
+						f, ip, from, to, got, want)
+				}
+				time.Sleep(50 * time.Millisecond)
+			}
+			t.Logf("IPv%d: %s moved %s -> %s; external host's entry updated %s after the status moved", f, ip, from, to,
+				time.Since(start).Round(time.Millisecond))
+			e.labelAssignable(from, true)
+		}
+		e.eventuallyAll("prod", "web1", egress)
+	})
+
 	t.Run("8-bad-input", func(t *testing.T) {
 		e.t = t
 		// In the last family of the cluster (IPv6 in dual-stack and IPv6-only clusters).

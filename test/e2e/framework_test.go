@@ -479,3 +479,113 @@ func (e *env) hostEgressState(node string, ips ...string) (snatRules []string, a
 	}
 	return snatRules, addrs, nil
 }
+
+// logSize is the current size of an ovnkube process's log file (see logFile).
+func (e *env) logSize(name string) int64 {
+	st, err := os.Stat(filepath.Join(e.dir, "log", "ovnkube-"+name+".log"))
+	if err != nil {
+		return 0
+	}
+	return st.Size()
+}
+
+// waitNodeSynced waits until node's daemon logged a completed sync after offset off of its log, and fails if it
+// logged a failed one.
+func (e *env) waitNodeSynced(node string, off int64) {
+	e.t.Helper()
+	path := filepath.Join(e.dir, "log", "ovnkube-node-"+node+".log")
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		b, err := os.ReadFile(path)
+		if err == nil && int64(len(b)) >= off {
+			text := string(b[off:])
+			for _, l := range strings.Split(text, "\n") {
+				if strings.Contains(l, "sync failed") || strings.Contains(l, "file exists") {
+					e.t.Fatalf("node %s daemon after restart: %s", node, l)
+				}
+			}
+			if strings.Contains(text, "Egress IP node sync done") {
+				return
+			}
+		}
+		if time.Now().After(deadline) {
+			e.t.Fatalf("node %s daemon: no completed sync 20s after restart", node)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// hostSnapshot is what a node holds of ours, for comparison: the copies of the egress address ip, our nat and
+// filter chains and their jumps (iptables and ip6tables), the ip rules and the routes of our protocol. It fails the
+// test on a duplicate line.
+func (e *env) hostSnapshot(node, ip string) string {
+	e.t.Helper()
+	var b strings.Builder
+	addrs := e.inNode(node, "ip", "-o", "addr", "show")
+	fmt.Fprintf(&b, "copies of %s: %d\n", ip, strings.Count(addrs, " "+ip+"/"))
+	for _, bin := range []string{"iptables", "ip6tables"} {
+		for _, args := range [][]string{{"-t", "nat", "-S", "POSTROUTING"}, {"-t", "nat", "-S", "OVN-KUBE-EGRESSIP"},
+			{"-S", "INPUT"}, {"-S", "OVN-KUBE-EGRESSIP-GUARD"}} {
+			out, _ := e.tryInNode(node, append([]string{bin}, args...)...)
+			for _, l := range strings.Split(out, "\n") {
+				if strings.Contains(l, "OVN-KUBE-EGRESSIP") || strings.Contains(l, "ovn-egressip") {
+					fmt.Fprintf(&b, "%s %s\n", bin, l)
+				}
+			}
+		}
+	}
+	for _, fam := range []string{"-4", "-6"} {
+		for _, l := range strings.Split(e.inNode(node, "ip", fam, "rule", "show"), "\n") {
+			if strings.TrimSpace(l) != "" {
+				fmt.Fprintf(&b, "rule%s %s\n", fam, l)
+			}
+		}
+		out, _ := e.tryInNode(node, "ip", fam, "route", "show", "table", "all", "proto", "201")
+		for _, l := range strings.Split(out, "\n") {
+			if strings.TrimSpace(l) != "" {
+				fmt.Fprintf(&b, "route%s %s\n", fam, l)
+			}
+		}
+	}
+	seen := map[string]bool{}
+	for _, l := range strings.Split(b.String(), "\n") {
+		if l != "" && seen[l] {
+			e.t.Fatalf("node %s has a duplicate: %s\n%s", node, l, b.String())
+		}
+		seen[l] = true
+	}
+	if !strings.Contains(b.String(), "copies of "+ip+": 1\n") {
+		e.t.Fatalf("node %s holding %s:\n%s", node, ip, b.String())
+	}
+	return b.String()
+}
+
+// extNeighbour is the external host's neighbour entry's MAC for ip ("" when it has none).
+func (e *env) extNeighbour(ip string) string {
+	e.t.Helper()
+	out, err := exec.Command("ip", "netns", "exec", cluster.ExternalNetns, "ip", "neigh", "show", ip, "dev", "eth0").CombinedOutput()
+	if err != nil {
+		e.t.Fatalf("ip neigh in the external host: %v: %s", err, out)
+	}
+	f := strings.Fields(string(out))
+	for i := 0; i+1 < len(f); i++ {
+		if f[i] == "lladdr" {
+			return f[i+1]
+		}
+	}
+	return ""
+}
+
+// holderMAC is the MAC the external host must reach an egress IP held by node at: the node's eth0 in local
+// gateway mode, its gateway router's external port in shared gateway mode.
+func (e *env) holderMAC(node string) string {
+	e.t.Helper()
+	n, err := e.c.Node(node)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	if e.mode == "local" {
+		return n.NodeMAC
+	}
+	return n.GatewayMAC
+}
