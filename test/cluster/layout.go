@@ -250,10 +250,3 @@ func nthAddr(base netip.Addr, n uint32) netip.Addr {
 	v += n
 	return netip.AddrFrom4([4]byte{byte(v >> 24), byte(v >> 16), byte(v >> 8), byte(v)})
 }
-
-// Host port (root namespace into OVN) addresses (IPv4).
-var (
-	hostSubnet    = plans[4].hostSubnet
-	hostRouterIP  = plans[4].hostRouterIP
-	clusterRtrJIP = plans[4].clusterRtrJIP
-)

@@ -308,12 +308,7 @@ func holder(items []egressipv1.EgressIPStatusItem, ip string) string {
 	return ""
 }
 
-// source asks the echo server, from the pod, which source address it sees (primary family).
-func (e *env) source(ns, pod string) (netip.Addr, error) {
-	return e.sourceFamily(ns, pod, e.fams[0])
-}
-
-// sourceFamily is source over family 4 or 6.
+// sourceFamily asks the echo server, from the pod, over family 4 or 6, which source address it sees.
 func (e *env) sourceFamily(ns, pod string, fam int) (netip.Addr, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
 	defer cancel()
@@ -352,12 +347,8 @@ func (e *env) eventuallyAll(ns, pod string, want []netip.Addr) {
 	}
 }
 
-// nodeSource is what the echo server sees from a pod of node with no egress IP (primary family).
-func (e *env) nodeSource(node string) netip.Addr {
-	return e.nodeSources(node)[0]
-}
-
-// nodeSources is nodeSource for every family of the cluster, primary first.
+// nodeSources is what the echo server sees from a pod of node with no egress IP, for every family of the cluster,
+// primary first.
 func (e *env) nodeSources(node string) []netip.Addr {
 	var out []netip.Addr
 	for _, f := range e.fams {
