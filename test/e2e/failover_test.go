@@ -268,10 +268,14 @@ func runFailover(t *testing.T, mode, family string) {
 				}
 				if still != nil {
 					sp := still.finish()
-					_, slost, sbad := gap(sp, failAt, stillIP)
-					if sbad > 0 || slost > 0 {
-						fail("IPv%d requests (egress IP %s, not moving): %d lost, %d with another source: %s",
-							e.fams[0], stillIP, slost, sbad, otherSources(sp, failAt, stillIP))
+					sgap, slost, sbad := gap(sp, failAt, stillIP)
+					line := fmt.Sprintf("FAILOVER %s/%s/%s: meanwhile IPv%d requests with %s (not moving): longest gap %s (lost %d, other source %d)\n",
+						mode, family, failure, e.fams[0], stillIP, sgap.Round(time.Millisecond), slost, sbad)
+					fmt.Print(line)
+					recordResult(t, line)
+					if sbad > 0 {
+						fail("IPv%d requests (egress IP %s, not moving): %d with another source: %s",
+							e.fams[0], stillIP, sbad, otherSources(sp, failAt, stillIP))
 					}
 				}
 				echoes, heldErr := held.finish()
