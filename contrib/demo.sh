@@ -86,7 +86,8 @@ done
 show kubectl get eip
 show kubectl get eip "$eipname" -o jsonpath='{range .status.items[*]}{.egressIP}{" is held by "}{.node}{"\n"}{end}'
 
-step "6. Requests from each pod to the external echo server (port 9000, over IPv${fams[*]}), and the source IP it saw"
+case $FAMILY in ipv4) over="IPv4" ;; ipv6) over="IPv6" ;; dual) over="IPv4 and IPv6" ;; esac
+step "6. Requests from each pod to the external echo server (port 9000, over $over), and the source IP it saw"
 sleep 1
 if [[ $MODE == shared ]]; then own="its gateway router's address (GR_<node> SNAT)"; else own="its node's address (node MASQUERADE)"; fi
 for ref in prod/web1 prod/web2 prod/db1 dev/web1; do
@@ -112,7 +113,7 @@ cat <<MSG
   $KUBECTL get eip -o yaml
   ovn-nbctl --db=$NB_ADDRESS lr-policy-list ovn_cluster_router
   ovn-nbctl --db=$NB_ADDRESS lr-nat-list GR_node2$ipt
-  $CTL pod request prod/web1                                        # one more request
+  $CTL pod request prod/web1 [--family 6]                           # one more request
   curl -s 127.0.0.1:9410/metrics | grep egress                      # master metrics
   logs: $DEMO/*.log
   (an EgressIP puts at most one of its IPs on a node: unlabel node2 and one of its IPs stays unassigned, with an Event)
