@@ -69,6 +69,7 @@ type controller struct {
 	// announcedShared are the IPv6 egress IPs held in shared gateway mode that this
 	// process has announced for its gateway router (announceShared).
 	announcedShared map[netip.Addr]bool
+	lastGWConfigErr string // the l3-gateway-config problem already sent as an Event
 }
 
 // lingering is the released state of one egress IP and when it goes.
@@ -511,8 +512,15 @@ func (c *controller) announceShared(snap hostinfo.Snapshot, eips []*egressipv1.E
 	}
 	mac, ok, err := annotations.GatewayRouterMAC(node)
 	if err != nil {
+		if msg := err.Error(); msg != c.lastGWConfigErr {
+			c.lastGWConfigErr = msg
+			c.recorder.Eventf(nodeRef(node), corev1.EventTypeWarning, "GatewayConfigInvalid",
+				"node %s: metadata.annotations[%s]: %v; IPv6 egress IPs %v held here are not announced", node.Name,
+				annotations.L3GatewayConfig, err, todo)
+		}
 		return fmt.Errorf("node %s: cannot announce %v: %w", c.p.NodeName, todo, err)
 	}
+	c.lastGWConfigErr = ""
 	if !ok {
 		mac = gw.MAC
 	}

@@ -428,6 +428,21 @@ func TestSharedModeAnnouncementMAC(t *testing.T) {
 	if got := g.host.announcements(); len(got) != 0 {
 		t.Fatalf("announced %v with an unparsable l3-gateway-config", got)
 	}
+	waitFor(t, "a Warning Event naming the node and the annotation", func() (bool, string) {
+		evs, err := g.kube.CoreV1().Events("").List(context.Background(), metav1.ListOptions{})
+		if err != nil {
+			return false, err.Error()
+		}
+		var seen []string
+		for _, e := range evs.Items {
+			if e.InvolvedObject.Name == "node1" && e.Reason == "GatewayConfigInvalid" &&
+				strings.Contains(e.Message, annotations.L3GatewayConfig) && strings.Contains(e.Message, "fc00::50") {
+				return true, ""
+			}
+			seen = append(seen, e.Reason+": "+e.Message)
+		}
+		return false, strings.Join(seen, "; ")
+	})
 }
 
 func TestMissingGatewayIsReportedAndHostStillProgrammed(t *testing.T) {
