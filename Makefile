@@ -9,12 +9,13 @@ SERIAL_PKGS := ./test/cluster/... ./test/e2e/...
 GOTEST_FLAGS ?= -race -count=1
 TEST_TIMEOUT ?= 60m
 
-.PHONY: help build image test-images generate verify test test-unit test-serial lint clean bench scale demo
+.PHONY: help build image test-images generate verify test test-unit test-serial test-matrix lint clean bench scale demo
 
 help:
 	@echo "make demo           bring up the local cluster and run the main job (GATEWAY_MODE=local for local gateway mode)"
 	@echo "make test           unit, integration and end-to-end tests (go test -race), as CI runs them"
 	@echo "make test-images    the 8 end-to-end cases (shared gateway mode) with ovnkube run from the images (OVNKUBE_FROM=image)"
+	@echo "make test-matrix    the end-to-end tests in every gateway mode x IP family (ipv4, ipv6, dual), failover cases included"
 	@echo "make build          build _output/bin/ovnkube and _output/bin/directconn"
 	@echo "make image          OCI archives of the images in _output/images (ovn-egressip: static; ovn-egressip-node: Debian + iptables), docs/images.md"
 	@echo "make generate       regenerate clientset, deepcopy, CRDs and the NB model"
@@ -54,8 +55,14 @@ test-serial:
 # The end-to-end cases with the master and node pods of dist/manifests run from the images (docs/images.md).
 test-images: image
 	@mkdir -p _output && rm -f _output/e2e-results.txt
-	OVNKUBE_FROM=image $(GO) test $(GOTEST_FLAGS) -timeout $(TEST_TIMEOUT) -run 'TestEgressIP/shared' ./test/e2e/
+	OVNKUBE_FROM=image E2E_IP_FAMILIES=ipv4 $(GO) test $(GOTEST_FLAGS) -timeout $(TEST_TIMEOUT) -run 'TestEgressIP/shared' ./test/e2e/
 	@if [ -f _output/e2e-results.txt ]; then cat _output/e2e-results.txt; fi
+# CI (make test) runs the 8 end-to-end cases in every gateway mode x IP family and the failover cases in IPv4 and
+# IPv6-only clusters; this runs the failover cases in dual-stack clusters too, and the local cluster test in all six.
+test-matrix: build
+	@mkdir -p _output && rm -f _output/e2e-results.txt
+	E2E_MATRIX=full $(GO) test $(GOTEST_FLAGS) -timeout $(TEST_TIMEOUT) -p 1 $(SERIAL_PKGS)
+	@if [ -f _output/e2e-results.txt ]; then echo "== measured by the end-to-end tests"; cat _output/e2e-results.txt; fi
 
 bench:
 	$(GO) test -run '^$$' -bench . -benchtime 3x ./go-controller/pkg/master/...

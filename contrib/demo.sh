@@ -2,13 +2,21 @@
 # The main job, as a cluster admin does it, on the local cluster:
 # ovnkube master + node daemons with --egress-ip-enable, kubectl label, kubectl apply,
 # then real requests from pods to the external echo server, showing the source IP it saw.
-#   GATEWAY_MODE=shared|local  CLUSTER_STATE=dir (default _output/cluster)
+#   GATEWAY_MODE=shared|local  CLUSTER_IP_FAMILY=ipv4|ipv6|dual  CLUSTER_STATE=dir (default _output/cluster)
 # Stop everything with: make demo-down
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 cd "$root"
 MODE=${GATEWAY_MODE:-shared}
-export CLUSTER_STATE=${CLUSTER_STATE:-$root/_output/cluster} GATEWAY_MODE=$MODE CLUSTER_NODES=3
+FAMILY=${CLUSTER_IP_FAMILY:-ipv4}
+export CLUSTER_STATE=${CLUSTER_STATE:-$root/_output/cluster} GATEWAY_MODE=$MODE CLUSTER_IP_FAMILY=$FAMILY CLUSTER_NODES=3
+case $FAMILY in
+  ipv4) fams=(4); subnets=10.244.0.0/16; join=100.64.0.0/16; example=dist/examples/egressip.yaml; eipname=egressip-prod ;;
+  ipv6) fams=(6); subnets=fd00:10:244::/48; join=fd98::/64; example=dist/examples/egressip-ipv6.yaml; eipname=egressip-prod-v6 ;;
+  dual) fams=(4 6); subnets=10.244.0.0/16,fd00:10:244::/48; join=100.64.0.0/16,fd98::/64
+        example=dist/examples/egressip-dualstack.yaml; eipname=egressip-payments ;;
+  *) echo "CLUSTER_IP_FAMILY=$FAMILY: want ipv4, ipv6 or dual" >&2; exit 2 ;;
+esac
 CTL=$root/_output/bin/clusterctl
 OVNKUBE=$root/_output/bin/ovnkube
 DEMO=$CLUSTER_STATE/demo
@@ -25,7 +33,7 @@ show() {
   "$@"
 }
 
-step "1. Local cluster: kube-apiserver, OVN (NB, SB, northd, ovn-controller), 3 nodes as network namespaces, $MODE gateway mode"
+step "1. Local cluster: kube-apiserver, OVN (NB, SB, northd, ovn-controller), 3 nodes as network namespaces, $MODE gateway mode, $FAMILY"
 "$CTL" up
 eval "$("$CTL" status | grep -v '^#')"
 export KUBECONFIG
@@ -38,7 +46,7 @@ step "2. ovnkube: one master (host) and one node daemon per node (inside the nod
 mkdir -p "$DEMO"
 # Each runs as the ServiceAccount dist/manifests gives it (clusterctl kubeconfig): the master with its ClusterRole and
 # its Lease in ovn-egressip, each node daemon with a token bound to its Node (admission policy ovnkube-egressip-node-writes).
-common=(--egress-ip-enable --gateway-mode "$MODE" --cluster-subnets 10.244.0.0/16)
+common=(--egress-ip-enable --gateway-mode "$MODE" --cluster-subnets "$subnets" --join-subnet "$join")
 mk=$("$CTL" kubeconfig master)
 echo "\$ ovnkube --init-master ${common[*]} --kubeconfig $mk --leader-elect-namespace ovn-egressip --nb-address $NB_ADDRESS --metrics-bind-address 127.0.0.1:9410"
 nohup "$OVNKUBE" --init-master "${common[@]}" --kubeconfig "$mk" --leader-elect-namespace ovn-egressip --nb-address "$NB_ADDRESS" \
@@ -50,7 +58,7 @@ for n in node1 node2 node3; do
   echo $! >"$DEMO/ovnkube-$n.pid"
 done
 for i in $(seq 1 100); do
-  n=$(kubectl get nodes -o jsonpath='{range .items[*]}{.metadata.annotations.k8s\.ovn\.org/node-primary-ifaddr}{"\n"}{end}' | grep -c ipv4 || true)
+  n=$(kubectl get nodes -o jsonpath='{range .items[*]}{.metadata.annotations.k8s\.ovn\.org/node-primary-ifaddr}{"\n"}{end}' | grep -c '"ipv' || true)
   [[ $n == 3 ]] && break; sleep 0.2
 done
 show kubectl get nodes -o custom-columns='NAME:.metadata.name,PRIMARY-IFADDR:.metadata.annotations.k8s\.ovn\.org/node-primary-ifaddr'
@@ -62,6 +70,7 @@ step "4. Namespaces and pods (pods are network namespaces on their node's switch
 echo "\$ kubectl create namespace prod; kubectl create namespace dev"
 kubectl create namespace prod --dry-run=client -o yaml | kubectl apply -f - >/dev/null
 show kubectl label namespace prod environment=production --overwrite
+[[ $FAMILY == dual ]] && show kubectl label namespace prod team=payments --overwrite
 kubectl create namespace dev --dry-run=client -o yaml | kubectl apply -f - >/dev/null
 show kubectl label namespace dev environment=development --overwrite
 for spec in prod/web1:node1:app=web prod/web2:node3:app=web prod/db1:node1:app=db dev/web1:node1:app=web; do
@@ -72,41 +81,45 @@ done
 show kubectl get pods -A -o wide
 
 step "5. Apply the EgressIP"
-show cat dist/examples/egressip.yaml
-show kubectl apply -f dist/examples/egressip.yaml
+show cat "$example"
+show kubectl apply -f "$example"
 for i in $(seq 1 100); do
-  n=$(kubectl get eip egressip-prod -o jsonpath='{.status.items[*].node}' | wc -w)
+  n=$(kubectl get eip "$eipname" -o jsonpath='{.status.items[*].node}' | wc -w)
   [[ $n == 2 ]] && break; sleep 0.2
 done
 show kubectl get eip
-show kubectl get eip egressip-prod -o jsonpath='{range .status.items[*]}{.egressIP}{" is held by "}{.node}{"\n"}{end}'
+show kubectl get eip "$eipname" -o jsonpath='{range .status.items[*]}{.egressIP}{" is held by "}{.node}{"\n"}{end}'
 
-step "6. Requests from each pod to the external echo server (172.18.0.100:9000), and the source IP it saw"
+case $FAMILY in ipv4) over="IPv4" ;; ipv6) over="IPv6" ;; dual) over="IPv4 and IPv6" ;; esac
+step "6. Requests from each pod to the external echo server (port 9000, over $over), and the source IP it saw"
 sleep 1
 if [[ $MODE == shared ]]; then own="its gateway router's address (GR_<node> SNAT)"; else own="its node's address (node MASQUERADE)"; fi
 for ref in prod/web1 prod/web2 prod/db1 dev/web1; do
-  src=$("$CTL" pod request "$ref" 2>&1 || true)
-  case $ref in
-    prod/web*) why="selected: app=web in a namespace not labelled development -> an egress IP (ECMP over both holders)" ;;
-    prod/db1) why="not selected (app=db) -> $own" ;;
-    dev/web1) why="namespace is development -> $own" ;;
+  case $FAMILY/$ref in
+    dual/prod/*) why="namespace team=payments -> the egress IP of the request's family" ;;
+    */prod/web*) why="selected: app=web in a namespace not labelled development -> an egress IP (ECMP over both holders)" ;;
+    */prod/db1) why="not selected (app=db) -> $own" ;;
+    */dev/web1) why="namespace is development -> $own" ;;
   esac
-  printf '  %-10s -> echo saw %-14s (%s)\n' "$ref" "$src" "$why"
+  for f in "${fams[@]}"; do
+    src=$("$CTL" pod request "$ref" --family "$f" 2>&1 || true)
+    printf '  %-10s IPv%s -> echo saw %-24s (%s)\n' "$ref" "$f" "$src" "$why"
+  done
 done
 
 step "Look around"
 ipt=""
 if [[ $MODE == local ]]; then
-  ipt=$'\n  ip netns exec oeip-node2 iptables -t nat -S OVN-KUBE-EGRESSIP   # the node\'s SNAT rules ("incompatible" = no such chain: no egress IP held)'
+  ipt=$'\n  ip netns exec oeip-node2 iptables -t nat -S OVN-KUBE-EGRESSIP   # the node\'s SNAT rules ("incompatible" = no such chain: no egress IP held; ip6tables for IPv6)'
 fi
 cat <<MSG
   export KUBECONFIG=$KUBECONFIG
   $KUBECTL get eip -o yaml
   ovn-nbctl --db=$NB_ADDRESS lr-policy-list ovn_cluster_router
   ovn-nbctl --db=$NB_ADDRESS lr-nat-list GR_node2$ipt
-  $CTL pod request prod/web1                                        # one more request
+  $CTL pod request prod/web1 [--family 6]                           # one more request
   curl -s 127.0.0.1:9410/metrics | grep egress                      # master metrics
   logs: $DEMO/*.log
-  (an EgressIP puts at most one of its IPs on a node: unlabel node2 and 172.18.0.33 stays unassigned, with an Event)
+  (an EgressIP puts at most one of its IPs on a node: unlabel node2 and one of its IPs stays unassigned, with an Event)
 Stop everything: make demo-down   (ovnkube processes, then the cluster)
 MSG

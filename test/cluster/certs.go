@@ -17,7 +17,7 @@ import (
 )
 
 // pki is the control plane's key material, written as PEM files in one directory:
-// ca.crt/ca.key, apiserver.crt/.key (serving; SANs = APIServerIP, loopback, kubernetes.default.svc names),
+// ca.crt/ca.key, apiserver.crt/.key (serving; SANs = APIServerIP, APIServerIP6, loopback, kubernetes.default.svc names),
 // admin.crt/.key (client, O=system:masters), sa.key (service account signing key, also its verification key).
 type pki struct{ dir string }
 
@@ -76,7 +76,7 @@ func generatePKI(dir string) (pki, error) {
 		return writeCertKey(p, name, der, key)
 	}
 	if err := leaf("apiserver", 2, pkix.Name{CommonName: "kube-apiserver"}, x509.ExtKeyUsageServerAuth,
-		[]net.IP{net.ParseIP(APIServerIP), net.ParseIP("127.0.0.1"), net.ParseIP("10.96.0.1")},
+		[]net.IP{net.ParseIP(APIServerIP), net.ParseIP(APIServerIP6), net.ParseIP("127.0.0.1"), net.ParseIP("10.96.0.1"), net.ParseIP("fd00:10:96::1")},
 		[]string{"localhost", "kubernetes", "kubernetes.default", "kubernetes.default.svc",
 			"kubernetes.default.svc.cluster.local"}); err != nil {
 		return p, err

@@ -51,12 +51,12 @@ func Up(ctx context.Context, cfg Config) (*Cluster, error) {
 	p := paths{dir: cfg.StateDir}
 	if st, err := readState(p); err == nil {
 		// A cluster made before ovnkube's identities existed has no access/ directory: it is recreated.
-		if st.Nodes == cfg.Nodes && st.GatewayMode == cfg.GatewayMode && healthy(p) && hasAccess(p) {
-			cfg.Logf("cluster already up (%d nodes, %s gateway mode) in %s", st.Nodes, st.GatewayMode, p.dir)
+		if st.Nodes == cfg.Nodes && st.GatewayMode == cfg.GatewayMode && st.IPFamily == cfg.IPFamily && healthy(p) && hasAccess(p) {
+			cfg.Logf("cluster already up (%d nodes, %s gateway mode, %s) in %s", st.Nodes, st.GatewayMode, st.IPFamily, p.dir)
 			return Open(cfg.StateDir)
 		}
-		cfg.Logf("recreating the cluster in %s (was %d nodes, %s gateway mode, healthy=%v, ovnkube identities=%v)", p.dir, st.Nodes,
-			st.GatewayMode, healthy(p), hasAccess(p))
+		cfg.Logf("recreating the cluster in %s (was %d nodes, %s gateway mode, %s, healthy=%v, ovnkube identities=%v)", p.dir, st.Nodes,
+			st.GatewayMode, st.IPFamily, healthy(p), hasAccess(p))
 	}
 	if err := Down(ctx, cfg.StateDir); err != nil {
 		return nil, fmt.Errorf("cleaning up before bring-up: %w", err)
@@ -128,48 +128,53 @@ func up(ctx context.Context, cfg Config, p paths) (*Cluster, error) {
 	}
 	nodes := make([]NodeAddrs, cfg.Nodes)
 	for i := range nodes {
-		nodes[i], _ = AddrsFor(i + 1)
+		nodes[i], _ = AddrsForFamily(i+1, cfg.IPFamily)
 	}
+	fams := Families(cfg.IPFamily)
+	apiIP := plans[fams[0]].apiServer
 	st := State{
-		Nodes: cfg.Nodes, GatewayMode: cfg.GatewayMode, Kubeconfig: p.kubeconfig(),
+		Nodes: cfg.Nodes, GatewayMode: cfg.GatewayMode, IPFamily: cfg.IPFamily, Kubeconfig: p.kubeconfig(),
 		NBAddress: "unix:" + p.nbSock(), SBAddress: "unix:" + p.sbSock(), OVSDB: "unix:" + p.ovsSock(),
-		APIServer: fmt.Sprintf("https://%s:%d", APIServerIP, APIServerPort), Kubectl: bins.Kubectl,
+		APIServer: "https://" + netip.AddrPortFrom(apiIP, APIServerPort).String(), Kubectl: bins.Kubectl,
 	}
 
-	// The root namespace's two ports come first: kube-apiserver binds APIServerIP on oeip-api.
-	rootLinks := rootVeths()
+	// The root namespace's two ports come first: kube-apiserver binds its address on oeip-api.
+	rootLinks := rootVeths(fams)
 	if err := plumb(ctx, p, rootLinks, false); err != nil {
 		return nil, fmt.Errorf("root namespace ports: %w", err)
 	}
-	logf("root namespace ports %s (%s) and %s (%s) created", apiLink, APIServerIP, hostLink, HostPortIP)
+	logf("root namespace ports %s (%v) and %s (%v) created", apiLink, rootLinks[0].CIDRs, hostLink, rootLinks[1].CIDRs)
 
 	// Control plane and OVN come up side by side; the first failure cancels the other.
 	g, gctx := errgroup.WithContext(ctx)
-	g.Go(func() error { return upControlPlane(gctx, p, k, bins, root, helper, waitHelper, nodes, &st, logf) })
-	g.Go(func() error { return upOVN(gctx, p, cfg.GatewayMode, helper, waitHelper, nodes, rootLinks, logf) })
+	g.Go(func() error {
+		return upControlPlane(gctx, p, k, bins, root, helper, waitHelper, nodes, &st, apiIP, logf)
+	})
+	g.Go(func() error { return upOVN(gctx, p, cfg.GatewayMode, helper, waitHelper, nodes, rootLinks, fams, logf) })
 	if err := g.Wait(); err != nil {
 		return nil, err
 	}
 	if err := writeState(p, st); err != nil {
 		return nil, err
 	}
-	logf("cluster up: %d nodes, %s gateway mode, KUBECONFIG=%s, NB %s", cfg.Nodes, cfg.GatewayMode, st.Kubeconfig, st.NBAddress)
+	logf("cluster up: %d nodes, %s gateway mode, %s, KUBECONFIG=%s, NB %s", cfg.Nodes, cfg.GatewayMode, cfg.IPFamily,
+		st.Kubeconfig, st.NBAddress)
 	return Open(cfg.StateDir)
 }
 
 func upControlPlane(ctx context.Context, p paths, k pki, bins apiserver.Binaries, root, helper string,
-	waitHelper func() error, nodes []NodeAddrs, st *State, logf func(string, ...any)) error {
+	waitHelper func() error, nodes []NodeAddrs, st *State, apiIP netip.Addr, logf func(string, ...any)) error {
 	etcdURL, err := startEtcd(p, bins.Etcd)
 	if err != nil {
 		return fmt.Errorf("etcd: %w", err)
 	}
 	st.EtcdURL = etcdURL
-	if err := startAPIServer(p, k, bins.APIServer, etcdURL); err != nil {
+	if err := startAPIServer(p, k, bins.APIServer, etcdURL, apiIP); err != nil {
 		return fmt.Errorf("kube-apiserver: %w", err)
 	}
 	rctx, cancel := context.WithTimeout(ctx, 60*time.Second)
 	defer cancel()
-	if err := waitAPIServerReady(rctx, p, k); err != nil {
+	if err := waitAPIServerReady(rctx, p, k, st.APIServer); err != nil {
 		return err
 	}
 	logf("kube-apiserver ready on %s", st.APIServer)
@@ -218,7 +223,7 @@ func upControlPlane(ctx context.Context, p paths, k pki, bins apiserver.Binaries
 }
 
 func upOVN(ctx context.Context, p paths, mode, helper string, waitHelper func() error, nodes []NodeAddrs, rootLinks []veth,
-	logf func(string, ...any)) error {
+	fams []int, logf func(string, ...any)) error {
 	if err := startOVNCentral(ctx, p); err != nil {
 		return fmt.Errorf("OVN central: %w", err)
 	}
@@ -235,7 +240,7 @@ func upOVN(ctx context.Context, p paths, mode, helper string, waitHelper func() 
 		return fmt.Errorf("OVS/ovn-controller: %w", err)
 	}
 	logf("ovs-vswitchd (userspace datapath) and ovn-controller up")
-	vs := append(nodeVeths(nodes), extVeth())
+	vs := append(nodeVeths(nodes), extVeth(fams))
 	if err := plumb(ctx, p, vs, true); err != nil {
 		return fmt.Errorf("node namespaces: %w", err)
 	}
@@ -246,7 +251,7 @@ func upOVN(ctx context.Context, p paths, mode, helper string, waitHelper func() 
 	var jobs []func(context.Context) error
 	for _, n := range nodes {
 		jobs = append(jobs, func(ctx context.Context) error {
-			if err := inNetns(ctx, NodeNetnsName(n.Name), nodeHostScript(n, mode)); err != nil {
+			if err := inNetns(ctx, NodeNetnsName(n.Name), nodeHostScript(n, mode, fams)); err != nil {
 				return fmt.Errorf("node %s host setup: %w", n.Name, err)
 			}
 			return nil
@@ -272,53 +277,71 @@ func upOVN(ctx context.Context, p paths, mode, helper string, waitHelper func() 
 	if err := nb.waitPortsUp(wctx, ports...); err != nil {
 		return err
 	}
-	logf("node namespaces, management ports and external host up; echo server on %s:%d", ExternalHostIP, EchoPort)
+	logf("node namespaces, management ports and external host up; echo server on %v port %d", extVeth(fams).CIDRs, EchoPort)
 	return nil
 }
 
-// rootVeths are the root namespace's ports: oeip-api on br-ex (APIServerIP) and oeip-host into OVN (HostPortIP).
-func rootVeths() []veth {
-	hostIP := netip.MustParseAddr(HostPortIP)
-	return []veth{
-		{Host: apiLink, MAC: macFor(0x02, 0x00, netip.MustParseAddr(APIServerIP)), CIDR: APIServerIP + "/16", Bridge: BrEx},
-		{Host: hostLink, MAC: ovnMAC(hostIP), CIDR: HostPortIP + "/24", Bridge: BrInt, IfaceID: MgmtPort(hostPortSwitch),
-			Routes: []string{ClusterCIDR + " via " + hostRouterIP.String() + " dev " + hostLink}},
+// rootVeths are the root namespace's ports: oeip-api on br-ex (APIServerIP, APIServerIP6) and oeip-host into OVN
+// (HostPortIP, HostPortIP6), with the routes to the cluster CIDR of each family.
+func rootVeths(fams []int) []veth {
+	api := veth{Host: apiLink, MAC: macFor(0x02, 0x00, plans[fams[0]].apiServer), Bridge: BrEx}
+	host := veth{Host: hostLink, MAC: ovnMAC(plans[fams[0]].hostIP), Bridge: BrInt, IfaceID: MgmtPort(hostPortSwitch)}
+	for _, f := range fams {
+		pl := plans[f]
+		api.CIDRs = append(api.CIDRs, netip.PrefixFrom(pl.apiServer, pl.external.Bits()).String())
+		host.CIDRs = append(host.CIDRs, netip.PrefixFrom(pl.hostIP, pl.hostSubnet.Bits()).String())
+		host.Routes = append(host.Routes, pl.cluster.String()+" via "+pl.hostRouterIP.String()+" dev "+hostLink)
 	}
+	return []veth{api, host}
 }
 
 func nodeVeths(nodes []NodeAddrs) []veth {
 	var vs []veth
 	for _, n := range nodes {
 		ns := NodeNetnsName(n.Name)
-		vs = append(vs,
-			veth{Host: mgmtLink(n.Index), Netns: ns, Ifname: MgmtPort(n.Name), MAC: n.MgmtMAC,
-				CIDR: fmt.Sprintf("%s/%d", n.MgmtIP, n.Subnet.Bits()), Bridge: BrInt, IfaceID: MgmtPort(n.Name),
-				Routes: []string{ClusterCIDR + " via " + n.RouterIP.String() + " dev " + MgmtPort(n.Name)}},
-			veth{Host: ethLink(n.Index), Netns: ns, Ifname: "eth0", MAC: n.NodeMAC, CIDR: n.NodeIP.String() + "/16",
-				Bridge: BrEx, Routes: []string{"default via " + ExternalHostIP + " dev eth0"}},
-		)
+		mp := veth{Host: mgmtLink(n.Index), Netns: ns, Ifname: MgmtPort(n.Name), MAC: n.MgmtMAC, Bridge: BrInt,
+			IfaceID: MgmtPort(n.Name)}
+		eth := veth{Host: ethLink(n.Index), Netns: ns, Ifname: "eth0", MAC: n.NodeMAC, Bridge: BrEx}
+		for _, f := range n.Families {
+			pl := plans[f.Family]
+			mp.CIDRs = append(mp.CIDRs, netip.PrefixFrom(f.MgmtIP, f.Subnet.Bits()).String())
+			mp.Routes = append(mp.Routes, pl.cluster.String()+" via "+f.RouterIP.String()+" dev "+MgmtPort(n.Name))
+			eth.CIDRs = append(eth.CIDRs, netip.PrefixFrom(f.NodeIP, pl.external.Bits()).String())
+			eth.Routes = append(eth.Routes, pl.defaultRoute+" via "+pl.extHost.String()+" dev eth0")
+		}
+		vs = append(vs, mp, eth)
 	}
 	return vs
 }
 
-func extVeth() veth {
-	ip := netip.MustParseAddr(ExternalHostIP)
-	return veth{Host: extLink, Netns: ExternalNetns, Ifname: "eth0", MAC: macFor(0x02, 0x00, ip),
-		CIDR: ExternalHostIP + "/16", Bridge: BrEx}
+func extVeth(fams []int) veth {
+	v := veth{Host: extLink, Netns: ExternalNetns, Ifname: "eth0", MAC: macFor(0x02, 0x00, plans[fams[0]].extHost), Bridge: BrEx}
+	for _, f := range fams {
+		v.CIDRs = append(v.CIDRs, netip.PrefixFrom(plans[f].extHost, plans[f].external.Bits()).String())
+	}
+	return v
 }
 
 // nodeHostScript is the node host's configuration (gateway-modes recipe): strict rp_filter in both modes (the
 // cluster CIDR route on the management port keeps the return path symmetric); in local mode IP forwarding and the
-// node's MASQUERADE of pod egress out of eth0. The node daemon's egress IP SNAT chain must be jumped to from
-// POSTROUTING before this rule (insert it at the top).
-func nodeHostScript(n NodeAddrs, mode string) string {
+// node's MASQUERADE of pod egress out of eth0, per family (iptables, ip6tables). The node daemon's egress IP SNAT
+// chain must be jumped to from POSTROUTING before this rule (insert it at the top).
+func nodeHostScript(n NodeAddrs, mode string, fams []int) string {
 	mp := MgmtPort(n.Name)
 	s := fmt.Sprintf("sysctl -qw net.ipv4.conf.all.rp_filter=1 net.ipv4.conf.default.rp_filter=1 "+
 		"net.ipv4.conf.eth0.rp_filter=1 net.ipv4.conf.%s.rp_filter=1\n", mp)
 	if mode == GatewayLocal {
-		s += "sysctl -qw net.ipv4.ip_forward=1\n"
-		s += fmt.Sprintf("iptables -t nat -A POSTROUTING -s %s -o eth0 -m comment --comment %s -j MASQUERADE\n",
-			ClusterCIDR, HarnessKey)
+		for _, f := range fams {
+			if f == 4 {
+				s += "sysctl -qw net.ipv4.ip_forward=1\n"
+				s += fmt.Sprintf("iptables -t nat -A POSTROUTING -s %s -o eth0 -m comment --comment %s -j MASQUERADE\n",
+					ClusterCIDR, HarnessKey)
+			} else {
+				s += "sysctl -qw net.ipv6.conf.all.forwarding=1\n"
+				s += fmt.Sprintf("ip6tables -t nat -A POSTROUTING -s %s -o eth0 -m comment --comment %s -j MASQUERADE\n",
+					ClusterCIDR6, HarnessKey)
+			}
+		}
 	}
 	return s
 }
@@ -326,7 +349,7 @@ func nodeHostScript(n NodeAddrs, mode string) string {
 // preflight checks the tools and that no other OVS userspace data plane runs on this machine.
 func preflight() error {
 	for _, tool := range []string{"ovsdb-tool", "ovsdb-server", "ovs-vsctl", "ovs-vswitchd", "ovs-appctl",
-		"ovn-northd", "ovn-controller", "ovn-appctl", "ip", "ethtool", "iptables", "go"} {
+		"ovn-northd", "ovn-controller", "ovn-appctl", "ip", "ethtool", "iptables", "ip6tables", "go"} {
 		if _, err := exec.LookPath(tool); err != nil {
 			return fmt.Errorf("%s not found: run make install-deps", tool)
 		}
@@ -391,7 +414,7 @@ func Open(stateDir string) (*Cluster, error) {
 	}
 	c := &Cluster{p: p, st: st}
 	for i := 1; i <= st.Nodes; i++ {
-		n, _ := AddrsFor(i)
+		n, _ := AddrsForFamily(i, st.IPFamily)
 		c.nodes = append(c.nodes, n)
 	}
 	if c.cs, err = newClient(st.Kubeconfig); err != nil {
@@ -518,18 +541,33 @@ func (c *Cluster) NodeNetns(node string) (string, error) {
 	return NodeNetnsName(node), nil
 }
 
-// EgressSource is the source address the echo server sees for a pod of node when no egress IP serves it: the GR's
-// external IP in shared gateway mode, the node IP in local gateway mode.
+// EgressSource is the source address the echo server sees for a pod of node when no egress IP serves it, in the
+// cluster's primary family: the GR's external IP in shared gateway mode, the node IP in local gateway mode.
 func (c *Cluster) EgressSource(node string) (netip.Addr, error) {
+	return c.EgressSourceFamily(node, Families(c.st.IPFamily)[0])
+}
+
+// EgressSourceFamily is EgressSource for family 4 or 6.
+func (c *Cluster) EgressSourceFamily(node string, family int) (netip.Addr, error) {
 	n, err := c.Node(node)
 	if err != nil {
 		return netip.Addr{}, err
 	}
-	if c.st.GatewayMode == GatewayLocal {
-		return n.NodeIP, nil
+	f, ok := n.Family(family)
+	if !ok {
+		return netip.Addr{}, fmt.Errorf("the cluster (%s) has no IPv%d", c.st.IPFamily, family)
 	}
-	return n.GatewayIP, nil
+	if c.st.GatewayMode == GatewayLocal {
+		return f.NodeIP, nil
+	}
+	return f.GatewayIP, nil
 }
+
+// IPFamily is FamilyIPv4, FamilyIPv6 or FamilyDual.
+func (c *Cluster) IPFamily() string { return c.st.IPFamily }
+
+// Families are the address families of the cluster (4, 6), primary first.
+func (c *Cluster) Families() []int { return Families(c.st.IPFamily) }
 
 // SetNodeReady sets the node's Ready condition; the heartbeat keeps refreshing it with the status set here.
 func (c *Cluster) SetNodeReady(ctx context.Context, node string, ready bool) error {

@@ -13,18 +13,27 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
-// TestLocalCluster brings the whole cluster up in each gateway mode and checks it with real packets, then takes it
-// down and checks that nothing of it is left. Root only (CI runs as root).
+// TestLocalCluster brings the whole cluster up in each gateway mode and IP family and checks it with real packets
+// (of every family), then takes it down and checks that nothing of it is left. Root only (CI runs as root).
 func TestLocalCluster(t *testing.T) {
 	if os.Geteuid() != 0 {
 		t.Skip("the local cluster needs root (network namespaces, OVS, iptables)")
 	}
-	for _, mode := range []string{GatewayShared, GatewayLocal} {
-		t.Run(mode, func(t *testing.T) { testClusterMode(t, mode) })
+	// Every family in one mode at least (about 10 s each; test/e2e brings up every mode x family combination);
+	// all six with E2E_MATRIX=full (make test-matrix).
+	combos := []struct{ mode, family string }{
+		{GatewayShared, FamilyIPv4}, {GatewayLocal, FamilyIPv4}, {GatewayShared, FamilyDual}, {GatewayLocal, FamilyIPv6},
+	}
+	if os.Getenv("E2E_MATRIX") == "full" {
+		combos = append(combos, struct{ mode, family string }{GatewayLocal, FamilyDual},
+			struct{ mode, family string }{GatewayShared, FamilyIPv6})
+	}
+	for _, tc := range combos {
+		t.Run(tc.mode+"/"+tc.family, func(t *testing.T) { testClusterMode(t, tc.mode, tc.family) })
 	}
 }
 
-func testClusterMode(t *testing.T, mode string) {
+func testClusterMode(t *testing.T, mode, family string) {
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	state, err := os.MkdirTemp("", "oeip-cluster-") // short: unix socket paths are limited to 107 bytes
@@ -32,7 +41,7 @@ func testClusterMode(t *testing.T, mode string) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = Down(context.Background(), state); _ = os.RemoveAll(state) })
-	cfg := Config{StateDir: state, Nodes: 3, GatewayMode: mode, Logf: t.Logf}
+	cfg := Config{StateDir: state, Nodes: 3, GatewayMode: mode, IPFamily: family, Logf: t.Logf}
 	t0 := time.Now()
 	c, err := Up(ctx, cfg)
 	if err != nil {
@@ -79,30 +88,42 @@ func testClusterMode(t *testing.T, mode string) {
 		t.Fatalf("CreatePod: %v", err)
 	}
 	pod, err := c.Client().CoreV1().Pods("prod").Get(ctx, "web-a", metav1.GetOptions{})
-	if err != nil || pod.Status.Phase != "Running" || pod.Status.PodIP != a.IP.String() || pod.Labels["app"] != "web" {
-		t.Errorf("pod web-a = %+v, %v; want Running with IP %s", pod.Status, err, a.IP)
+	if err != nil || pod.Status.Phase != "Running" || pod.Status.PodIP != a.IP.String() || pod.Labels["app"] != "web" ||
+		len(pod.Status.PodIPs) != len(c.Families()) || len(a.IPs) != len(c.Families()) {
+		t.Errorf("pod web-a = %+v, %v; want Running with IPs %v", pod.Status, err, a.IPs)
 	}
-	for _, tc := range []struct {
-		p     *Pod
-		proto string
-	}{{a, "tcp"}, {b, "udp"}} {
-		want, _ := c.EgressSource(tc.p.Node)
-		got, err := c.Request(ctx, tc.p.Namespace, tc.p.Name, tc.proto, 3*time.Second)
-		if err != nil || got != want {
-			t.Errorf("%s %s -> echo server saw %s (%v), want %s (%s mode)", tc.p.Name, tc.proto, got, err, want, mode)
+	node, err := c.Client().CoreV1().Nodes().Get(ctx, "node2", metav1.GetOptions{})
+	if err != nil || len(node.Status.Addresses) != len(c.Families())+1 {
+		t.Errorf("node2 status.addresses %v (%v), want one InternalIP per family", node.Status.Addresses, err)
+	}
+	for i, fam := range c.Families() {
+		if FamilyOf(a.IPs[i]) != fam {
+			t.Errorf("web-a IP %d is %s, want IPv%d", i, a.IPs[i], fam)
 		}
-	}
-	if out, err := c.Exec(ctx, "prod", "web-a", "ping", "-c1", "-W2", b.IP.String()); err != nil {
-		t.Errorf("pod-to-pod web-a -> web-b (%s): %v: %s", b.IP, err, out)
+		for _, tc := range []struct {
+			p     *Pod
+			proto string
+		}{{a, "tcp"}, {b, "udp"}} {
+			want, _ := c.EgressSourceFamily(tc.p.Node, fam)
+			got, err := c.RequestFamily(ctx, tc.p.Namespace, tc.p.Name, fam, tc.proto, 3*time.Second)
+			if err != nil || got != want {
+				t.Errorf("%s %s IPv%d -> echo server saw %s (%v), want %s (%s mode)", tc.p.Name, tc.proto, fam, got, err, want, mode)
+			}
+		}
+		if out, err := c.Exec(ctx, "prod", "web-a", "ping", "-c1", "-W2", b.IPs[i].String()); err != nil {
+			t.Errorf("pod-to-pod web-a -> web-b (%s): %v: %s", b.IPs[i], err, out)
+		}
 	}
 
 	// The root namespace reaches every management port (the master's health checks); node netns reach the apiserver.
 	for _, n := range c.Nodes() {
-		if out, err := exec.Command("ping", "-c1", "-W2", n.MgmtIP.String()).CombinedOutput(); err != nil {
-			t.Errorf("root ns -> %s management IP %s: %v: %s", n.Name, n.MgmtIP, err, out)
+		for _, f := range n.Families {
+			if out, err := exec.Command("ping", "-c1", "-W2", f.MgmtIP.String()).CombinedOutput(); err != nil {
+				t.Errorf("root ns -> %s management IP %s: %v: %s", n.Name, f.MgmtIP, err, out)
+			}
 		}
 	}
-	conn, err := dialInNetns(NodeNetnsName("node3"), "tcp", APIServerIP+":6443", 2*time.Second)
+	conn, err := dialInNetns(NodeNetnsName("node3"), "tcp", strings.TrimPrefix(c.st.APIServer, "https://"), 2*time.Second)
 	if err != nil {
 		t.Errorf("node3 netns -> kube-apiserver: %v", err)
 	} else {

@@ -47,6 +47,8 @@ type Config struct {
 	Nodes int
 	// GatewayMode is GatewayShared or GatewayLocal.
 	GatewayMode string
+	// IPFamily is FamilyIPv4 (default), FamilyIPv6 (IPv6-only) or FamilyDual (dual-stack: IPv4 primary).
+	IPFamily string
 	// RepoRoot is the ovn-egressip checkout (for dist/crds and contrib/build-kube.sh); empty = found from the
 	// working directory.
 	RepoRoot string
@@ -78,6 +80,12 @@ func (c *Config) setDefaults() error {
 	if c.GatewayMode != GatewayShared && c.GatewayMode != GatewayLocal {
 		return fmt.Errorf("cluster: gateway mode %q is neither %q nor %q", c.GatewayMode, GatewayShared, GatewayLocal)
 	}
+	if c.IPFamily == "" {
+		c.IPFamily = FamilyIPv4
+	}
+	if Families(c.IPFamily) == nil {
+		return fmt.Errorf("cluster: IP family %q is none of %s, %s, %s", c.IPFamily, FamilyIPv4, FamilyIPv6, FamilyDual)
+	}
 	if c.Logf == nil {
 		c.Logf = func(string, ...any) {}
 	}
@@ -105,6 +113,7 @@ func (p paths) ipamLock() string        { return filepath.Join(p.run(), "ipam.lo
 type State struct {
 	Nodes       int    `json:"nodes"`
 	GatewayMode string `json:"gatewayMode"`
+	IPFamily    string `json:"ipFamily,omitempty"` // "" (written before dual-stack support) = FamilyIPv4
 	Kubeconfig  string `json:"kubeconfig"`
 	NBAddress   string `json:"nbAddress"`
 	SBAddress   string `json:"sbAddress"`
@@ -122,6 +131,9 @@ func readState(p paths) (State, error) {
 	}
 	if err := json.Unmarshal(data, &s); err != nil {
 		return s, fmt.Errorf("%s: %w", p.stateFile(), err)
+	}
+	if s.IPFamily == "" {
+		s.IPFamily = FamilyIPv4
 	}
 	return s, nil
 }

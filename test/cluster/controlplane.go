@@ -8,6 +8,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/netip"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -46,11 +47,12 @@ func startEtcd(p paths, etcdBin string) (string, error) {
 	return curl, err
 }
 
-// startAPIServer starts kube-apiserver on APIServerIP:APIServerPort against etcdURL.
-func startAPIServer(p paths, k pki, bin, etcdURL string) error {
+// startAPIServer starts kube-apiserver on ip:APIServerPort (APIServerIP, or APIServerIP6 in IPv6-only clusters)
+// against etcdURL.
+func startAPIServer(p paths, k pki, bin, etcdURL string, ip netip.Addr) error {
 	_, err := startDaemon(p.pidfile("kube-apiserver"), filepath.Join(p.log(), "kube-apiserver.log"), nil, bin,
 		"--etcd-servers="+etcdURL,
-		"--bind-address="+APIServerIP, "--advertise-address="+APIServerIP,
+		"--bind-address="+ip.String(), "--advertise-address="+ip.String(),
 		"--secure-port="+strconv.Itoa(APIServerPort),
 		"--tls-cert-file="+k.path("apiserver.crt"), "--tls-private-key-file="+k.path("apiserver.key"),
 		"--client-ca-file="+k.path("ca.crt"),
@@ -58,7 +60,7 @@ func startAPIServer(p paths, k pki, bin, etcdURL string) error {
 		"--service-account-issuer=https://kubernetes.default.svc",
 		"--service-account-key-file="+k.path("sa.key"),
 		"--service-account-signing-key-file="+k.path("sa.key"),
-		"--service-cluster-ip-range=10.96.0.0/16",
+		"--service-cluster-ip-range="+serviceCIDR(ip),
 		"--allow-privileged=true",
 		"--enable-priority-and-fairness=false",
 		// no controller-manager runs; the endpoints of the kubernetes service are not needed
@@ -67,8 +69,16 @@ func startAPIServer(p paths, k pki, bin, etcdURL string) error {
 	return err
 }
 
+// serviceCIDR is the service range of the family of the apiserver's address (kube-apiserver wants them alike).
+func serviceCIDR(apiServer netip.Addr) string {
+	if apiServer.Is4() {
+		return "10.96.0.0/16"
+	}
+	return "fd00:10:96::/112"
+}
+
 // waitHTTPReady polls url (with the admin client cert) until it answers 200 "ok", a process dies, or ctx ends.
-func waitAPIServerReady(ctx context.Context, p paths, k pki) error {
+func waitAPIServerReady(ctx context.Context, p paths, k pki, server string) error {
 	ca, err := os.ReadFile(k.path("ca.crt"))
 	if err != nil {
 		return err
@@ -82,7 +92,7 @@ func waitAPIServerReady(ctx context.Context, p paths, k pki) error {
 	hc := &http.Client{Timeout: 2 * time.Second, Transport: &http.Transport{
 		TLSClientConfig: &tls.Config{RootCAs: pool, Certificates: []tls.Certificate{cert}}}}
 	defer hc.CloseIdleConnections()
-	url := fmt.Sprintf("https://%s:%d/readyz", APIServerIP, APIServerPort)
+	url := server + "/readyz"
 	var last string
 	err = poll(ctx, 100*time.Millisecond, func() (bool, error) {
 		for _, d := range []string{"etcd", "kube-apiserver"} {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"net/netip"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -20,6 +21,7 @@ import (
 const (
 	annNodeSubnets = "k8s.ovn.org/node-subnets"
 	annGRLRPAddr   = "k8s.ovn.org/node-gateway-router-lrp-ifaddr"
+	annL3Gateway   = "k8s.ovn.org/l3-gateway-config"
 )
 
 func newClient(kubeconfig string) (*kubernetes.Clientset, error) {
@@ -33,8 +35,20 @@ func newClient(kubeconfig string) (*kubernetes.Clientset, error) {
 
 // nodeObject is the Node a harness node is registered as (without status; see nodeStatus).
 func nodeObject(n NodeAddrs) *corev1.Node {
-	subnets, _ := json.Marshal(map[string][]string{"default": {n.Subnet.String()}})
-	lrp, _ := json.Marshal(map[string]string{"ipv4": fmt.Sprintf("%s/%d", n.JoinIP, 16)})
+	var subnets, grIPs, nextHops []string
+	lrpAddrs := map[string]string{}
+	for _, f := range n.Families {
+		subnets = append(subnets, f.Subnet.String())
+		lrpAddrs[familyKey(f.Family)] = netip.PrefixFrom(f.JoinIP, plans[f.Family].join.Bits()).String()
+		grIPs = append(grIPs, netip.PrefixFrom(f.GatewayIP, plans[f.Family].external.Bits()).String())
+		nextHops = append(nextHops, plans[f.Family].extHost.String())
+	}
+	subnetsJSON, _ := json.Marshal(map[string][]string{"default": subnets})
+	lrp, _ := json.Marshal(lrpAddrs)
+	// OVN-Kubernetes' description of the node's gateway: here the gateway router's external port (its own MAC and
+	// addresses on br-ex, see docs/local-cluster.md) and the external host as next hop.
+	l3gw, _ := json.Marshal(map[string]any{"default": map[string]any{"mac-address": n.GatewayMAC,
+		"interface-id": "breth0_" + n.Name, "ip-addresses": grIPs, "next-hops": nextHops}})
 	return &corev1.Node{
 		ObjectMeta: metav1.ObjectMeta{
 			Name: n.Name,
@@ -43,21 +57,32 @@ func nodeObject(n NodeAddrs) *corev1.Node {
 				"kubernetes.io/os":       "linux",
 				HarnessKey:               "true",
 			},
-			Annotations: map[string]string{annNodeSubnets: string(subnets), annGRLRPAddr: string(lrp)},
+			Annotations: map[string]string{annNodeSubnets: string(subnetsJSON), annGRLRPAddr: string(lrp),
+				annL3Gateway: string(l3gw)},
 		},
 	}
 }
 
+// familyKey is the key of family 4 or 6 in the {"ipv4":...,"ipv6":...} node annotations.
+func familyKey(family int) string {
+	if family == 4 {
+		return "ipv4"
+	}
+	return "ipv6"
+}
+
 func nodeStatus(n NodeAddrs, now metav1.Time) corev1.NodeStatus {
+	var addrs []corev1.NodeAddress
+	for _, f := range n.Families {
+		addrs = append(addrs, corev1.NodeAddress{Type: corev1.NodeInternalIP, Address: f.NodeIP.String()})
+	}
+	addrs = append(addrs, corev1.NodeAddress{Type: corev1.NodeHostName, Address: n.Name})
 	return corev1.NodeStatus{
 		Conditions: []corev1.NodeCondition{{
 			Type: corev1.NodeReady, Status: corev1.ConditionTrue, Reason: "KubeletReady",
 			Message: "ovn-egressip local cluster heartbeat", LastHeartbeatTime: now, LastTransitionTime: now,
 		}},
-		Addresses: []corev1.NodeAddress{
-			{Type: corev1.NodeInternalIP, Address: n.NodeIP.String()},
-			{Type: corev1.NodeHostName, Address: n.Name},
-		},
+		Addresses: addrs,
 	}
 }
 

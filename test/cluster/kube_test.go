@@ -74,3 +74,29 @@ func TestEnsureServiceAccountIsIdempotent(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// A dual-stack node: both pod subnets (IPv4 first), both join IPs, the gateway router's MAC and both external
+// addresses in l3-gateway-config, and one InternalIP per family.
+func TestNodeObjectDualStack(t *testing.T) {
+	a, _ := AddrsForFamily(2, FamilyDual)
+	n := nodeObject(a)
+	if got := n.Annotations["k8s.ovn.org/node-subnets"]; got != `{"default":["10.244.2.0/24","fd00:10:244:2::/64"]}` {
+		t.Errorf("node-subnets = %s", got)
+	}
+	if got := n.Annotations["k8s.ovn.org/node-gateway-router-lrp-ifaddr"]; got != `{"ipv4":"100.64.0.3/16","ipv6":"fd98::3/64"}` {
+		t.Errorf("node-gateway-router-lrp-ifaddr = %s", got)
+	}
+	var gw map[string]struct {
+		MAC string   `json:"mac-address"`
+		IPs []string `json:"ip-addresses"`
+	}
+	if err := json.Unmarshal([]byte(n.Annotations["k8s.ovn.org/l3-gateway-config"]), &gw); err != nil ||
+		gw["default"].MAC != a.GatewayMAC || len(gw["default"].IPs) != 2 || gw["default"].IPs[1] != "fc00:f853:ccd:e793::22/64" {
+		t.Errorf("l3-gateway-config = %s (%v)", n.Annotations["k8s.ovn.org/l3-gateway-config"], err)
+	}
+	st := nodeStatus(a, metav1.Now())
+	if len(st.Addresses) != 3 || st.Addresses[0].Address != "172.18.0.12" || st.Addresses[1].Address != "fc00:f853:ccd:e793::12" ||
+		st.Addresses[1].Type != corev1.NodeInternalIP {
+		t.Errorf("status.addresses = %+v", st.Addresses)
+	}
+}

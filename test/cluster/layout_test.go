@@ -39,6 +39,44 @@ func TestAddrsFor(t *testing.T) {
 	}
 }
 
+func TestAddrsForFamily(t *testing.T) {
+	tests := []struct {
+		index                                 int
+		family                                string
+		subnet, mgmt, join, node, gw, mgmtMAC string
+	}{
+		{1, FamilyIPv6, "fd00:10:244:1::/64", "fd00:10:244:1::2", "fd98::2", "fc00:f853:ccd:e793::11", "fc00:f853:ccd:e793::21", "0a:58:10:01:00:02"},
+		{3, FamilyIPv6, "fd00:10:244:3::/64", "fd00:10:244:3::2", "fd98::4", "fc00:f853:ccd:e793::13", "fc00:f853:ccd:e793::23", "0a:58:10:03:00:02"},
+		{254, FamilyIPv6, "fd00:10:244:fe::/64", "fd00:10:244:fe::2", "fd98::ff", "fc00:f853:ccd:e793::10:fe", "fc00:f853:ccd:e793::20:fe", "0a:58:10:fe:00:02"},
+		// dual-stack: IPv4 is primary (and gives the MACs), IPv6 is the second family
+		{2, FamilyDual, "10.244.2.0/24", "10.244.2.2", "100.64.0.3", "172.18.0.12", "172.18.0.22", "0a:58:0a:f4:02:02"},
+	}
+	for _, tc := range tests {
+		a, err := AddrsForFamily(tc.index, tc.family)
+		if err != nil {
+			t.Fatalf("AddrsForFamily(%d, %s): %v", tc.index, tc.family, err)
+		}
+		got := []string{a.Subnet.String(), a.MgmtIP.String(), a.JoinIP.String(), a.NodeIP.String(), a.GatewayIP.String(), a.MgmtMAC}
+		want := []string{tc.subnet, tc.mgmt, tc.join, tc.node, tc.gw, tc.mgmtMAC}
+		for i := range got {
+			if got[i] != want[i] {
+				t.Errorf("node %d (%s) field %d = %s, want %s", tc.index, tc.family, i, got[i], want[i])
+			}
+		}
+		wantFams := map[string]int{FamilyIPv6: 1, FamilyDual: 2}[tc.family]
+		if len(a.Families) != wantFams || a.Families[0] != a.FamilyAddrs {
+			t.Errorf("node %d (%s): families %+v", tc.index, tc.family, a.Families)
+		}
+	}
+	d, _ := AddrsForFamily(2, FamilyDual)
+	if v6, ok := d.Family(6); !ok || v6.MgmtIP.String() != "fd00:10:244:2::2" || v6.NodeIP.String() != "fc00:f853:ccd:e793::12" {
+		t.Errorf("dual node2 IPv6 = %+v %v", v6, ok)
+	}
+	if _, err := AddrsForFamily(1, "ipv5"); err == nil {
+		t.Error("AddrsForFamily accepted ipv5")
+	}
+}
+
 func TestAddressesNeverCollide(t *testing.T) {
 	seen := map[netip.Addr]string{}
 	claim := func(ip netip.Addr, what string) {
@@ -47,21 +85,40 @@ func TestAddressesNeverCollide(t *testing.T) {
 		}
 		seen[ip] = what
 	}
-	claim(netip.MustParseAddr(ExternalHostIP), "external host")
-	claim(netip.MustParseAddr(APIServerIP), "apiserver")
-	claim(netip.MustParseAddr(HostPortIP), "host port")
-	claim(clusterRtrJIP, "cluster router join")
-	for i := 1; i <= MaxNodes; i++ {
-		a, _ := AddrsFor(i)
-		for _, x := range []struct {
-			ip   netip.Addr
-			what string
-		}{{a.NodeIP, "node IP"}, {a.GatewayIP, "GR IP"}, {a.JoinIP, "join IP"}, {a.MgmtIP, "mgmt IP"}, {a.RouterIP, "router IP"}} {
-			claim(x.ip, a.Name+" "+x.what)
+	macs := map[string]string{}
+	claimMAC := func(mac, what string) {
+		if prev, ok := macs[mac]; ok {
+			t.Fatalf("%s and %s share MAC %s", prev, what, mac)
+		}
+		macs[mac] = what
+	}
+	for _, f := range []int{4, 6} {
+		pl := plans[f]
+		claim(pl.extHost, "external host")
+		claim(pl.apiServer, "apiserver")
+		claim(pl.hostIP, "host port")
+		claim(pl.hostRouterIP, "host port router")
+		claim(pl.clusterRtrJIP, "cluster router join")
+	}
+	for _, fam := range []string{FamilyIPv4, FamilyIPv6} {
+		for i := 1; i <= MaxNodes; i++ {
+			a, _ := AddrsForFamily(i, fam)
+			for _, x := range []struct {
+				ip   netip.Addr
+				what string
+			}{{a.NodeIP, "node IP"}, {a.GatewayIP, "GR IP"}, {a.JoinIP, "join IP"}, {a.MgmtIP, "mgmt IP"}, {a.RouterIP, "router IP"}} {
+				claim(x.ip, a.Name+" "+x.what)
+			}
+			if fam == FamilyIPv6 { // IPv6-only clusters derive the MACs from the IPv6 addresses
+				claimMAC(a.MgmtMAC, a.Name+" mgmt")
+				claimMAC(a.RouterMAC, a.Name+" router")
+				claimMAC(a.JoinMAC, a.Name+" join")
+				claimMAC(a.GatewayMAC, a.Name+" GR")
+			}
 		}
 	}
 	// the egress IPs the docs and tests use stay free
-	for _, eip := range []string{"172.18.0.33", "172.18.0.44", "172.18.0.50"} {
+	for _, eip := range []string{"172.18.0.33", "172.18.0.44", "172.18.0.50", "fc00:f853:ccd:e793::50", "fc00:f853:ccd:e793::70"} {
 		if what, ok := seen[netip.MustParseAddr(eip)]; ok {
 			t.Errorf("egress IP %s is taken by %s", eip, what)
 		}

@@ -64,10 +64,13 @@ func (t *topology) routerTypeLSP(name, routerPort string, opts map[string]string
 	return u
 }
 
-func (t *topology) lrp(name, mac string, network netip.Prefix) string {
+func (t *topology) lrp(name, mac string, networks ...netip.Prefix) string {
 	u := uuidName("lrp", name)
-	t.add(&nbdb.LogicalRouterPort{UUID: u, Name: name, MAC: mac, Networks: []string{network.String()},
-		ExternalIDs: harnessIDs()})
+	var nets []string
+	for _, n := range networks {
+		nets = append(nets, n.String())
+	}
+	t.add(&nbdb.LogicalRouterPort{UUID: u, Name: name, MAC: mac, Networks: nets, ExternalIDs: harnessIDs()})
 	return u
 }
 
@@ -78,60 +81,107 @@ func (t *topology) route(key, prefix, nexthop string, policy *nbdb.LogicalRouter
 	return u
 }
 
-// buildTopology returns the NB rows of the whole cluster:
-//   - ovn_cluster_router with a port on the join switch (100.64.0.1/16) and one per node switch (10.244.X.1/24);
+// buildTopology returns the NB rows of the whole cluster, in every family the nodes have (ports carry one network per
+// family, routes and SNAT rows exist per family):
+//   - ovn_cluster_router with a port on the join switch (100.64.0.1/16, fd98::1/64) and one per node switch
+//     (10.244.X.1/24, fd00:10:244:X::1/64);
 //   - per node: switch <node> (other_config:subnet) with the management port k8s-<node>; GR_<node> bound to Chassis
 //     with rtoj-GR_<node> (join IP) and rtoe-GR_<node> (its external IP) on ext_<node>, whose localnet port
 //     breth0_<node> maps to br-ex; GR routes (cluster CIDR via the cluster router, default via the external host);
 //     the node SNAT (cluster CIDR -> GR external IP); a src-ip route on ovn_cluster_router sending the node's pod
 //     egress to its GR join IP (shared) or to its management port IP (local: through the node's host);
-//   - switch ovn-eip-host (10.244.0.0/24) with the root namespace's port k8s-ovn-eip-host (HostPortIP).
+//   - switch ovn-eip-host (10.244.0.0/24, fd00:10:244::/64) with the root namespace's port k8s-ovn-eip-host.
 //
 // Every row carries external_ids ovn-egressip-harness=true.
 func buildTopology(nodes []NodeAddrs, mode string) []model.Model {
 	t := &topology{}
 	srcIP := nbdb.LogicalRouterStaticRoutePolicySrcIP
-	joinPrefix := netip.MustParsePrefix(JoinCIDR)
+	var fams []int
+	if len(nodes) > 0 {
+		for _, f := range nodes[0].Families {
+			fams = append(fams, f.Family)
+		}
+	}
+	if len(fams) == 0 {
+		fams = []int{4}
+	}
+	var crJoin, hostNets []netip.Prefix
+	hostAddrs := ovnMAC(plans[fams[0]].hostIP)
+	hostCfg := map[string]string{}
+	joinCfg := map[string]string{}
+	for _, f := range fams {
+		pl := plans[f]
+		crJoin = append(crJoin, netip.PrefixFrom(pl.clusterRtrJIP, pl.join.Bits()))
+		hostNets = append(hostNets, netip.PrefixFrom(pl.hostRouterIP, pl.hostSubnet.Bits()))
+		hostAddrs += " " + pl.hostIP.String()
+		if f == 4 {
+			hostCfg["subnet"] = pl.hostSubnet.String()
+			joinCfg["subnet"] = pl.join.String()
+		}
+	}
 
-	crPorts := []string{t.lrp("rtoj-"+ClusterRouter, ovnMAC(clusterRtrJIP), netip.PrefixFrom(clusterRtrJIP, joinPrefix.Bits()))}
+	crPorts := []string{t.lrp("rtoj-"+ClusterRouter, ovnMAC(plans[fams[0]].clusterRtrJIP), crJoin...)}
 	joinPorts := []string{t.routerTypeLSP("jtor-"+ClusterRouter, "rtoj-"+ClusterRouter, nil)}
 	var crRoutes []string
 
 	// the root namespace's port into OVN
-	crPorts = append(crPorts, t.lrp("rtos-"+hostPortSwitch, ovnMAC(hostRouterIP), netip.PrefixFrom(hostRouterIP, 24)))
+	crPorts = append(crPorts, t.lrp("rtos-"+hostPortSwitch, ovnMAC(plans[fams[0]].hostRouterIP), hostNets...))
 	hostMP := uuidName("lsp", MgmtPort(hostPortSwitch))
 	t.add(&nbdb.LogicalSwitchPort{UUID: hostMP, Name: MgmtPort(hostPortSwitch),
-		Addresses: []string{ovnMAC(netip.MustParseAddr(HostPortIP)) + " " + HostPortIP}, ExternalIDs: harnessIDs()})
+		Addresses: []string{hostAddrs}, ExternalIDs: harnessIDs()})
 	t.add(&nbdb.LogicalSwitch{UUID: uuidName("ls", hostPortSwitch), Name: hostPortSwitch,
-		OtherConfig: map[string]string{"subnet": hostSubnet.String()}, ExternalIDs: harnessIDs(),
+		OtherConfig: hostCfg, ExternalIDs: harnessIDs(),
 		Ports: []string{t.routerTypeLSP("stor-"+hostPortSwitch, "rtos-"+hostPortSwitch, nil), hostMP}})
 
 	for _, n := range nodes {
 		gr := GatewayRouter(n.Name)
 		ext := ExternalSwitch(n.Name)
+		var rtosNets, rtojNets, rtoeNets []netip.Prefix
+		mpAddrs := n.MgmtMAC
+		swCfg := map[string]string{}
+		var grRoutes, nats []string
+		outPort := "rtoe-" + gr
+		for _, f := range n.Families {
+			pl := plans[f.Family]
+			sfx := ""
+			if f.Family == 6 {
+				sfx = "6"
+			} else {
+				swCfg["subnet"] = f.Subnet.String()
+			}
+			rtosNets = append(rtosNets, netip.PrefixFrom(f.RouterIP, f.Subnet.Bits()))
+			rtojNets = append(rtojNets, netip.PrefixFrom(f.JoinIP, pl.join.Bits()))
+			rtoeNets = append(rtoeNets, netip.PrefixFrom(f.GatewayIP, pl.external.Bits()))
+			mpAddrs += " " + f.MgmtIP.String()
+			grRoutes = append(grRoutes,
+				t.route(gr+"_cluster"+sfx, pl.cluster.String(), pl.clusterRtrJIP.String(), nil, nil),
+				t.route(gr+"_default"+sfx, pl.defaultRoute, pl.extHost.String(), nil, &outPort))
+			nat := uuidName("nat", gr+sfx)
+			t.add(&nbdb.NAT{UUID: nat, Type: nbdb.NATTypeSNAT, ExternalIP: f.GatewayIP.String(), LogicalIP: pl.cluster.String(),
+				ExternalIDs: harnessIDs("node", n.Name)})
+			nats = append(nats, nat)
+			// per-node pod egress: shared -> own GR, local -> own node host (management port)
+			nh := f.JoinIP
+			if mode == GatewayLocal {
+				nh = f.MgmtIP
+			}
+			crRoutes = append(crRoutes, t.route(n.Name+"_egress"+sfx, f.Subnet.String(), nh.String(), &srcIP, nil))
+		}
 		// node switch + management port
-		crPorts = append(crPorts, t.lrp("rtos-"+n.Name, n.RouterMAC, netip.PrefixFrom(n.RouterIP, n.Subnet.Bits())))
+		crPorts = append(crPorts, t.lrp("rtos-"+n.Name, n.RouterMAC, rtosNets...))
 		mp := uuidName("lsp", MgmtPort(n.Name))
 		t.add(&nbdb.LogicalSwitchPort{UUID: mp, Name: MgmtPort(n.Name),
-			Addresses: []string{n.MgmtMAC + " " + n.MgmtIP.String()}, ExternalIDs: harnessIDs("node", n.Name)})
+			Addresses: []string{mpAddrs}, ExternalIDs: harnessIDs("node", n.Name)})
 		t.add(&nbdb.LogicalSwitch{UUID: uuidName("ls", n.Name), Name: n.Name,
-			OtherConfig: map[string]string{"subnet": n.Subnet.String()}, ExternalIDs: harnessIDs("node", n.Name),
+			OtherConfig: swCfg, ExternalIDs: harnessIDs("node", n.Name),
 			Ports: []string{t.routerTypeLSP("stor-"+n.Name, "rtos-"+n.Name, nil), mp}})
 
 		// gateway router
-		rtoj := t.lrp("rtoj-"+gr, n.JoinMAC, netip.PrefixFrom(n.JoinIP, joinPrefix.Bits()))
-		rtoe := t.lrp("rtoe-"+gr, n.GatewayMAC, netip.PrefixFrom(n.GatewayIP, netip.MustParsePrefix(ExternalCIDR).Bits()))
+		rtoj := t.lrp("rtoj-"+gr, n.JoinMAC, rtojNets...)
+		rtoe := t.lrp("rtoe-"+gr, n.GatewayMAC, rtoeNets...)
 		joinPorts = append(joinPorts, t.routerTypeLSP("jtor-"+gr, "rtoj-"+gr, nil))
-		outPort := "rtoe-" + gr
-		grRoutes := []string{
-			t.route(gr+"_cluster", ClusterCIDR, clusterRtrJIP.String(), nil, nil),
-			t.route(gr+"_default", "0.0.0.0/0", ExternalHostIP, nil, &outPort),
-		}
-		nat := uuidName("nat", gr)
-		t.add(&nbdb.NAT{UUID: nat, Type: nbdb.NATTypeSNAT, ExternalIP: n.GatewayIP.String(), LogicalIP: ClusterCIDR,
-			ExternalIDs: harnessIDs("node", n.Name)})
 		t.add(&nbdb.LogicalRouter{UUID: uuidName("lr", gr), Name: gr, Ports: []string{rtoj, rtoe},
-			StaticRoutes: grRoutes, Nat: []string{nat},
+			StaticRoutes: grRoutes, Nat: nats,
 			Options:     map[string]string{"chassis": Chassis},
 			ExternalIDs: harnessIDs("node", n.Name, "physical_ip", n.GatewayIP.String())})
 
@@ -142,16 +192,9 @@ func buildTopology(nodes []NodeAddrs, mode string) []model.Model {
 			ExternalIDs: harnessIDs("node", n.Name)})
 		t.add(&nbdb.LogicalSwitch{UUID: uuidName("ls", ext), Name: ext, ExternalIDs: harnessIDs("node", n.Name),
 			Ports: []string{t.routerTypeLSP("etor-"+gr, "rtoe-"+gr, map[string]string{"nat-addresses": "router"}), localnet}})
-
-		// per-node pod egress: shared -> own GR, local -> own node host (management port)
-		nh := n.JoinIP
-		if mode == GatewayLocal {
-			nh = n.MgmtIP
-		}
-		crRoutes = append(crRoutes, t.route(n.Name+"_egress", n.Subnet.String(), nh.String(), &srcIP, nil))
 	}
 	t.add(&nbdb.LogicalSwitch{UUID: uuidName("ls", JoinSwitch), Name: JoinSwitch,
-		OtherConfig: map[string]string{"subnet": JoinCIDR}, ExternalIDs: harnessIDs(), Ports: joinPorts})
+		OtherConfig: joinCfg, ExternalIDs: harnessIDs(), Ports: joinPorts})
 	t.add(&nbdb.LogicalRouter{UUID: uuidName("lr", ClusterRouter), Name: ClusterRouter, Ports: crPorts,
 		StaticRoutes: crRoutes, ExternalIDs: harnessIDs()})
 	return t.rows

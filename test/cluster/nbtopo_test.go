@@ -136,3 +136,55 @@ func TestTopologyAndPodPortsOnRealNB(t *testing.T) {
 		t.Error("pod port still there after delete")
 	}
 }
+
+// In a dual-stack cluster every router port carries a network of each family, and the routes, SNAT rows and src-ip
+// egress routes exist once per family; IPv6-only clusters have the IPv6 ones only.
+func TestBuildTopologyPerFamily(t *testing.T) {
+	for _, tc := range []struct {
+		family                 string
+		rtos2                  []string
+		nats, routesOfGR2, crs int
+	}{
+		{FamilyDual, []string{"10.244.2.1/24", "fd00:10:244:2::1/64"}, 6, 4, 3 * 2},
+		{FamilyIPv6, []string{"fd00:10:244:2::1/64"}, 3, 2, 3},
+	} {
+		var nodes []NodeAddrs
+		for i := 1; i <= 3; i++ {
+			a, _ := AddrsForFamily(i, tc.family)
+			nodes = append(nodes, a)
+		}
+		rows := buildTopology(nodes, GatewayShared)
+		nats, grRoutes, egressRoutes := 0, 0, 0
+		var rtos2 []string
+		var v6snat, v6default bool
+		for _, r := range rows {
+			switch x := r.(type) {
+			case *nbdb.LogicalRouterPort:
+				if x.Name == "rtos-node2" {
+					rtos2 = x.Networks
+				}
+			case *nbdb.NAT:
+				nats++
+				if x.ExternalIP == "fc00:f853:ccd:e793::22" && x.LogicalIP == ClusterCIDR6 {
+					v6snat = true
+				}
+			case *nbdb.LogicalRouterStaticRoute:
+				if x.Policy != nil {
+					egressRoutes++
+				} else if x.ExternalIDs != nil && (x.IPPrefix == "::/0" || x.IPPrefix == ClusterCIDR6 || x.IPPrefix == "0.0.0.0/0" || x.IPPrefix == ClusterCIDR) {
+					grRoutes++
+				}
+				if x.IPPrefix == "::/0" && x.Nexthop == ExternalHostIP6 {
+					v6default = true
+				}
+			}
+		}
+		if len(rtos2) != len(tc.rtos2) || rtos2[0] != tc.rtos2[0] || rtos2[len(rtos2)-1] != tc.rtos2[len(tc.rtos2)-1] {
+			t.Errorf("%s: rtos-node2 networks %v, want %v", tc.family, rtos2, tc.rtos2)
+		}
+		if nats != tc.nats || !v6snat || !v6default || egressRoutes != tc.crs || grRoutes != tc.routesOfGR2*3 {
+			t.Errorf("%s: %d SNAT (IPv6 of GR_node2 %v), IPv6 default route %v, %d src-ip routes, %d GR routes",
+				tc.family, nats, v6snat, v6default, egressRoutes, grRoutes)
+		}
+	}
+}

@@ -47,7 +47,7 @@ type veth struct {
 	Netns   string
 	Ifname  string
 	MAC     string
-	CIDR    string
+	CIDRs   []string // one per family; IPv6 ones are added with nodad (no tentative period)
 	Bridge  string
 	IfaceID string   // OVN logical port bound to the OVS port (external_ids:iface-id), "" for br-ex ports
 	Routes  []string // "ip route add" arguments inside Netns (or the root ns)
@@ -100,7 +100,7 @@ func plumb(ctx context.Context, p paths, vs []veth, attach bool) error {
 		if v.Netns == "" {
 			// both ends stay here: the peer (renamed Host+"br") goes to OVS, Host carries the address
 			fmt.Fprintf(&root, "link set %s name %s\nlink set %s up\n", v.peerTmp(), v.ovsPort(), v.ovsPort())
-			fmt.Fprintf(&root, "link set %s address %s\naddr add %s dev %s\nlink set %s up\n", v.Host, v.MAC, v.CIDR, v.Host, v.Host)
+			fmt.Fprintf(&root, "link set %s address %s\n%slink set %s up\n", v.Host, v.MAC, addrCmds(v.CIDRs, v.Host), v.Host)
 			for _, r := range v.Routes {
 				fmt.Fprintf(&root, "route add %s\n", r)
 			}
@@ -113,8 +113,8 @@ func plumb(ctx context.Context, p paths, vs []veth, attach bool) error {
 			perNS[v.Netns] = b
 			b.WriteString("link set lo up\n")
 		}
-		fmt.Fprintf(b, "link set %s name %s\nlink set %s address %s\naddr add %s dev %s\nlink set %s up\n",
-			v.peerTmp(), v.Ifname, v.Ifname, v.MAC, v.CIDR, v.Ifname, v.Ifname)
+		fmt.Fprintf(b, "link set %s name %s\nlink set %s address %s\n%slink set %s up\n",
+			v.peerTmp(), v.Ifname, v.Ifname, v.MAC, addrCmds(v.CIDRs, v.Ifname), v.Ifname)
 	}
 	if err := runBatch(ctx, "", root.String()); err != nil {
 		return err
@@ -138,6 +138,19 @@ func plumb(ctx context.Context, p paths, vs []veth, attach bool) error {
 		return nil
 	}
 	return attachPorts(ctx, p, vs)
+}
+
+// addrCmds are the `ip -batch` lines adding cidrs to dev (IPv6 with nodad: usable at once, no DAD).
+func addrCmds(cidrs []string, dev string) string {
+	var b strings.Builder
+	for _, c := range cidrs {
+		fmt.Fprintf(&b, "addr add %s dev %s", c, dev)
+		if strings.Contains(c, ":") {
+			b.WriteString(" nodad")
+		}
+		b.WriteString("\n")
+	}
+	return b.String()
 }
 
 // attachPorts adds the OVS sides of vs to their bridges (with external_ids:iface-id) in one ovs-vsctl call.
@@ -175,7 +188,16 @@ func addNetns(ctx context.Context, name string) error {
 	if _, err := os.Stat("/run/netns/" + name); err == nil {
 		return fmt.Errorf("network namespace %s already exists (left over? run make cluster-down)", name)
 	}
-	_, err := run(ctx, "ip", "netns", "add", name)
+	if _, err := run(ctx, "ip", "netns", "add", name); err != nil {
+		return err
+	}
+	// IPv6 on, and no duplicate address detection for the interfaces moved in later (their link-local addresses
+	// would stay tentative for a second or two; every address of the layout is unique by construction). IPv6
+	// addresses survive a link going down, as IPv4 ones do (a host's configured addresses do not vanish when a test
+	// cuts its links).
+	_, err := run(ctx, "ip", "netns", "exec", name, "sysctl", "-qw", "net.ipv6.conf.all.disable_ipv6=0",
+		"net.ipv6.conf.default.disable_ipv6=0", "net.ipv6.conf.all.accept_dad=0", "net.ipv6.conf.default.accept_dad=0",
+		"net.ipv6.conf.all.keep_addr_on_down=1", "net.ipv6.conf.default.keep_addr_on_down=1")
 	return err
 }
 

@@ -11,7 +11,6 @@ import (
 	"os"
 	"os/exec"
 	"runtime"
-	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -36,7 +35,8 @@ type Pod struct {
 	Namespace string
 	Name      string
 	Node      string
-	IP        netip.Addr // from the node subnet (.3 and up)
+	IP        netip.Addr   // from the node subnet (.3 and up), primary family
+	IPs       []netip.Addr // one per family of the cluster, primary first (the same host part in each)
 	MAC       string
 	Netns     string // network namespace (ip netns exec Netns ...)
 	LSP       string // logical switch port <namespace>_<name>
@@ -119,26 +119,39 @@ func (c *Cluster) plumbPod(ctx context.Context, node NodeAddrs, pod *Pod) error 
 		}
 		used := nb.usedIPs(sw)
 		for i := 0; ; i++ {
-			ip, ok := PodIP(node.Subnet, i)
-			if !ok {
-				return fmt.Errorf("node %s subnet %s is full", node.Name, node.Subnet)
+			pod.IPs = pod.IPs[:0]
+			free := true
+			for _, f := range node.Families {
+				ip, ok := PodIP(f.Subnet, i)
+				if !ok {
+					return fmt.Errorf("node %s subnet %s is full", node.Name, f.Subnet)
+				}
+				free = free && !used[ip]
+				pod.IPs = append(pod.IPs, ip)
 			}
-			if !used[ip] {
-				pod.IP = ip
+			if free {
 				break
 			}
 		}
+		pod.IP = pod.IPs[0]
 		pod.MAC = ovnMAC(pod.IP)
+		addr := pod.MAC
+		for _, ip := range pod.IPs {
+			addr += " " + ip.String()
+		}
 		return nb.addPort(ctx, sw, &nbdb.LogicalSwitchPort{Name: pod.LSP,
-			Addresses:   []string{pod.MAC + " " + pod.IP.String()},
+			Addresses:   []string{addr},
 			ExternalIDs: harnessIDs("namespace", pod.Namespace, "pod", pod.Name, "node", node.Name)})
 	}()
 	if err != nil {
 		return fmt.Errorf("pod %s/%s port: %w", pod.Namespace, pod.Name, err)
 	}
 	v := veth{Host: podLink(pod.Namespace, pod.Name), Netns: pod.Netns, Ifname: "eth0", MAC: pod.MAC,
-		CIDR: fmt.Sprintf("%s/%d", pod.IP, node.Subnet.Bits()), Bridge: BrInt, IfaceID: pod.LSP,
-		Routes: []string{"default via " + node.RouterIP.String() + " dev eth0"}}
+		Bridge: BrInt, IfaceID: pod.LSP}
+	for i, f := range node.Families {
+		v.CIDRs = append(v.CIDRs, netip.PrefixFrom(pod.IPs[i], f.Subnet.Bits()).String())
+		v.Routes = append(v.Routes, plans[f.Family].defaultRoute+" via "+f.RouterIP.String()+" dev eth0")
+	}
 	if err := plumb(ctx, c.p, []veth{v}, true); err != nil {
 		return fmt.Errorf("pod %s/%s namespace: %w", pod.Namespace, pod.Name, err)
 	}
@@ -153,9 +166,17 @@ func (c *Cluster) markRunning(ctx context.Context, node NodeAddrs, pod *Pod) err
 		return err
 	}
 	now := metav1.Now()
+	var cidrs, gws []string
+	var podIPs []corev1.PodIP
+	var hostIPs []corev1.HostIP
+	for i, f := range node.Families {
+		cidrs = append(cidrs, netip.PrefixFrom(pod.IPs[i], f.Subnet.Bits()).String())
+		gws = append(gws, f.RouterIP.String())
+		podIPs = append(podIPs, corev1.PodIP{IP: pod.IPs[i].String()})
+		hostIPs = append(hostIPs, corev1.HostIP{IP: f.NodeIP.String()})
+	}
 	networks, _ := json.Marshal(map[string]any{"default": map[string]any{
-		"ip_addresses": []string{fmt.Sprintf("%s/%d", pod.IP, node.Subnet.Bits())}, "mac_address": pod.MAC,
-		"gateway_ips": []string{node.RouterIP.String()}}})
+		"ip_addresses": cidrs, "mac_address": pod.MAC, "gateway_ips": gws}})
 	if obj.Annotations == nil {
 		obj.Annotations = map[string]string{}
 	}
@@ -169,9 +190,9 @@ func (c *Cluster) markRunning(ctx context.Context, node NodeAddrs, pod *Pod) err
 	obj.Status = corev1.PodStatus{
 		Phase:     corev1.PodRunning,
 		HostIP:    node.NodeIP.String(),
-		HostIPs:   []corev1.HostIP{{IP: node.NodeIP.String()}},
+		HostIPs:   hostIPs,
 		PodIP:     pod.IP.String(),
-		PodIPs:    []corev1.PodIP{{IP: pod.IP.String()}},
+		PodIPs:    podIPs,
 		StartTime: &now,
 		Conditions: []corev1.PodCondition{cond(corev1.PodScheduled), cond(corev1.PodInitialized),
 			cond(corev1.ContainersReady), cond(corev1.PodReady)},
@@ -239,10 +260,17 @@ func (c *Cluster) Exec(ctx context.Context, namespace, name string, argv ...stri
 	return out, nil
 }
 
-// Request connects from inside the pod to the echo server on the external host (proto "tcp" or "udp") and returns
-// the source address the echo server saw. timeout bounds the whole exchange.
+// Request connects from inside the pod to the echo server on the external host (proto "tcp" or "udp"), over the
+// cluster's primary family, and returns the source address the echo server saw. timeout bounds the whole exchange.
 func (c *Cluster) Request(ctx context.Context, namespace, name, proto string, timeout time.Duration) (netip.Addr, error) {
-	return RequestFrom(ctx, PodNetnsName(namespace, name), proto, net.JoinHostPort(ExternalHostIP, strconv.Itoa(EchoPort)), timeout)
+	return c.RequestFamily(ctx, namespace, name, Families(c.st.IPFamily)[0], proto, timeout)
+}
+
+// RequestFamily is Request over family 4 or 6 (to the external host's address of that family).
+func (c *Cluster) RequestFamily(ctx context.Context, namespace, name string, family int, proto string,
+	timeout time.Duration) (netip.Addr, error) {
+	return RequestFrom(ctx, PodNetnsName(namespace, name), proto,
+		netip.AddrPortFrom(ExternalHost(family), EchoPort).String(), timeout)
 }
 
 // RequestFrom dials address (an echo server) from inside network namespace netns and returns the source address it

@@ -99,10 +99,10 @@ type heldConn struct {
 	wg      sync.WaitGroup
 }
 
-func holdConn(e *env, ns, pod string, interval time.Duration) *heldConn {
+func holdConn(e *env, ns, pod string, fam int, interval time.Duration) *heldConn {
 	e.t.Helper()
 	conn, err := cluster.DialFrom(cluster.PodNetnsName(ns, pod), "tcp",
-		net.JoinHostPort(cluster.ExternalHostIP, strconv.Itoa(linePort)), 3*time.Second)
+		netip.AddrPortFrom(cluster.ExternalHost(fam), linePort).String(), 3*time.Second)
 	if err != nil {
 		e.t.Fatal(err)
 	}

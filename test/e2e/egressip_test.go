@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"net/netip"
+	"os"
+	"slices"
 	"strings"
 	"syscall"
 	"testing"
@@ -13,27 +15,93 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	egressipv1 "github.com/ovn-egressip/ovn-egressip/go-controller/pkg/crd/egressip/v1"
+	"github.com/ovn-egressip/ovn-egressip/test/cluster"
 )
 
-const (
-	eipA = "172.18.0.50"
-	eipB = "172.18.0.51"
-	eipC = "172.18.0.53"
+// The egress IPs of the cases, per family: A, B and C.
+var (
+	eipA = map[int]string{4: "172.18.0.50", 6: "fc00:f853:ccd:e793::50"}
+	eipB = map[int]string{4: "172.18.0.51", 6: "fc00:f853:ccd:e793::51"}
+	eipC = map[int]string{4: "172.18.0.53", 6: "fc00:f853:ccd:e793::53"}
 )
 
 var web = map[string]string{"app": "web"}
 
-// TestEgressIP runs the admin's flow in both gateway modes: cases 1 to 8 of the
-// end-to-end issue, in one cluster per mode, each case leaving the cluster as it
-// found it.
+// ips returns the egress IPs of the sets for every family of the cluster (spec order: family by family).
+func (e *env) ips(sets ...map[int]string) []string {
+	var out []string
+	for _, f := range e.fams {
+		for _, s := range sets {
+			out = append(out, s[f])
+		}
+	}
+	return out
+}
+
+// addrs is ips parsed.
+func (e *env) addrs(set map[int]string) []netip.Addr {
+	var out []netip.Addr
+	for _, ip := range e.ips(set) {
+		out = append(out, netip.MustParseAddr(ip))
+	}
+	return out
+}
+
+// e2eFamilies lists the IP families a test runs in: $E2E_IP_FAMILIES (comma list of ipv4, ipv6, dual) or def.
+func e2eFamilies(def ...string) []string {
+	if v := os.Getenv("E2E_IP_FAMILIES"); v != "" {
+		return strings.Split(v, ",")
+	}
+	return def
+}
+
+// e2eModes lists the gateway modes a test runs in: $E2E_GATEWAY_MODES (comma list of shared, local) or both.
+func e2eModes() []string {
+	if v := os.Getenv("E2E_GATEWAY_MODES"); v != "" {
+		return strings.Split(v, ",")
+	}
+	return []string{"shared", "local"}
+}
+
+// onNodes reports whether every item is on a node of nodes, and no two items share a node.
+func onDistinctNodes(items []egressipv1.EgressIPStatusItem, nodes []string) bool {
+	seen := map[string]bool{}
+	for _, it := range items {
+		if !slices.Contains(nodes, it.Node) || seen[it.Node] {
+			return false
+		}
+		seen[it.Node] = true
+	}
+	return true
+}
+
+// hasExactly reports whether the status holds exactly the IPs ips.
+func hasExactly(items []egressipv1.EgressIPStatusItem, ips []string) bool {
+	if len(items) != len(ips) {
+		return false
+	}
+	for _, ip := range ips {
+		if holder(items, ip) == "" {
+			return false
+		}
+	}
+	return true
+}
+
+// TestEgressIP runs the admin's flow in both gateway modes and in IPv4, IPv6-only and dual-stack clusters: cases 1
+// to 8 of the end-to-end issue, in one cluster per mode and family, each case leaving the cluster as it found it.
+// Every request is made over each family of the cluster and checked against the egress IP of that family (in
+// dual-stack, one EgressIP holds one IP of each family and serves both families of the same pods).
 func TestEgressIP(t *testing.T) {
-	for _, mode := range []string{"shared", "local"} {
-		t.Run(mode, func(t *testing.T) { runEgressIPCases(t, mode) })
+	for _, family := range e2eFamilies(cluster.FamilyIPv4, cluster.FamilyIPv6, cluster.FamilyDual) {
+		for _, mode := range e2eModes() {
+			t.Run(mode+"/"+family, func(t *testing.T) { runEgressIPCases(t, mode, family) })
+		}
 	}
 }
 
-func runEgressIPCases(t *testing.T, mode string) {
-	e := newEnv(t, mode)
+func runEgressIPCases(t *testing.T, mode, family string) {
+	e := newEnv(t, mode, family)
 	start := time.Now()
 	e.kubectl("", "create", "namespace", "prod")
 	e.kubectl("", "label", "namespace", "prod", "env=prod")
@@ -44,123 +112,201 @@ func runEgressIPCases(t *testing.T, mode string) {
 	e.createPod("prod", "web3", "node3", web)
 	e.createPod("prod", "db1", "node1", map[string]string{"app": "db"})
 	e.createPod("dev", "web1", "node1", web)
-	e.labelAssignable("node2", true)
-	e.labelAssignable("node3", true)
-	t.Logf("%s: cluster, ovnkube and pods ready in %s", mode, time.Since(start))
+	for _, n := range e.assignable {
+		e.labelAssignable(n, true)
+	}
+	t.Logf("%s/%s: cluster, ovnkube and pods ready in %s", mode, family, time.Since(start))
 
-	egress := netip.MustParseAddr(eipA)
-	node1 := e.nodeSource("node1")
+	egress := e.addrs(eipA)
+	node1 := e.nodeSources("node1")
+	primaryA := eipA[e.fams[0]]
+	holdsA := func(items []egressipv1.EgressIPStatusItem) bool {
+		return hasExactly(items, e.ips(eipA)) && onDistinctNodes(items, e.assignable)
+	}
 
 	t.Run("1-served-pods-use-the-egress-ip", func(t *testing.T) {
 		e.t = t
-		e.applyEgressIP("prod", []string{eipA}, map[string]string{"env": "prod"}, web)
-		items := e.waitStatus("prod", "assigned", func(it []egressipv1.EgressIPStatusItem) bool { return len(it) == 1 })
-		if h := items[0].Node; h != "node2" && h != "node3" {
-			t.Fatalf("egress IP assigned to %s, which is not egress-assignable", h)
-		}
-		e.eventually("prod", "web1", egress)
-		e.eventually("prod", "web3", egress)
+		e.applyEgressIP("prod", e.ips(eipA), map[string]string{"env": "prod"}, web)
+		items := e.waitStatus("prod", "assigned", holdsA)
+		t.Logf("status: %+v", items)
+		e.eventuallyAll("prod", "web1", egress)
+		e.eventuallyAll("prod", "web3", egress)
 		// Unselected pod, and a pod of an unselected namespace: their node's IP.
 		for _, p := range [][2]string{{"prod", "db1"}, {"dev", "web1"}} {
-			if got, err := e.source(p[0], p[1]); err != nil || got != node1 {
-				t.Errorf("%s/%s: echo saw %v (%v), want node1's %v", p[0], p[1], got, err, node1)
-			}
+			e.expectSources(p[0], p[1], node1)
 		}
 		// UDP replies come back to the pod too.
-		ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
-		defer cancel()
-		if got, err := e.c.Request(ctx, "prod", "web1", "udp", 2*time.Second); err != nil || got != egress {
-			t.Errorf("udp from prod/web1: echo saw %v (%v), want %v", got, err, egress)
+		for _, want := range egress {
+			ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
+			got, err := e.c.RequestFamily(ctx, "prod", "web1", cluster.FamilyOf(want), "udp", 2*time.Second)
+			cancel()
+			if err != nil || got != want {
+				t.Errorf("udp from prod/web1: echo saw %v (%v), want %v", got, err, want)
+			}
 		}
 	})
 
 	t.Run("3-unlabel-moves-the-ip", func(t *testing.T) {
 		e.t = t
-		from := holder(e.getEgressIP("prod").Status.Items, eipA)
-		to := map[string]string{"node2": "node3", "node3": "node2"}[from]
+		from := holder(e.getEgressIP("prod").Status.Items, primaryA)
 		e.labelAssignable(from, false)
 		defer e.labelAssignable(from, true)
-		e.waitStatus("prod", "moved to "+to, func(it []egressipv1.EgressIPStatusItem) bool { return holder(it, eipA) == to })
-		e.eventually("prod", "web1", egress)
-		e.eventually("prod", "web3", egress)
+		others := slices.DeleteFunc(slices.Clone(e.assignable), func(n string) bool { return n == from })
+		items := e.waitStatus("prod", "moved off "+from, func(it []egressipv1.EgressIPStatusItem) bool {
+			return hasExactly(it, e.ips(eipA)) && onDistinctNodes(it, others)
+		})
+		e.eventuallyAll("prod", "web1", egress)
+		e.eventuallyAll("prod", "web3", egress)
 		if mode == "local" {
-			waitHostClean(t, e, from, eipA)
-			waitHostHas(t, e, to, eipA)
+			waitHostClean(t, e, from, e.ips(eipA)...)
+			for _, ip := range e.ips(eipA) {
+				waitHostHas(t, e, holder(items, ip), ip)
+			}
 		}
 	})
 
 	t.Run("2-two-ips-on-two-nodes", func(t *testing.T) {
 		e.t = t
-		e.applyEgressIP("prod", []string{eipA, eipB}, map[string]string{"env": "prod"}, web)
-		items := e.waitStatus("prod", "two IPs on two nodes", func(it []egressipv1.EgressIPStatusItem) bool {
-			return len(it) == 2 && it[0].Node != it[1].Node
+		e.applyEgressIP("prod", e.ips(eipA, eipB), map[string]string{"env": "prod"}, web)
+		items := e.waitStatus("prod", "two IPs per family on distinct nodes", func(it []egressipv1.EgressIPStatusItem) bool {
+			return hasExactly(it, e.ips(eipA, eipB)) && onDistinctNodes(it, e.assignable)
 		})
 		t.Logf("status: %+v", items)
-		// Wait until the new IP carries traffic (NB rows written and installed by
-		// ovn-controller), then every request must use one of the two.
-		e.eventually("prod", "web1", netip.MustParseAddr(eipB))
-		allowed := []netip.Addr{egress, netip.MustParseAddr(eipB)}
-		seen := map[netip.Addr]int{}
-		for i := 0; i < 20; i++ {
-			for _, p := range []string{"web1", "web3"} {
-				// A connection in flight while the ECMP next-hop set changes can be
-				// rehashed to the other egress node and reset; new ones are fine.
-				got, err := e.source("prod", p)
-				for retry := 0; err != nil && retry < 3; retry++ {
-					t.Logf("prod/%s: %v (retrying)", p, err)
-					time.Sleep(200 * time.Millisecond)
-					got, err = e.source("prod", p)
+		// Wait until the new IPs carry traffic (NB rows written and installed by
+		// ovn-controller), then every request must use one of the two of its family.
+		e.eventuallyAll("prod", "web1", e.addrs(eipB))
+		for _, f := range e.fams {
+			allowed := []netip.Addr{netip.MustParseAddr(eipA[f]), netip.MustParseAddr(eipB[f])}
+			seen := map[netip.Addr]int{}
+			for i := 0; i < 20; i++ {
+				for _, p := range []string{"web1", "web3"} {
+					// A connection in flight while the ECMP next-hop set changes can be
+					// rehashed to the other egress node and reset; new ones are fine.
+					got, err := e.sourceFamily("prod", p, f)
+					for retry := 0; err != nil && retry < 3; retry++ {
+						t.Logf("prod/%s: %v (retrying)", p, err)
+						time.Sleep(200 * time.Millisecond)
+						got, err = e.sourceFamily("prod", p, f)
+					}
+					if err != nil {
+						t.Fatalf("prod/%s: %v", p, err)
+					}
+					if got != allowed[0] && got != allowed[1] {
+						t.Fatalf("prod/%s egressed with %v over IPv%d, want one of %v", p, got, f, allowed)
+					}
+					seen[got]++
 				}
-				if err != nil {
-					t.Fatalf("prod/%s: %v", p, err)
-				}
-				if got != allowed[0] && got != allowed[1] {
-					t.Fatalf("prod/%s egressed with %v, want one of %v", p, got, allowed)
-				}
-				seen[got]++
 			}
+			t.Logf("IPv%d sources seen over 40 requests: %v", f, seen)
 		}
-		t.Logf("sources seen over 40 requests: %v", seen)
-		e.applyEgressIP("prod", []string{eipA}, map[string]string{"env": "prod"}, web)
-		e.waitStatus("prod", "one IP", func(it []egressipv1.EgressIPStatusItem) bool { return len(it) == 1 && it[0].EgressIP == eipA })
-		e.eventually("prod", "web1", egress)
+		e.applyEgressIP("prod", e.ips(eipA), map[string]string{"env": "prod"}, web)
+		e.waitStatus("prod", "one IP per family", func(it []egressipv1.EgressIPStatusItem) bool { return hasExactly(it, e.ips(eipA)) })
+		e.eventuallyAll("prod", "web1", egress)
 	})
 
 	t.Run("5-pod-churn", func(t *testing.T) {
 		e.t = t
 		p := e.createPod("prod", "web2", "node2", web)
-		e.eventually("prod", "web2", egress)
+		e.eventuallyAll("prod", "web2", egress)
 		e.deletePod("prod", "web2")
 		waitNoRowFor(t, e, "prod/web2")
 		// A new pod reusing the same name (and perhaps the same IP) is served again.
 		p2 := e.createPod("prod", "web2", "node1", web)
-		e.eventually("prod", "web2", egress)
-		t.Logf("pod IPs: first %v, second %v", p.IP, p2.IP)
+		e.eventuallyAll("prod", "web2", egress)
+		t.Logf("pod IPs: first %v, second %v", p.IPs, p2.IPs)
 		e.deletePod("prod", "web2")
 		waitNoRowFor(t, e, "prod/web2")
 		// An unselected pod created later stays on its node's IP.
 		e.createPod("prod", "db2", "node1", map[string]string{"app": "db"})
-		if got, err := e.source("prod", "db2"); err != nil || got != node1 {
-			t.Errorf("prod/db2: echo saw %v (%v), want %v", got, err, node1)
-		}
+		e.expectSources("prod", "db2", node1)
 		e.deletePod("prod", "db2")
 	})
 
 	t.Run("6-namespace-relabelled-out", func(t *testing.T) {
 		e.t = t
 		e.kubectl("", "label", "namespace", "prod", "env=staging", "--overwrite")
-		e.eventually("prod", "web1", node1)
+		e.eventuallyAll("prod", "web1", node1)
 		waitNoRowFor(t, e, "prod/web1")
 		e.kubectl("", "label", "namespace", "prod", "env=prod", "--overwrite")
-		e.eventually("prod", "web1", egress)
+		e.eventuallyAll("prod", "web1", egress)
+	})
+
+	// In local gateway mode the node daemon's host state survives restarts: with the egress IPs (of every family)
+	// held, each holder's daemon is restarted twice in a row (SIGTERM, then SIGKILL); each start syncs without an
+	// error and leaves the host exactly as before: one copy of every address, rule and jump. The master is stopped
+	// meanwhile, so that the health check does not move the IPs away while a daemon is down.
+	if mode == "local" {
+		t.Run("9-node-daemon-restarted-twice", func(t *testing.T) {
+			e.t = t
+			e.stopMaster("master-a", syscall.SIGTERM)
+			defer func() {
+				e.startMaster("master-a", "127.0.0.1:29101")
+				e.eventuallyAll("prod", "web1", egress)
+			}()
+			for _, it := range e.getEgressIP("prod").Status.Items {
+				before := e.hostSnapshot(it.Node, it.EgressIP)
+				for _, sig := range []syscall.Signal{syscall.SIGTERM, syscall.SIGKILL} {
+					off := e.logSize("node-" + it.Node)
+					e.stopNode(it.Node, sig)
+					e.startNode(it.Node)
+					e.waitNodeSynced(it.Node, off)
+					if after := e.hostSnapshot(it.Node, it.EgressIP); after != before {
+						t.Fatalf("%s after a restart (%s) holding %s:\n%s\nbefore:\n%s", it.Node, sig, it.EgressIP, after, before)
+					}
+				}
+				t.Logf("%s holding %s: two restarts, host state unchanged:\n%s", it.Node, it.EgressIP, before)
+			}
+		})
+	}
+
+	// After an egress IP moves, the external host's neighbour entry for it points at the new holder (its node's
+	// MAC in local mode, its gateway router's in shared mode) without the external host sending anything: the new
+	// holder announced it (IPv4 gratuitous ARP, IPv6 unsolicited neighbour advertisement).
+	t.Run("10-neighbour-entry-follows-a-move", func(t *testing.T) {
+		e.t = t
+		for _, f := range e.fams {
+			ip := eipA[f]
+			// A request makes the external host resolve the egress IP; its entry names the current holder.
+			e.eventually("prod", "web1", netip.MustParseAddr(ip))
+			from := holder(e.getEgressIP("prod").Status.Items, ip)
+			if got := e.extNeighbour(ip); got != e.holderMAC(from) {
+				t.Fatalf("external host's entry for %s is %q before the move, want %s's %s", ip, got, from, e.holderMAC(from))
+			}
+			e.labelAssignable(from, false)
+			items := e.waitStatus("prod", ip+" moved off "+from, func(it []egressipv1.EgressIPStatusItem) bool {
+				h := holder(it, ip)
+				return h != "" && h != from && hasExactly(it, e.ips(eipA))
+			})
+			to := holder(items, ip)
+			want := e.holderMAC(to)
+			start := time.Now()
+			var got string
+			for got = e.extNeighbour(ip); got != want; got = e.extNeighbour(ip) {
+				if time.Since(start) > 5*time.Second {
+					t.Fatalf("IPv%d: 5s after %s moved %s -> %s, the external host's entry is %q, want %s (no announcement?)",
+						f, ip, from, to, got, want)
+				}
+				time.Sleep(50 * time.Millisecond)
+			}
+			t.Logf("IPv%d: %s moved %s -> %s; external host's entry updated %s after the status moved", f, ip, from, to,
+				time.Since(start).Round(time.Millisecond))
+			e.labelAssignable(from, true)
+		}
+		e.eventuallyAll("prod", "web1", egress)
 	})
 
 	t.Run("8-bad-input", func(t *testing.T) {
 		e.t = t
-		e.applyEgressIP("bad-subnet", []string{"10.99.0.1"}, map[string]string{"env": "dev"}, nil)
-		e.applyEgressIP("bad-node-ip", []string{e.mustNode("node2").NodeIP.String()}, map[string]string{"env": "dev"}, nil)
-		e.applyEgressIP("bad-taken", []string{eipA}, map[string]string{"env": "dev"}, nil)
-		for name, reason := range map[string]string{"bad-subnet": "10.99.0.1", "bad-node-ip": e.mustNode("node2").NodeIP.String(), "bad-taken": eipA} {
+		// In the last family of the cluster (IPv6 in dual-stack and IPv6-only clusters).
+		last := e.fams[len(e.fams)-1]
+		outside := map[int]string{4: "10.99.0.1", 6: "fd99::1"}[last]
+		n2, _ := e.c.Node("node2")
+		n2f, _ := n2.Family(last)
+		nodeIP := n2f.NodeIP.String()
+		e.applyEgressIP("bad-subnet", []string{outside}, map[string]string{"env": "dev"}, nil)
+		e.applyEgressIP("bad-node-ip", []string{nodeIP}, map[string]string{"env": "dev"}, nil)
+		e.applyEgressIP("bad-taken", []string{eipA[last]}, map[string]string{"env": "dev"}, nil)
+		for name, reason := range map[string]string{"bad-subnet": outside, "bad-node-ip": nodeIP, "bad-taken": eipA[last]} {
 			waitEvent(t, e, name, reason)
 			time.Sleep(200 * time.Millisecond)
 			if items := e.getEgressIP(name).Status.Items; len(items) != 0 {
@@ -172,10 +318,8 @@ func runEgressIPCases(t *testing.T, mode string) {
 			}
 		}
 		// The good EgressIP keeps working.
-		e.eventually("prod", "web1", egress)
-		if got, err := e.source("dev", "web1"); err != nil || got != node1 {
-			t.Errorf("dev/web1: echo saw %v (%v), want %v", got, err, node1)
-		}
+		e.eventuallyAll("prod", "web1", egress)
+		e.expectSources("dev", "web1", node1)
 		for _, n := range []string{"bad-subnet", "bad-node-ip", "bad-taken"} {
 			e.kubectl("", "delete", "eip", n)
 		}
@@ -185,6 +329,10 @@ func runEgressIPCases(t *testing.T, mode string) {
 
 	t.Run("12-a-node-cannot-pull-egress-ips-to-itself", func(t *testing.T) {
 		e.t = t
+		if !ipv4Only(t, e) {
+			return
+		}
+		eipA, eipB, egress := eipA[4], eipB[4], netip.MustParseAddr(eipA[4])
 		h := holder(e.getEgressIP("prod").Status.Items, eipA)
 		other := map[string]string{"node2": "node3", "node3": "node2"}[h]
 		// node1 is compromised: its daemon is gone, and with its Node-bound token it writes what it likes on its own
@@ -224,39 +372,43 @@ func runEgressIPCases(t *testing.T, mode string) {
 
 	t.Run("7-master-restart-while-things-change", func(t *testing.T) {
 		e.t = t
-		from := holder(e.getEgressIP("prod").Status.Items, eipA)
-		to := map[string]string{"node2": "node3", "node3": "node2"}[from]
+		from := holder(e.getEgressIP("prod").Status.Items, primaryA)
+		others := slices.DeleteFunc(slices.Clone(e.assignable), func(n string) bool { return n == from })
 		e.createPod("prod", "web4", "node2", web)
-		e.eventually("prod", "web4", egress)
+		e.eventuallyAll("prod", "web4", egress)
 		e.stopMaster("master-a", syscall.SIGKILL)
 		e.labelAssignable(from, false)
 		defer e.labelAssignable(from, true)
 		e.deletePod("prod", "web4")
-		e.applyEgressIP("prod", []string{eipC}, map[string]string{"env": "prod"}, web)
+		e.applyEgressIP("prod", e.ips(eipC), map[string]string{"env": "prod"}, web)
 		e.startMaster("master-a", "127.0.0.1:29101")
-		e.waitStatus("prod", eipC+" on "+to, func(it []egressipv1.EgressIPStatusItem) bool {
-			return len(it) == 1 && it[0].EgressIP == eipC && it[0].Node == to
+		e.waitStatus("prod", "C off "+from, func(it []egressipv1.EgressIPStatusItem) bool {
+			return hasExactly(it, e.ips(eipC)) && onDistinctNodes(it, others)
 		})
-		e.eventually("prod", "web1", netip.MustParseAddr(eipC))
-		e.eventually("prod", "web3", netip.MustParseAddr(eipC))
+		e.eventuallyAll("prod", "web1", e.addrs(eipC))
+		e.eventuallyAll("prod", "web3", e.addrs(eipC))
 		waitNoRowFor(t, e, "prod/web4")
 		for _, table := range []string{"Logical_Router_Policy", "NAT"} {
 			for _, r := range e.nbOwned(table) {
-				if strings.Contains(r, eipA) || strings.Contains(r, `node="`+from+`"`) || strings.Contains(r, "node="+from) {
+				stale := strings.Contains(r, `node="`+from+`"`) || strings.Contains(r, "node="+from+",") || strings.Contains(r, "node="+from+"}")
+				for _, ip := range e.ips(eipA) {
+					stale = stale || strings.Contains(r, ip)
+				}
+				if stale {
 					t.Errorf("stale %s row after restart: %s", table, r)
 				}
 			}
 		}
 		if mode == "local" {
-			waitHostClean(t, e, from, eipA)
+			waitHostClean(t, e, from, e.ips(eipA)...)
 		}
 	})
 
 	t.Run("4-delete-egressip", func(t *testing.T) {
 		e.t = t
 		e.kubectl("", "delete", "eip", "prod")
-		e.eventually("prod", "web1", node1)
-		e.eventually("prod", "web3", e.nodeSource("node3"))
+		e.eventuallyAll("prod", "web1", node1)
+		e.eventuallyAll("prod", "web3", e.nodeSources("node3"))
 		deadline := time.Now().Add(10 * time.Second)
 		for e.nbRowsOfEgressIP("prod") != 0 {
 			if time.Now().After(deadline) {
@@ -265,19 +417,11 @@ func runEgressIPCases(t *testing.T, mode string) {
 			time.Sleep(100 * time.Millisecond)
 		}
 		if mode == "local" {
-			for _, n := range []string{"node1", "node2", "node3"} {
-				waitHostClean(t, e, n, eipA, eipB, eipC)
+			for _, n := range e.c.Nodes() {
+				waitHostClean(t, e, n.Name, e.ips(eipA, eipB, eipC)...)
 			}
 		}
 	})
-}
-
-func (e *env) mustNode(name string) struct{ NodeIP netip.Addr } {
-	n, err := e.c.Node(name)
-	if err != nil {
-		e.t.Fatal(err)
-	}
-	return struct{ NodeIP netip.Addr }{n.NodeIP}
 }
 
 // waitHostClean waits until node has no SNAT rule of ours and none of ips.

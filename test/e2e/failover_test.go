@@ -45,7 +45,7 @@ type prober struct {
 	done   sync.WaitGroup
 }
 
-func startProber(e *env, ns, pod string, interval time.Duration) *prober {
+func startProber(e *env, ns, pod string, fam int, interval time.Duration) *prober {
 	p := &prober{stop: make(chan struct{})}
 	// A test that fails before finish must still stop dialing from the pod's
 	// namespace before the cluster is torn down (cleanups run last-in first-out).
@@ -66,7 +66,7 @@ func startProber(e *env, ns, pod string, interval time.Duration) *prober {
 				defer p.done.Done()
 				ctx, cancel := context.WithTimeout(context.Background(), 500*time.Millisecond)
 				defer cancel()
-				src, err := e.c.Request(ctx, ns, pod, "tcp", 400*time.Millisecond)
+				src, err := e.c.RequestFamily(ctx, ns, pod, fam, "tcp", 400*time.Millisecond)
 				p.mu.Lock()
 				p.probes = append(p.probes, probe{at: at, src: src, err: err})
 				p.mu.Unlock()
@@ -164,137 +164,195 @@ func scrape(t *testing.T, addr, metric string) float64 {
 // leaves with another source, if the held connection is reset or loses a line, or
 // if the server sees a source other than the egress IP. The recovered node
 // rejoins the pool and takes a new IP, not the moved one.
+// In IPv6-only and dual-stack clusters the IP that moves is the IPv6 one (the
+// requests and the held connection are IPv6); in dual-stack the pod's IPv4
+// requests run alongside and must keep their IPv4 egress IP throughout.
+// Which gateway modes and families run: failoverMatrix.
 func TestFailover(t *testing.T) {
-	for _, mode := range []string{"shared", "local"} {
-		t.Run(mode, func(t *testing.T) {
-			e := newEnv(t, mode)
-			e.kubectl("", "create", "namespace", "prod")
-			e.kubectl("", "label", "namespace", "prod", "env=prod")
-			e.createPod("prod", "web1", "node1", web)
-			e.labelAssignable("node2", true)
-			e.labelAssignable("node3", true)
-			e.applyEgressIP("prod", []string{eipA}, map[string]string{"env": "prod"}, web)
-			egress := netip.MustParseAddr(eipA)
-			e.waitStatus("prod", "assigned", func(it []egressipv1.EgressIPStatusItem) bool { return len(it) == 1 })
-			e.eventually("prod", "web1", egress)
-			metrics := e.metrics["master-a"]
-			lines := startLineServer(t)
+	for _, tc := range failoverMatrix() {
+		t.Run(tc[0]+"/"+tc[1], func(t *testing.T) { runFailover(t, tc[0], tc[1]) })
+	}
+}
 
-			for _, failure := range []string{"kill-daemon", "cut-link", "unlabel"} {
-				t.Run(failure, func(t *testing.T) {
-					e.t = t
-					// The userspace datapath of Debian's OVS 3.1 sometimes aborts on a conntrack
-					// assertion (conn_update_state) and its monitor restarts it: the data plane
-					// stops for about a second, every node looks unreachable and traffic is lost.
-					// That is the test bed failing, not the product: a case during which
-					// ovs-vswitchd crashed runs again (its findings are logged, not counted).
-					for attempt := 1; ; attempt++ {
-						crashes := vswitchdCrashes(t, e.dir)
-						var problems []string
-						fail := func(format string, args ...any) { problems = append(problems, fmt.Sprintf(format, args...)) }
-						from := holder(e.getEgressIP("prod").Status.Items, eipA)
-						to := map[string]string{"node2": "node3", "node3": "node2"}[from]
-						unreachable0 := scrape(t, metrics, "ovnkube_master_egress_ips_node_unreachable_total")
-						rebalance0 := scrape(t, metrics, "ovnkube_master_egress_ips_rebalance_total")
-						_, _ = lines.take()
-						p := startProber(e, "prod", "web1", 20*time.Millisecond)
-						held := holdConn(e, "prod", "web1", 50*time.Millisecond)
-						time.Sleep(500 * time.Millisecond)
-						failAt := time.Now()
-						switch failure {
-						case "kill-daemon":
-							e.stopNode(from, syscall.SIGKILL)
-						case "cut-link":
-							e.inNode(from, "ip", "link", "set", "k8s-"+from, "down")
-							e.inNode(from, "ip", "link", "set", "eth0", "down")
-						case "unlabel":
-							e.labelAssignable(from, false)
-						}
-						e.waitStatus("prod", "moved to "+to, func(it []egressipv1.EgressIPStatusItem) bool { return holder(it, eipA) == to })
-						moved := time.Since(failAt)
-						time.Sleep(2 * time.Second)
-						probes := p.finish()
-						longest, lost, bad := gap(probes, failAt, egress)
-						line := fmt.Sprintf("FAILOVER %s/%s: status moved after %s; longest gap between requests seen with %s: %s (lost %d, other source %d; target: gap under 1s)\n",
-							mode, failure, moved.Round(time.Millisecond), eipA, longest.Round(time.Millisecond), lost, bad)
-						fmt.Print(line)
-						recordResult(t, line)
-						t.Logf("status moved after %s; gap %s; lost %d; wrong source %d", moved, longest, lost, bad)
-						if bad > 0 {
-							fail("%d requests left with a source other than the egress IP while another egress node was available: %s",
-								bad, otherSources(probes, failAt, egress))
-						}
-						echoes, heldErr := held.finish()
-						heldGap := echoGap(echoes, failAt)
-						peers, serverErrs := lines.take()
-						line = fmt.Sprintf("FAILOVER %s/%s: one TCP connection held across the move: %s (longest time without an echo %s; a line sent every 50ms; target under 0.5s)\n",
-							mode, failure, map[bool]string{true: "survived", false: "BROKEN"}[heldErr == nil && len(serverErrs) == 0], heldGap.Round(time.Millisecond))
-						fmt.Print(line)
-						recordResult(t, line)
-						if heldErr != nil {
-							fail("held connection: %v", heldErr)
-						}
-						if len(serverErrs) > 0 {
-							fail("the server's end of the held connection failed: %v", serverErrs)
-						}
-						for _, src := range peers {
-							if src != egress {
-								fail("the line server accepted a connection from %s, want only the egress IP %s", src, egress)
-							}
-						}
-						e.eventually("prod", "web1", egress)
-						// Exactly the failed node went unreachable (none for a planned move): a
-						// healthy node declared unreachable on a busy machine is a false failover.
-						want := 1.0
-						if failure == "unlabel" {
-							want = 0
-						}
-						if d := scrape(t, metrics, "ovnkube_master_egress_ips_node_unreachable_total") - unreachable0; d != want {
-							fail("node unreachable counter moved by %v, want %v (a healthy node was declared unreachable?)", d, want)
-						}
-						if d := scrape(t, metrics, "ovnkube_master_egress_ips_rebalance_total") - rebalance0; d < 1 {
-							fail("rebalance counter did not move (%v)", d)
-						}
+// failoverMatrix is every gateway mode x family with E2E_MATRIX=full (make test-matrix), else IPv4 and IPv6-only
+// in both modes (the failover cases take about a minute per cluster; dual-stack moves the same IPv6 path).
+// E2E_GATEWAY_MODES and E2E_IP_FAMILIES narrow it.
+func failoverMatrix() [][2]string {
+	fams := []string{cluster.FamilyIPv4, cluster.FamilyIPv6}
+	if os.Getenv("E2E_MATRIX") == "full" {
+		fams = append(fams, cluster.FamilyDual)
+	}
+	fams = e2eFamilies(fams...)
+	var out [][2]string
+	for _, f := range fams {
+		for _, m := range e2eModes() {
+			out = append(out, [2]string{m, f})
+		}
+	}
+	return out
+}
 
-						// Recovery: the node rejoins the pool, keeps nothing of the moved IP and takes a new one.
-						switch failure {
-						case "kill-daemon":
-							e.startNode(from)
-						case "cut-link":
-							// Link down dropped the cluster route of the management port and the default route: put them back.
-							n, err := e.c.Node(from)
-							if err != nil {
-								t.Fatal(err)
-							}
-							e.inNode(from, "ip", "link", "set", "k8s-"+from, "up")
-							e.inNode(from, "ip", "link", "set", "eth0", "up")
-							e.inNode(from, "ip", "route", "replace", "10.244.0.0/16", "via", n.RouterIP.String(), "dev", "k8s-"+from)
-							e.inNode(from, "ip", "route", "replace", "default", "via", cluster.ExternalHostIP, "dev", "eth0")
-						case "unlabel":
-							e.labelAssignable(from, true)
-						}
-						if mode == "local" {
-							waitHostClean(t, e, from, eipA)
-						}
-						e.waitHealthy(from)
-						e.applyEgressIP("second", []string{eipB}, map[string]string{"env": "none"}, nil)
-						items := e.waitStatus("second", "assigned to "+from, func(it []egressipv1.EgressIPStatusItem) bool { return holder(it, eipB) == from })
-						t.Logf("recovered node %s took %v", from, items)
-						if h := holder(e.getEgressIP("prod").Status.Items, eipA); h != to {
-							fail("the moved IP went back to %s; it must stay on %s", h, to)
-						}
-						e.kubectl("", "delete", "eip", "second")
-						if n := vswitchdCrashes(t, e.dir) - crashes; n > 0 && attempt < 3 {
-							t.Logf("ovs-vswitchd crashed %d time(s) during attempt %d (OVS 3.1 userspace conntrack assertion); the case runs again; it saw: %v", n, attempt, problems)
-							recordResult(t, fmt.Sprintf("FAILOVER %s/%s: ovs-vswitchd crashed during attempt %d (test bed); the case ran again\n", mode, failure, attempt))
-							continue
-						}
-						for _, p := range problems {
-							t.Error(p)
-						}
-						break
-					}
+func runFailover(t *testing.T, mode, family string) {
+	e := newEnv(t, mode, family)
+	e.kubectl("", "create", "namespace", "prod")
+	e.kubectl("", "label", "namespace", "prod", "env=prod")
+	e.createPod("prod", "web1", "node1", web)
+	for _, n := range e.assignable {
+		e.labelAssignable(n, true)
+	}
+	e.applyEgressIP("prod", e.ips(eipA), map[string]string{"env": "prod"}, web)
+	// The family whose egress IP moves, and (dual-stack) the one that must not notice.
+	fam := e.fams[len(e.fams)-1]
+	moving := eipA[fam]
+	egress := netip.MustParseAddr(moving)
+	e.waitStatus("prod", "assigned", func(it []egressipv1.EgressIPStatusItem) bool {
+		return hasExactly(it, e.ips(eipA)) && onDistinctNodes(it, e.assignable)
+	})
+	e.eventuallyAll("prod", "web1", e.addrs(eipA))
+	metrics := e.metrics["master-a"]
+	lines := startLineServer(t)
+
+	for _, failure := range []string{"kill-daemon", "cut-link", "unlabel"} {
+		t.Run(failure, func(t *testing.T) {
+			e.t = t
+			// The userspace datapath of Debian's OVS 3.1 sometimes aborts on a conntrack
+			// assertion (conn_update_state) and its monitor restarts it: the data plane
+			// stops for about a second, every node looks unreachable and traffic is lost.
+			// That is the test bed failing, not the product: a case during which
+			// ovs-vswitchd crashed runs again (its findings are logged, not counted).
+			for attempt := 1; ; attempt++ {
+				crashes := vswitchdCrashes(t, e.dir)
+				var problems []string
+				fail := func(format string, args ...any) { problems = append(problems, fmt.Sprintf(format, args...)) }
+				items0 := e.getEgressIP("prod").Status.Items
+				from := holder(items0, moving)
+				unreachable0 := scrape(t, metrics, "ovnkube_master_egress_ips_node_unreachable_total")
+				rebalance0 := scrape(t, metrics, "ovnkube_master_egress_ips_rebalance_total")
+				_, _ = lines.take()
+				p := startProber(e, "prod", "web1", fam, 20*time.Millisecond)
+				var still *prober // dual-stack: the other family's requests
+				var stillIP netip.Addr
+				if len(e.fams) > 1 {
+					stillIP = netip.MustParseAddr(eipA[e.fams[0]])
+					still = startProber(e, "prod", "web1", e.fams[0], 50*time.Millisecond)
+				}
+				held := holdConn(e, "prod", "web1", fam, 50*time.Millisecond)
+				time.Sleep(500 * time.Millisecond)
+				failAt := time.Now()
+				switch failure {
+				case "kill-daemon":
+					e.stopNode(from, syscall.SIGKILL)
+				case "cut-link":
+					e.inNode(from, "ip", "link", "set", "k8s-"+from, "down")
+					e.inNode(from, "ip", "link", "set", "eth0", "down")
+				case "unlabel":
+					e.labelAssignable(from, false)
+				}
+				items := e.waitStatus("prod", moving+" moved off "+from, func(it []egressipv1.EgressIPStatusItem) bool {
+					h := holder(it, moving)
+					return h != "" && h != from && hasExactly(it, e.ips(eipA))
 				})
+				to := holder(items, moving)
+				moved := time.Since(failAt)
+				time.Sleep(2 * time.Second)
+				probes := p.finish()
+				longest, lost, bad := gap(probes, failAt, egress)
+				line := fmt.Sprintf("FAILOVER %s/%s/%s: %s moved %s -> %s after %s; longest gap between requests seen with it: %s (lost %d, other source %d; target: gap under 1s)\n",
+					mode, family, failure, moving, from, to, moved.Round(time.Millisecond), longest.Round(time.Millisecond), lost, bad)
+				fmt.Print(line)
+				recordResult(t, line)
+				t.Logf("status moved after %s; gap %s; lost %d; wrong source %d", moved, longest, lost, bad)
+				if bad > 0 {
+					fail("%d requests left with a source other than the egress IP while another egress node was available: %s",
+						bad, otherSources(probes, failAt, egress))
+				}
+				if still != nil {
+					sp := still.finish()
+					sgap, slost, sbad := gap(sp, failAt, stillIP)
+					line := fmt.Sprintf("FAILOVER %s/%s/%s: meanwhile IPv%d requests with %s (not moving): longest gap %s (lost %d, other source %d)\n",
+						mode, family, failure, e.fams[0], stillIP, sgap.Round(time.Millisecond), slost, sbad)
+					fmt.Print(line)
+					recordResult(t, line)
+					if sbad > 0 {
+						fail("IPv%d requests (egress IP %s, not moving): %d with another source: %s",
+							e.fams[0], stillIP, sbad, otherSources(sp, failAt, stillIP))
+					}
+				}
+				echoes, heldErr := held.finish()
+				heldGap := echoGap(echoes, failAt)
+				peers, serverErrs := lines.take()
+				line = fmt.Sprintf("FAILOVER %s/%s/%s: one TCP connection held across the move: %s (longest time without an echo %s; a line sent every 50ms; target under 0.5s)\n",
+					mode, family, failure, map[bool]string{true: "survived", false: "BROKEN"}[heldErr == nil && len(serverErrs) == 0], heldGap.Round(time.Millisecond))
+				fmt.Print(line)
+				recordResult(t, line)
+				if heldErr != nil {
+					fail("held connection: %v", heldErr)
+				}
+				if len(serverErrs) > 0 {
+					fail("the server's end of the held connection failed: %v", serverErrs)
+				}
+				for _, src := range peers {
+					if src != egress {
+						fail("the line server accepted a connection from %s, want only the egress IP %s", src, egress)
+					}
+				}
+				e.eventuallyAll("prod", "web1", e.addrs(eipA))
+				// Exactly the failed node went unreachable (none for a planned move): a
+				// healthy node declared unreachable on a busy machine is a false failover.
+				want := 1.0
+				if failure == "unlabel" {
+					want = 0
+				}
+				if d := scrape(t, metrics, "ovnkube_master_egress_ips_node_unreachable_total") - unreachable0; d != want {
+					fail("node unreachable counter moved by %v, want %v (a healthy node was declared unreachable?)", d, want)
+				}
+				if d := scrape(t, metrics, "ovnkube_master_egress_ips_rebalance_total") - rebalance0; d < 1 {
+					fail("rebalance counter did not move (%v)", d)
+				}
+
+				// Recovery: the node rejoins the pool, keeps nothing of the moved IP and takes a new one.
+				switch failure {
+				case "kill-daemon":
+					e.startNode(from)
+				case "cut-link":
+					// Link down dropped the cluster route of the management port and the default route: put them back.
+					n, err := e.c.Node(from)
+					if err != nil {
+						t.Fatal(err)
+					}
+					e.inNode(from, "ip", "link", "set", "k8s-"+from, "up")
+					e.inNode(from, "ip", "link", "set", "eth0", "up")
+					for _, f := range n.Families {
+						clusterNet, def := cluster.ClusterCIDR, "default"
+						if f.Family == 6 {
+							clusterNet, def = cluster.ClusterCIDR6, "::/0"
+						}
+						e.inNode(from, "ip", "route", "replace", clusterNet, "via", f.RouterIP.String(), "dev", "k8s-"+from)
+						e.inNode(from, "ip", "route", "replace", def, "via", cluster.ExternalHost(f.Family).String(), "dev", "eth0")
+					}
+				case "unlabel":
+					e.labelAssignable(from, true)
+				}
+				if mode == "local" {
+					waitHostClean(t, e, from, moving)
+				}
+				e.waitHealthy(from)
+				e.applyEgressIP("second", []string{eipB[fam]}, map[string]string{"env": "none"}, nil)
+				items = e.waitStatus("second", "assigned to "+from, func(it []egressipv1.EgressIPStatusItem) bool { return holder(it, eipB[fam]) == from })
+				t.Logf("recovered node %s took %v", from, items)
+				if h := holder(e.getEgressIP("prod").Status.Items, moving); h != to {
+					fail("the moved IP went to %s; it must stay on %s", h, to)
+				}
+				e.kubectl("", "delete", "eip", "second")
+				if n := vswitchdCrashes(t, e.dir) - crashes; n > 0 && attempt < 3 {
+					t.Logf("ovs-vswitchd crashed %d time(s) during attempt %d (OVS 3.1 userspace conntrack assertion); the case runs again; it saw: %v", n, attempt, problems)
+					recordResult(t, fmt.Sprintf("FAILOVER %s/%s/%s: ovs-vswitchd crashed during attempt %d (test bed); the case ran again\n", mode, family, failure, attempt))
+					continue
+				}
+				for _, p := range problems {
+					t.Error(p)
+				}
+				break
 			}
 		})
 	}
@@ -306,7 +364,7 @@ func TestMasterHA(t *testing.T) {
 	if fromImage() {
 		t.Skip("OVNKUBE_FROM=image: the manifests' masters listen on port 9410 of the host (hostNetwork); two cannot run on one host")
 	}
-	e := newEnv(t, "shared")
+	e := newEnv(t, "shared", cluster.FamilyIPv4)
 	e.startMaster("master-b", "127.0.0.1:29102")
 	e.kubectl("", "create", "namespace", "prod")
 	e.kubectl("", "label", "namespace", "prod", "env=prod")
@@ -314,9 +372,9 @@ func TestMasterHA(t *testing.T) {
 	e.createPod("prod", "web3", "node3", web)
 	e.labelAssignable("node2", true)
 	e.labelAssignable("node3", true)
-	e.applyEgressIP("prod", []string{eipA}, map[string]string{"env": "prod"}, web)
+	e.applyEgressIP("prod", []string{eipA[4]}, map[string]string{"env": "prod"}, web)
 	e.waitStatus("prod", "assigned", func(it []egressipv1.EgressIPStatusItem) bool { return len(it) == 1 })
-	e.eventually("prod", "web1", netip.MustParseAddr(eipA))
+	e.eventually("prod", "web1", netip.MustParseAddr(eipA[4]))
 
 	leader := e.leaderName(t)
 	other := map[string]string{"master-a": "master-b", "master-b": "master-a"}[leader]
@@ -325,7 +383,7 @@ func TestMasterHA(t *testing.T) {
 	e.mu.Lock()
 	e.masters[leader].signal(syscall.SIGSTOP)
 	e.mu.Unlock()
-	e.applyEgressIP("prod", []string{eipA, eipB}, map[string]string{"env": "prod"}, web)
+	e.applyEgressIP("prod", []string{eipA[4], eipB[4]}, map[string]string{"env": "prod"}, web)
 	time.Sleep(200 * time.Millisecond)
 	if items := e.getEgressIP("prod").Status.Items; len(items) != 1 {
 		t.Fatalf("the frozen leader cannot have acted, yet status is %+v", items)
@@ -339,7 +397,7 @@ func TestMasterHA(t *testing.T) {
 	if got := e.leaderName(t); got != other {
 		t.Errorf("leader is %s, want %s", got, other)
 	}
-	e.eventually("prod", "web1", netip.MustParseAddr(eipA), netip.MustParseAddr(eipB))
+	e.eventually("prod", "web1", netip.MustParseAddr(eipA[4]), netip.MustParseAddr(eipB[4]))
 
 	// One reroute policy per served pod IP, one SNAT per (pod, egress IP), no duplicates.
 	deadline := time.Now().Add(15 * time.Second)

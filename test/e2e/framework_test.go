@@ -61,6 +61,10 @@ type env struct {
 	mode string
 	eip  egressipclientset.Interface
 	dir  string
+	// fams are the cluster's address families (4, 6), primary first; assignable are the nodes the tests label
+	// egress-assignable (two per family: an EgressIP puts at most one of its IPs on a node).
+	fams       []int
+	assignable []string
 
 	mu      sync.Mutex
 	masters map[string]daemon
@@ -72,24 +76,30 @@ type env struct {
 	leaseNamespace string
 }
 
-// newEnv brings up a 3-node cluster in gateway mode and starts one master and one
-// node daemon per node. Everything is torn down at the end of the test.
-func newEnv(t *testing.T, mode string) *env {
+// newEnv brings up a cluster in gateway mode and IP family (cluster.FamilyIPv4, FamilyIPv6, FamilyDual) and starts
+// one master and one node daemon per node: node1 plus two egress-capable nodes per family (3 nodes, 5 in dual-stack).
+// Everything is torn down at the end of the test.
+func newEnv(t *testing.T, mode, family string) *env {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
 	dir := filepath.Join(repoRoot(), "_output", "e2e-"+mode)
 	_ = cluster.Down(ctx, dir)
-	c, err := cluster.Up(ctx, cluster.Config{StateDir: dir, Nodes: 3, GatewayMode: mode, RepoRoot: repoRoot(), Logf: t.Logf})
+	nodes := 1 + 2*len(cluster.Families(family))
+	c, err := cluster.Up(ctx, cluster.Config{StateDir: dir, Nodes: nodes, GatewayMode: mode, IPFamily: family,
+		RepoRoot: repoRoot(), Logf: t.Logf})
 	if err != nil {
-		t.Fatalf("cluster up (%s): %v", mode, err)
+		t.Fatalf("cluster up (%s, %s): %v", mode, family, err)
 	}
 	rc, err := c.RESTConfig()
 	if err != nil {
 		t.Fatal(err)
 	}
-	e := &env{t: t, c: c, mode: mode, dir: dir, eip: egressipclientset.NewForConfigOrDie(rc),
+	e := &env{t: t, c: c, mode: mode, dir: dir, eip: egressipclientset.NewForConfigOrDie(rc), fams: c.Families(),
 		masters: map[string]daemon{}, nodes: map[string]daemon{}, metrics: map[string]string{}, leaseNamespace: cluster.AccessNamespace}
+	for i := 2; i <= nodes; i++ {
+		e.assignable = append(e.assignable, cluster.NodeName(i))
+	}
 	t.Cleanup(func() {
 		e.stopAll()
 		e.checkNoDenial()
@@ -160,8 +170,16 @@ func (e *env) checkNoDenial() {
 // commonArgs are the flags of every ovnkube process; kubeconfig is the identity it runs as (the master's
 // ServiceAccount, or a node daemon's token bound to its Node, as the local cluster issues them).
 func (e *env) commonArgs(kubeconfig string) []string {
+	var clusterNets, joinNets []string
+	for _, f := range e.fams {
+		if f == 4 {
+			clusterNets, joinNets = append(clusterNets, cluster.ClusterCIDR), append(joinNets, cluster.JoinCIDR)
+		} else {
+			clusterNets, joinNets = append(clusterNets, cluster.ClusterCIDR6), append(joinNets, cluster.JoinCIDR6)
+		}
+	}
 	return []string{"--egress-ip-enable", "--gateway-mode", e.mode, "--kubeconfig", kubeconfig,
-		"--cluster-subnets", "10.244.0.0/16", "--loglevel", "4"}
+		"--cluster-subnets", strings.Join(clusterNets, ","), "--join-subnet", strings.Join(joinNets, ","), "--loglevel", "4"}
 }
 
 // daemon is one running ovnkube: a process, or a pod run from the images.
@@ -398,21 +416,23 @@ func holder(items []egressipv1.EgressIPStatusItem, ip string) string {
 	return ""
 }
 
-// source asks the echo server, from the pod, which source address it sees.
-func (e *env) source(ns, pod string) (netip.Addr, error) {
+// sourceFamily asks the echo server, from the pod, over family 4 or 6, which source address it sees.
+func (e *env) sourceFamily(ns, pod string, fam int) (netip.Addr, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
 	defer cancel()
-	return e.c.Request(ctx, ns, pod, "tcp", 2*time.Second)
+	return e.c.RequestFamily(ctx, ns, pod, fam, "tcp", 2*time.Second)
 }
 
-// eventually waits until the pod's traffic reaches the echo server with a source in want.
+// eventually waits until the pod's traffic reaches the echo server with a source in want; want's family (all of
+// want are of one family) chooses the echo server's address.
 func (e *env) eventually(ns, pod string, want ...netip.Addr) netip.Addr {
 	e.t.Helper()
+	fam := cluster.FamilyOf(want[0])
 	deadline := time.Now().Add(20 * time.Second)
 	var got netip.Addr
 	var err error
 	for time.Now().Before(deadline) {
-		got, err = e.source(ns, pod)
+		got, err = e.sourceFamily(ns, pod, fam)
 		if err == nil {
 			for _, w := range want {
 				if got == w {
@@ -422,17 +442,41 @@ func (e *env) eventually(ns, pod string, want ...netip.Addr) netip.Addr {
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
-	e.t.Fatalf("pod %s/%s: echo server saw %v (err %v), want one of %v", ns, pod, got, err, want)
+	e.t.Fatalf("pod %s/%s: echo server saw %v over IPv%d (err %v), want one of %v", ns, pod, got, fam, err, want)
 	return got
 }
 
-// nodeSource is what the echo server sees from a pod of node with no egress IP.
-func (e *env) nodeSource(node string) netip.Addr {
-	a, err := e.c.EgressSource(node)
-	if err != nil {
-		e.t.Fatal(err)
+// eventuallyAll waits, for each address of want (one per family), until the pod's requests of that family reach
+// the echo server with it as source.
+func (e *env) eventuallyAll(ns, pod string, want []netip.Addr) {
+	e.t.Helper()
+	for _, w := range want {
+		e.eventually(ns, pod, w)
 	}
-	return a
+}
+
+// nodeSources is what the echo server sees from a pod of node with no egress IP, for every family of the cluster,
+// primary first.
+func (e *env) nodeSources(node string) []netip.Addr {
+	var out []netip.Addr
+	for _, f := range e.fams {
+		a, err := e.c.EgressSourceFamily(node, f)
+		if err != nil {
+			e.t.Fatal(err)
+		}
+		out = append(out, a)
+	}
+	return out
+}
+
+// expectSources checks, for each family, one request of the pod against want (one address per family).
+func (e *env) expectSources(ns, pod string, want []netip.Addr) {
+	e.t.Helper()
+	for _, w := range want {
+		if got, err := e.sourceFamily(ns, pod, cluster.FamilyOf(w)); err != nil || got != w {
+			e.t.Errorf("%s/%s: echo saw %v (%v) over IPv%d, want %v", ns, pod, got, err, cluster.FamilyOf(w), w)
+		}
+	}
 }
 
 func (e *env) createPod(ns, name, node string, labels map[string]string) *cluster.Pod {
@@ -511,14 +555,16 @@ func (e *env) tryInNode(node string, argv ...string) (string, error) {
 // found on its interfaces. A missing chain means no rules; other failures are
 // returned for the caller to retry.
 func (e *env) hostEgressState(node string, ips ...string) (snatRules []string, addrs []string, err error) {
-	rules, err := e.tryInNode(node, "iptables", "-t", "nat", "-S", "OVN-KUBE-EGRESSIP")
-	// iptables-nft 1.8.9 calls a missing chain "incompatible".
-	if err != nil && !strings.Contains(rules, "No chain/target/match") && !strings.Contains(rules, "does not exist") && !strings.Contains(rules, "is incompatible") {
-		return nil, nil, err
-	}
-	for _, l := range strings.Split(rules, "\n") {
-		if strings.Contains(l, "-j SNAT") {
-			snatRules = append(snatRules, l)
+	for _, ipt := range []string{"iptables", "ip6tables"} {
+		rules, err := e.tryInNode(node, ipt, "-t", "nat", "-S", "OVN-KUBE-EGRESSIP")
+		// iptables-nft 1.8.9 calls a missing chain "incompatible".
+		if err != nil && !strings.Contains(rules, "No chain/target/match") && !strings.Contains(rules, "does not exist") && !strings.Contains(rules, "is incompatible") {
+			return nil, nil, err
+		}
+		for _, l := range strings.Split(rules, "\n") {
+			if strings.Contains(l, "-j SNAT") {
+				snatRules = append(snatRules, l)
+			}
 		}
 	}
 	a, err := e.tryInNode(node, "ip", "-o", "addr", "show")
@@ -531,4 +577,114 @@ func (e *env) hostEgressState(node string, ips ...string) (snatRules []string, a
 		}
 	}
 	return snatRules, addrs, nil
+}
+
+// logSize is the current size of an ovnkube process's log file (see logFile).
+func (e *env) logSize(name string) int64 {
+	st, err := os.Stat(filepath.Join(e.dir, "log", "ovnkube-"+name+".log"))
+	if err != nil {
+		return 0
+	}
+	return st.Size()
+}
+
+// waitNodeSynced waits until node's daemon logged a completed sync after offset off of its log, and fails if it
+// logged a failed one.
+func (e *env) waitNodeSynced(node string, off int64) {
+	e.t.Helper()
+	path := filepath.Join(e.dir, "log", "ovnkube-node-"+node+".log")
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		b, err := os.ReadFile(path)
+		if err == nil && int64(len(b)) >= off {
+			text := string(b[off:])
+			for _, l := range strings.Split(text, "\n") {
+				if strings.Contains(l, "sync failed") || strings.Contains(l, "file exists") {
+					e.t.Fatalf("node %s daemon after restart: %s", node, l)
+				}
+			}
+			if strings.Contains(text, "Egress IP node sync done") {
+				return
+			}
+		}
+		if time.Now().After(deadline) {
+			e.t.Fatalf("node %s daemon: no completed sync 20s after restart", node)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// hostSnapshot is what a node holds of ours, for comparison: the copies of the egress address ip, our nat and
+// filter chains and their jumps (iptables and ip6tables), the ip rules and the routes of our protocol. It fails the
+// test on a duplicate line.
+func (e *env) hostSnapshot(node, ip string) string {
+	e.t.Helper()
+	var b strings.Builder
+	addrs := e.inNode(node, "ip", "-o", "addr", "show")
+	fmt.Fprintf(&b, "copies of %s: %d\n", ip, strings.Count(addrs, " "+ip+"/"))
+	for _, bin := range []string{"iptables", "ip6tables"} {
+		for _, args := range [][]string{{"-t", "nat", "-S", "POSTROUTING"}, {"-t", "nat", "-S", "OVN-KUBE-EGRESSIP"},
+			{"-S", "INPUT"}, {"-S", "OVN-KUBE-EGRESSIP-GUARD"}} {
+			out, _ := e.tryInNode(node, append([]string{bin}, args...)...)
+			for _, l := range strings.Split(out, "\n") {
+				if strings.Contains(l, "OVN-KUBE-EGRESSIP") || strings.Contains(l, "ovn-egressip") {
+					fmt.Fprintf(&b, "%s %s\n", bin, l)
+				}
+			}
+		}
+	}
+	for _, fam := range []string{"-4", "-6"} {
+		for _, l := range strings.Split(e.inNode(node, "ip", fam, "rule", "show"), "\n") {
+			if strings.TrimSpace(l) != "" {
+				fmt.Fprintf(&b, "rule%s %s\n", fam, l)
+			}
+		}
+		out, _ := e.tryInNode(node, "ip", fam, "route", "show", "table", "all", "proto", "201")
+		for _, l := range strings.Split(out, "\n") {
+			if strings.TrimSpace(l) != "" {
+				fmt.Fprintf(&b, "route%s %s\n", fam, l)
+			}
+		}
+	}
+	seen := map[string]bool{}
+	for _, l := range strings.Split(b.String(), "\n") {
+		if l != "" && seen[l] {
+			e.t.Fatalf("node %s has a duplicate: %s\n%s", node, l, b.String())
+		}
+		seen[l] = true
+	}
+	if !strings.Contains(b.String(), "copies of "+ip+": 1\n") {
+		e.t.Fatalf("node %s holding %s:\n%s", node, ip, b.String())
+	}
+	return b.String()
+}
+
+// extNeighbour is the external host's neighbour entry's MAC for ip ("" when it has none).
+func (e *env) extNeighbour(ip string) string {
+	e.t.Helper()
+	out, err := exec.Command("ip", "netns", "exec", cluster.ExternalNetns, "ip", "neigh", "show", ip, "dev", "eth0").CombinedOutput()
+	if err != nil {
+		e.t.Fatalf("ip neigh in the external host: %v: %s", err, out)
+	}
+	f := strings.Fields(string(out))
+	for i := 0; i+1 < len(f); i++ {
+		if f[i] == "lladdr" {
+			return f[i+1]
+		}
+	}
+	return ""
+}
+
+// holderMAC is the MAC the external host must reach an egress IP held by node at: the node's eth0 in local
+// gateway mode, its gateway router's external port in shared gateway mode.
+func (e *env) holderMAC(node string) string {
+	e.t.Helper()
+	n, err := e.c.Node(node)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	if e.mode == "local" {
+		return n.NodeMAC
+	}
+	return n.GatewayMAC
 }

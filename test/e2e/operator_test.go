@@ -111,6 +111,10 @@ func (e *env) podServer(ns, name string) string {
 // server sees, node selection, strict egress. The EgressIP "prod" (eipA, pods
 // app=web of env=prod) is assigned when they start and when they end.
 func runOperatorCases(t *testing.T, e *env, mode string) {
+	if !ipv4Only(t, e) {
+		return
+	}
+	eipA, eipB := eipA[4], eipB[4]
 	egressA, egressB := netip.MustParseAddr(eipA), netip.MustParseAddr(eipB)
 	node1 := e.nodeSource("node1")
 	second := func(strict bool, nodeSel string, ips ...string) string {

@@ -9,6 +9,8 @@ import (
 	"time"
 
 	egressipv1 "github.com/ovn-egressip/ovn-egressip/go-controller/pkg/crd/egressip/v1"
+
+	"github.com/ovn-egressip/ovn-egressip/test/cluster"
 )
 
 // TestNodeDaemonRollingRestart rolls the node daemons as a DaemonSet's RollingUpdate (maxUnavailable 1) does: one
@@ -17,7 +19,8 @@ import (
 // throughout, in local gateway mode (where the node daemons program the host): no request may leave with a source
 // other than the egress IP (docs/images.md, "Upgrade").
 func TestNodeDaemonRollingRestart(t *testing.T) {
-	e := newEnv(t, "local")
+	e := newEnv(t, "local", cluster.FamilyIPv4)
+	eipA := eipA[4]
 	e.kubectl("", "create", "namespace", "prod")
 	e.kubectl("", "label", "namespace", "prod", "env=prod")
 	e.createPod("prod", "web1", "node1", web)
@@ -28,7 +31,7 @@ func TestNodeDaemonRollingRestart(t *testing.T) {
 	e.waitStatus("prod", "assigned", func(it []egressipv1.EgressIPStatusItem) bool { return len(it) == 1 })
 	e.eventually("prod", "web1", egress)
 
-	p := startProber(e, "prod", "web1", 20*time.Millisecond)
+	p := startProber(e, "prod", "web1", 4, 20*time.Millisecond)
 	time.Sleep(300 * time.Millisecond)
 	start := time.Now()
 	for _, n := range e.c.Nodes() {

@@ -66,6 +66,10 @@ type controller struct {
 	// until when it stays (Params.ReleaseLinger).
 	computed hostegress.State
 	released map[netip.Addr]lingering
+	// announcedShared are the IPv6 egress IPs held in shared gateway mode that this
+	// process has announced for its gateway router (announceShared).
+	announcedShared map[netip.Addr]bool
+	lastGWConfigErr string // the l3-gateway-config problem already sent as an Event
 }
 
 // lingering is the released state of one egress IP and when it goes.
@@ -229,6 +233,9 @@ func (c *controller) sync(ctx context.Context) error {
 			klog.ErrorS(err, "Removing leftover egress IP host state failed", "node", c.p.NodeName)
 		}
 		c.cleanedUp = true
+	}
+	if c.p.GatewayMode == GatewayModeShared {
+		errs = append(errs, c.announceShared(snap, eips))
 	}
 	errs = append(errs, c.publish(ctx, snap, eips, ready))
 	return errors.Join(errs...)
@@ -456,4 +463,79 @@ func (c *controller) withReleased(st hostegress.State, now time.Time) hostegress
 		return st
 	}
 	return hostegress.Merge(st, keep...)
+}
+
+// announceShared: in shared gateway mode an egress IP this node holds is a NAT
+// address of its gateway router. OVN announces the IPv4 ones (nat-addresses=router:
+// gratuitous ARPs) but sends nothing for IPv6 ones, so after a move a neighbour on
+// the external network would keep reaching the previous holder's MAC until its entry
+// went stale. For each IPv6 egress IP the node newly holds (once per process, as in
+// local mode), it sends the unsolicited neighbour advertisement (Override) out of its
+// gateway interface naming the gateway router's MAC: the "mac-address" of
+// k8s.ovn.org/l3-gateway-config, or, without that annotation, the gateway
+// interface's own MAC (OVN-Kubernetes' gateway router shares the gateway bridge's).
+// A failed announcement is retried by the next sync.
+func (c *controller) announceShared(snap hostinfo.Snapshot, eips []*egressipv1.EgressIP) error {
+	held := map[netip.Addr]bool{}
+	for _, e := range eips {
+		for _, it := range e.Status.Items {
+			if it.Node != c.p.NodeName {
+				continue
+			}
+			if ip, err := netip.ParseAddr(it.EgressIP); err == nil && ip.Is6() && !ip.Is4In6() {
+				held[ip.WithZone("")] = true
+			}
+		}
+	}
+	if c.announcedShared == nil {
+		c.announcedShared = map[netip.Addr]bool{}
+	}
+	for ip := range c.announcedShared {
+		if !held[ip] { // gone: announced again if it comes back
+			delete(c.announcedShared, ip)
+		}
+	}
+	var todo []netip.Addr
+	for ip := range held {
+		if !c.announcedShared[ip] {
+			todo = append(todo, ip)
+		}
+	}
+	if len(todo) == 0 {
+		return nil
+	}
+	slices.SortFunc(todo, func(a, b netip.Addr) int { return a.Compare(b) })
+	gw, err := egressfacts.GatewayLink(snap, c.p.GatewayInterface)
+	if err != nil {
+		return fmt.Errorf("node %s: cannot announce %v: %w", c.p.NodeName, todo, err)
+	}
+	node, err := c.nodes.Get(c.p.NodeName)
+	if err != nil {
+		return fmt.Errorf("node %s: cannot announce %v: %w", c.p.NodeName, todo, err)
+	}
+	mac, ok, err := annotations.GatewayRouterMAC(node)
+	if err != nil {
+		if msg := err.Error(); msg != c.lastGWConfigErr {
+			c.lastGWConfigErr = msg
+			c.recorder.Eventf(nodeRef(node), corev1.EventTypeWarning, "GatewayConfigInvalid",
+				"node %s: metadata.annotations[%s]: %v; IPv6 egress IPs %v held here are not announced", node.Name,
+				annotations.L3GatewayConfig, err, todo)
+		}
+		return fmt.Errorf("node %s: cannot announce %v: %w", c.p.NodeName, todo, err)
+	}
+	c.lastGWConfigErr = ""
+	if !ok {
+		mac = gw.MAC
+	}
+	var errs []error
+	for _, ip := range todo {
+		if err := c.p.host.AnnounceFor(gw.Name, ip, mac); err != nil {
+			errs = append(errs, fmt.Errorf("node %s: announce %s: %w", c.p.NodeName, ip, err))
+			continue
+		}
+		c.announcedShared[ip] = true
+		klog.InfoS("Announced egress IP held by the gateway router (unsolicited neighbour advertisement)",
+			"ip", ip, "mac", mac.String(), "link", gw.Name)
+	}
+	return errors.Join(errs...)
 }

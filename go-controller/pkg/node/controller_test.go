@@ -3,7 +3,9 @@ package node
 import (
 	"context"
 	"fmt"
+	"net"
 	"net/netip"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -26,16 +28,39 @@ var mp = netip.MustParsePrefix
 // fakeHost is a host with a fixed Snapshot that records every Apply. Apply
 // reports every address of the state as ready except those in notReady.
 type fakeHost struct {
-	mu       sync.Mutex
-	snap     hostinfo.Snapshot
-	applied  []hostegress.State
-	notify   func()
-	notReady map[netip.Addr]bool
+	mu        sync.Mutex
+	snap      hostinfo.Snapshot
+	applied   []hostegress.State
+	notify    func()
+	notReady  map[netip.Addr]bool
+	announced []string // AnnounceFor calls: "link ip mac"
+	snaps     int      // Snapshot calls: one per sync
+}
+
+// syncs returns the number of syncs so far (each reads one Snapshot).
+func (f *fakeHost) syncs() int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.snaps
+}
+
+func (f *fakeHost) AnnounceFor(ifName string, ip netip.Addr, mac net.HardwareAddr) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.announced = append(f.announced, ifName+" "+ip.String()+" "+mac.String())
+	return nil
+}
+
+func (f *fakeHost) announcements() []string {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return append([]string(nil), f.announced...)
 }
 
 func (f *fakeHost) Snapshot() (hostinfo.Snapshot, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
+	f.snaps++
 	return f.snap, nil
 }
 
@@ -331,6 +356,93 @@ func TestSharedModeProgramsNothing(t *testing.T) {
 			t.Fatalf("shared mode watches %s: %v", r, a)
 		}
 	}
+}
+
+// In shared gateway mode OVN announces the gateway router's IPv4 NAT addresses but
+// not its IPv6 ones: the node announces each IPv6 egress IP it newly holds (once),
+// naming the gateway router's MAC from k8s.ovn.org/l3-gateway-config, and again
+// after the IP left and came back. IPv4 egress IPs and other nodes' IPs are not
+// announced.
+func TestSharedModeAnnouncesIPv6EgressIPsForTheGatewayRouter(t *testing.T) {
+	node := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "node1", Annotations: map[string]string{
+		annotations.L3GatewayConfig: `{"default":{"mode":"shared","mac-address":"0a:58:ac:12:00:15","ip-addresses":["172.18.0.21/16"]}}`}}}
+	v6 := testEIP("eip6", "fc00::50")
+	v6.Spec.EgressIPs = append(v6.Spec.EgressIPs, "fc00::51", "172.18.0.50")
+	v6.Status.Items = append(v6.Status.Items, egressipv1.EgressIPStatusItem{Node: "node2", EgressIP: "fc00::51"},
+		egressipv1.EgressIPStatusItem{Node: "node1", EgressIP: "172.18.0.50"})
+	f := start(t, GatewayModeShared, []runtime.Object{node}, v6)
+	want := []string{"eth0 fc00::50 0a:58:ac:12:00:15"}
+	waitFor(t, "fc00::50 announced", func() (bool, string) {
+		got := f.host.announcements()
+		return slices.Equal(got, want), strings.Join(got, "; ")
+	})
+	// Resyncs (every 50 ms) do not announce it again.
+	n := f.host.syncs()
+	waitFor(t, "three more syncs", func() (bool, string) { return f.host.syncs() >= n+3, "" })
+	if got := f.host.announcements(); !slices.Equal(got, want) {
+		t.Fatalf("announcements after resyncs: %v, want only %v", got, want)
+	}
+	// It moves away, then back: announced again.
+	ctx := context.Background()
+	e, _ := f.eips.K8sV1().EgressIPs().Get(ctx, "eip6", metav1.GetOptions{})
+	items := e.Status.Items
+	e.Status.Items = []egressipv1.EgressIPStatusItem{{Node: "node3", EgressIP: "fc00::50"}}
+	if _, err := f.eips.K8sV1().EgressIPs().UpdateStatus(ctx, e, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	n = f.host.syncs()
+	waitFor(t, "three more syncs", func() (bool, string) { return f.host.syncs() >= n+3, "" })
+	e, _ = f.eips.K8sV1().EgressIPs().Get(ctx, "eip6", metav1.GetOptions{})
+	e.Status.Items = items
+	if _, err := f.eips.K8sV1().EgressIPs().UpdateStatus(ctx, e, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "fc00::50 announced again after coming back", func() (bool, string) {
+		got := f.host.announcements()
+		return len(got) == 2 && got[1] == want[0], strings.Join(got, "; ")
+	})
+}
+
+// Without k8s.ovn.org/l3-gateway-config the gateway router is taken to share the
+// gateway interface's MAC (OVN-Kubernetes' breth0); an unparsable one is an error
+// (nothing announced), never a guess.
+func TestSharedModeAnnouncementMAC(t *testing.T) {
+	snap := hostSnap()
+	snap.Links[0].MAC = net.HardwareAddr{0x02, 0, 0xac, 0x12, 0, 0x11}
+	f := start(t, GatewayModeShared, nil, testEIP("eip6", "fc00::50"))
+	f.host.setSnapshot(snap)
+	waitFor(t, "announced with the gateway interface's MAC", func() (bool, string) {
+		got := f.host.announcements()
+		return len(got) > 0 && got[len(got)-1] == "eth0 fc00::50 02:00:ac:12:00:11", strings.Join(got, "; ")
+	})
+
+	bad := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "node1", Annotations: map[string]string{
+		annotations.L3GatewayConfig: `{"default":{"mac-address":"not-a-mac"}}`}}}
+	g := start(t, GatewayModeShared, []runtime.Object{bad}, testEIP("eip6", "fc00::50"))
+	// Each sync tries to announce before it publishes the facts.
+	waitFor(t, "facts published", func() (bool, string) {
+		n, _ := g.kube.CoreV1().Nodes().Get(context.Background(), "node1", metav1.GetOptions{})
+		_, ok := n.Annotations[annotations.PrimaryIfAddr]
+		return ok, ""
+	})
+	if got := g.host.announcements(); len(got) != 0 {
+		t.Fatalf("announced %v with an unparsable l3-gateway-config", got)
+	}
+	waitFor(t, "a Warning Event naming the node and the annotation", func() (bool, string) {
+		evs, err := g.kube.CoreV1().Events("").List(context.Background(), metav1.ListOptions{})
+		if err != nil {
+			return false, err.Error()
+		}
+		var seen []string
+		for _, e := range evs.Items {
+			if e.InvolvedObject.Name == "node1" && e.Reason == "GatewayConfigInvalid" &&
+				strings.Contains(e.Message, annotations.L3GatewayConfig) && strings.Contains(e.Message, "fc00::50") {
+				return true, ""
+			}
+			seen = append(seen, e.Reason+": "+e.Message)
+		}
+		return false, strings.Join(seen, "; ")
+	})
 }
 
 func TestMissingGatewayIsReportedAndHostStillProgrammed(t *testing.T) {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
 	"net/netip"
 
 	"golang.org/x/sys/unix"
@@ -27,6 +28,9 @@ type host interface {
 	Apply(st hostegress.State) (ready map[netip.Addr]bool, err error)
 	// Watch calls notify on every host network change until ctx is done.
 	Watch(ctx context.Context, notify func())
+	// AnnounceFor sends an unsolicited neighbour advertisement for the IPv6 address
+	// ip out of ifName naming mac (shared gateway mode: the gateway router's MAC).
+	AnnounceFor(ifName string, ip netip.Addr, mac net.HardwareAddr) error
 }
 
 // linuxHost programs the kernel through its writers. Every operation runs through
@@ -77,6 +81,10 @@ func (r iptRules) SyncGuard(addrs []hostegress.Address) error { return r.s.SyncG
 type garpAnnouncer struct{}
 
 func (garpAnnouncer) Announce(ifName string, ip netip.Addr) error { return garp.Announce(ifName, ip) }
+
+func (h *linuxHost) AnnounceFor(ifName string, ip netip.Addr, mac net.HardwareAddr) error {
+	return h.inNetns(func() error { return garp.AnnounceFor(ifName, ip, mac) })
+}
 
 func (h *linuxHost) Snapshot() (hostinfo.Snapshot, error) {
 	var snap hostinfo.Snapshot

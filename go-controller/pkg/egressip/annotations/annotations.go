@@ -5,6 +5,7 @@ package annotations
 import (
 	"encoding/json"
 	"fmt"
+	"net"
 	"net/netip"
 
 	corev1 "k8s.io/api/core/v1"
@@ -32,7 +33,36 @@ const (
 	// holder only once the IP it holds is listed here (make-before-break). Not
 	// written in shared gateway mode.
 	EgressIPsReady = "k8s.ovn.org/egress-ips-ready"
+	// L3GatewayConfig is OVN-Kubernetes' JSON {"default":{"mode":"shared","mac-address":"0a:58:...",
+	// "ip-addresses":[...],"next-hops":[...],...}}: the node's gateway; "mac-address" is the MAC of its gateway
+	// router's external port (in OVN-Kubernetes the gateway bridge's, i.e. the gateway interface's MAC).
+	L3GatewayConfig = "k8s.ovn.org/l3-gateway-config"
 )
+
+// GatewayRouterMAC returns the "mac-address" of the node's L3GatewayConfig
+// ("default" network). ok is false when the annotation is absent; a present but
+// unparsable annotation, or one without a valid MAC, is an error.
+func GatewayRouterMAC(node *corev1.Node) (mac net.HardwareAddr, ok bool, err error) {
+	v, present := node.Annotations[L3GatewayConfig]
+	if !present {
+		return nil, false, nil
+	}
+	var cfg map[string]struct {
+		MAC string `json:"mac-address"`
+	}
+	if err := json.Unmarshal([]byte(v), &cfg); err != nil {
+		return nil, false, fmt.Errorf("%s: not JSON {\"default\":{\"mac-address\":MAC}}: %w", L3GatewayConfig, err)
+	}
+	d, found := cfg["default"]
+	if !found || d.MAC == "" {
+		return nil, false, fmt.Errorf("%s: no default.mac-address", L3GatewayConfig)
+	}
+	mac, err = net.ParseMAC(d.MAC)
+	if err != nil || len(mac) != 6 {
+		return nil, false, fmt.Errorf("%s: default.mac-address %q is not an Ethernet address", L3GatewayConfig, d.MAC)
+	}
+	return mac, true, nil
+}
 
 // IfAddr is the JSON shape {"ipv4": CIDR, "ipv6": CIDR} used by several node annotations.
 type IfAddr struct {

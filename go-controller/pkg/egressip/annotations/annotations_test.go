@@ -104,3 +104,41 @@ func TestNodeAddressesAndMarshalRoundTrip(t *testing.T) {
 		t.Fatalf("round trip: %v %v", d, err)
 	}
 }
+
+func TestGatewayRouterMAC(t *testing.T) {
+	for _, tc := range []struct {
+		name, value string
+		absent      bool
+		want        string // "" = error (unless absent)
+	}{
+		{name: "absent", absent: true},
+		{name: "ovn-kubernetes shape", value: `{"default":{"mode":"shared","interface-id":"breth0_node1","mac-address":"0a:58:ac:12:00:15","ip-addresses":["172.18.0.21/16"],"next-hops":["172.18.0.100"]}}`, want: "0a:58:ac:12:00:15"},
+		{name: "not JSON", value: `0a:58:ac:12:00:15`},
+		{name: "no default network", value: `{"other":{"mac-address":"0a:58:ac:12:00:15"}}`},
+		{name: "no MAC", value: `{"default":{"mode":"local"}}`},
+		{name: "bad MAC", value: `{"default":{"mac-address":"0a:58:ac"}}`},
+		{name: "not Ethernet (EUI-64)", value: `{"default":{"mac-address":"0a:58:ac:12:00:15:00:01"}}`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			anns := map[string]string{}
+			if !tc.absent {
+				anns[L3GatewayConfig] = tc.value
+			}
+			mac, ok, err := GatewayRouterMAC(node(anns))
+			switch {
+			case tc.absent:
+				if ok || err != nil || mac != nil {
+					t.Fatalf("absent: got %v %v %v", mac, ok, err)
+				}
+			case tc.want == "":
+				if err == nil || ok {
+					t.Fatalf("want an error, got %v %v", mac, ok)
+				}
+			default:
+				if err != nil || !ok || mac.String() != tc.want {
+					t.Fatalf("got %v %v %v, want %s", mac, ok, err, tc.want)
+				}
+			}
+		})
+	}
+}

@@ -75,6 +75,39 @@ func announce6(ifi *net.Interface, ip netip.Addr) error {
 	return nil
 }
 
+// AnnounceFor sends an unsolicited neighbour advertisement (Override) for the IPv6
+// address ip out of the interface named ifName, naming mac as its link-layer
+// address, on behalf of an owner that cannot announce it itself: in shared gateway
+// mode an egress IP is a NAT address of the node's OVN gateway router, and OVN
+// announces only IPv4 NAT addresses (gratuitous ARPs). The advertisement is sent
+// from the interface's link-local address (the host does not hold ip).
+func AnnounceFor(ifName string, ip netip.Addr, mac net.HardwareAddr) error {
+	if !ip.Is6() || ip.Is4In6() {
+		return fmt.Errorf("announce %s for %s: not an IPv6 address", ip, mac)
+	}
+	if len(mac) != 6 {
+		return fmt.Errorf("announce %s: %q is not an Ethernet address", ip, mac)
+	}
+	ifi, err := net.InterfaceByName(ifName)
+	if err != nil {
+		return fmt.Errorf("announce %s: %w", ip, err)
+	}
+	c, _, err := ndp.Listen(ifi, ndp.LinkLocal)
+	if err != nil {
+		return fmt.Errorf("neighbour advertisement for %s on %s: %w", ip, ifName, err)
+	}
+	defer c.Close()
+	na := &ndp.NeighborAdvertisement{
+		Override:      true,
+		TargetAddress: ip,
+		Options:       []ndp.Option{&ndp.LinkLayerAddress{Direction: ndp.Target, Addr: mac}},
+	}
+	if err := c.WriteTo(na, nil, netip.IPv6LinkLocalAllNodes()); err != nil {
+		return fmt.Errorf("neighbour advertisement for %s (%s) on %s: %w", ip, mac, ifName, err)
+	}
+	return nil
+}
+
 func wrap(err error, ip netip.Addr, ifi *net.Interface) error {
 	if err != nil {
 		return fmt.Errorf("gratuitous ARP for %s on %s: %w", ip, ifi.Name, err)

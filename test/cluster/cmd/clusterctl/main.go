@@ -1,16 +1,17 @@
 // Command clusterctl drives the ovn-egressip local cluster (package test/cluster).
 //
-//	clusterctl up     [--state DIR] [--nodes N] [--gateway-mode shared|local]
+//	clusterctl up     [--state DIR] [--nodes N] [--gateway-mode shared|local] [--ip-family ipv4|ipv6|dual]
 //	clusterctl down   [--state DIR]
 //	clusterctl status [--state DIR]              # shell-sourceable KUBECONFIG, NB_ADDRESS, ... and the node table
 //	clusterctl kubeconfig master|NODE [--state DIR]  # prints the kubeconfig ovnkube runs with: the master's ServiceAccount, or NODE's daemon (token bound to the Node)
 //	clusterctl pod add NAMESPACE/NAME --node NODE [--labels k=v,...] [--state DIR]
 //	clusterctl pod del NAMESPACE/NAME [--state DIR]
-//	clusterctl pod request NAMESPACE/NAME [--proto tcp|udp] [--state DIR]   # prints the source IP the echo server saw
+//	clusterctl pod request NAMESPACE/NAME [--proto tcp|udp] [--family 4|6] [--state DIR]   # prints the source IP the echo server saw
 //	clusterctl agent --kubeconfig FILE [--state DIR]  # daemon: node heartbeats, default ServiceAccounts, ovnkube token refresh (started by up)
 //	clusterctl echo-server [--port 9000]         # daemon: run inside the external host netns (started by up)
 //
-// Defaults come from the environment: CLUSTER_STATE (_output/cluster), CLUSTER_NODES (3), GATEWAY_MODE (shared).
+// Defaults come from the environment: CLUSTER_STATE (_output/cluster), CLUSTER_NODES (3), GATEWAY_MODE (shared),
+// CLUSTER_IP_FAMILY (ipv4).
 package main
 
 import (
@@ -84,13 +85,14 @@ func cmdUp(ctx context.Context, args []string) error {
 	state := stateFlag(fs)
 	nodes := fs.Int("nodes", atoi(env("CLUSTER_NODES", "3")), "number of nodes ($CLUSTER_NODES)")
 	mode := fs.String("gateway-mode", env("GATEWAY_MODE", cluster.GatewayShared), "shared or local ($GATEWAY_MODE)")
+	family := fs.String("ip-family", env("CLUSTER_IP_FAMILY", cluster.FamilyIPv4), "ipv4, ipv6 or dual ($CLUSTER_IP_FAMILY)")
 	quiet := fs.Bool("quiet", false, "no progress lines")
 	_ = fs.Parse(args)
 	self, err := os.Executable()
 	if err != nil {
 		return err
 	}
-	cfg := cluster.Config{StateDir: *state, Nodes: *nodes, GatewayMode: *mode, Helper: self}
+	cfg := cluster.Config{StateDir: *state, Nodes: *nodes, GatewayMode: *mode, IPFamily: *family, Helper: self}
 	if !*quiet {
 		cfg.Logf = func(f string, a ...any) { fmt.Printf(f+"\n", a...) }
 	}
@@ -124,13 +126,15 @@ func cmdStatus(args []string) error {
 		return err
 	}
 	defer c.Close()
-	fmt.Printf("KUBECONFIG=%s\nKUBECTL=%s\nNB_ADDRESS=%s\nSB_ADDRESS=%s\nGATEWAY_MODE=%s\n",
-		c.Kubeconfig(), c.Kubectl(), c.NBAddress(), c.SBAddress(), c.GatewayMode())
-	fmt.Printf("# %-8s %-14s %-16s %-14s %-12s %-14s %s\n", "node", "netns", "subnet", "node IP", "GR join", "GR external", "echo sees")
+	fmt.Printf("KUBECONFIG=%s\nKUBECTL=%s\nNB_ADDRESS=%s\nSB_ADDRESS=%s\nGATEWAY_MODE=%s\nCLUSTER_IP_FAMILY=%s\n",
+		c.Kubeconfig(), c.Kubectl(), c.NBAddress(), c.SBAddress(), c.GatewayMode(), c.IPFamily())
+	fmt.Printf("# %-8s %-14s %-22s %-26s %-12s %-26s %s\n", "node", "netns", "subnet", "node IP", "GR join", "GR external", "echo sees")
 	for _, n := range c.Nodes() {
 		ns, _ := c.NodeNetns(n.Name)
-		src, _ := c.EgressSource(n.Name)
-		fmt.Printf("# %-8s %-14s %-16s %-14s %-12s %-14s %s\n", n.Name, ns, n.Subnet, n.NodeIP, n.JoinIP, n.GatewayIP, src)
+		for _, f := range n.Families {
+			src, _ := c.EgressSourceFamily(n.Name, f.Family)
+			fmt.Printf("# %-8s %-14s %-22s %-26s %-12s %-26s %s\n", n.Name, ns, f.Subnet, f.NodeIP, f.JoinIP, f.GatewayIP, src)
+		}
 	}
 	return nil
 }
@@ -171,6 +175,7 @@ func cmdPod(ctx context.Context, args []string) error {
 	node := fs.String("node", "", "node of the pod (pod add)")
 	labels := fs.String("labels", "", "pod labels k=v,k2=v2 (pod add)")
 	proto := fs.String("proto", "tcp", "tcp or udp (pod request)")
+	family := fs.Int("family", 0, "4 or 6: the external host address to request (pod request; default the cluster's primary family)")
 	_ = fs.Parse(args[2:])
 	c, err := cluster.Open(*state)
 	if err != nil {
@@ -187,11 +192,15 @@ func cmdPod(ctx context.Context, args []string) error {
 		if err != nil {
 			return err
 		}
-		fmt.Printf("pod %s/%s on %s: ip %s mac %s netns %s\n", p.Namespace, p.Name, p.Node, p.IP, p.MAC, p.Netns)
+		fmt.Printf("pod %s/%s on %s: ip %v mac %s netns %s\n", p.Namespace, p.Name, p.Node, p.IPs, p.MAC, p.Netns)
 	case "del":
 		return c.DeletePod(ctx, ns, name)
 	case "request":
-		ip, err := c.Request(ctx, ns, name, *proto, 3*time.Second)
+		fam := *family
+		if fam == 0 {
+			fam = c.Families()[0]
+		}
+		ip, err := c.RequestFamily(ctx, ns, name, fam, *proto, 3*time.Second)
 		if err != nil {
 			return err
 		}
