@@ -55,6 +55,13 @@ func forEachNB(t *testing.T, f func(t *testing.T, start func(testing.TB) *nbserv
 	}
 }
 
+// forEachNBAndRaft is forEachNB plus a 3-member RAFT cluster of ovsdb-servers (the
+// master given every member, talking to the leader only), as deployed.
+func forEachNBAndRaft(t *testing.T, f func(t *testing.T, start func(testing.TB) *nbserver.Server)) {
+	forEachNB(t, f)
+	t.Run("raft", func(t *testing.T) { f(t, nbserver.StartClusterServer) })
+}
+
 const harnessKey = "ovn-egressip-harness"
 
 // env is a fake cluster (client-go fake clientsets) plus an NB database with the
