@@ -341,3 +341,14 @@ func (m *Member) MemberConn(t testing.TB) client.Client {
 	s := &Server{t: t, Addr: m.Addr}
 	return s.Client(t)
 }
+
+// TransferLeadership makes the member, if leader, hand leadership to another
+// member and go on as a follower, as a leader does on its own before it compacts
+// its log (`ovs-appctl cluster/failure-test transfer-leadership`).
+func (m *Member) TransferLeadership() error {
+	out, err := exec.Command("ovs-appctl", "-t", m.ctlFile(), "cluster/failure-test", "transfer-leadership").CombinedOutput()
+	if err != nil {
+		return fmt.Errorf("transfer-leadership on member %d: %v: %s", m.Index, err, out)
+	}
+	return nil
+}
