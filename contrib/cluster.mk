@@ -1,13 +1,14 @@
 # Local cluster targets (included by the root Makefile). See docs/local-cluster.md.
 #   make install-deps                       Debian packages when missing + kube-apiserver/kubectl v1.37.2 (cached build)
-#   make cluster-up [GATEWAY_MODE=local] [CLUSTER_NODES=N] [CLUSTER_STATE=dir]
+#   make cluster-up [GATEWAY_MODE=local] [CLUSTER_NODES=N] [CLUSTER_NB=raft] [CLUSTER_STATE=dir]
 #   make cluster-down [CLUSTER_STATE=dir]
 GO ?= go
 CLUSTER_STATE ?= $(CURDIR)/_output/cluster
 CLUSTER_NODES ?= 3
 GATEWAY_MODE ?= shared
+CLUSTER_NB ?= standalone
 CLUSTERCTL := $(CURDIR)/_output/bin/clusterctl
-export CLUSTER_STATE CLUSTER_NODES GATEWAY_MODE
+export CLUSTER_STATE CLUSTER_NODES GATEWAY_MODE CLUSTER_NB
 
 .PHONY: install-deps cluster-up cluster-down clusterctl
 

@@ -12,6 +12,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -50,12 +51,12 @@ func Up(ctx context.Context, cfg Config) (*Cluster, error) {
 	}
 	p := paths{dir: cfg.StateDir}
 	if st, err := readState(p); err == nil {
-		if st.Nodes == cfg.Nodes && st.GatewayMode == cfg.GatewayMode && healthy(p) {
+		if st.Nodes == cfg.Nodes && st.GatewayMode == cfg.GatewayMode && st.nbLayout() == cfg.NB && healthy(p, st) {
 			cfg.Logf("cluster already up (%d nodes, %s gateway mode) in %s", st.Nodes, st.GatewayMode, p.dir)
 			return Open(cfg.StateDir)
 		}
 		cfg.Logf("recreating the cluster in %s (was %d nodes, %s gateway mode, healthy=%v)", p.dir, st.Nodes,
-			st.GatewayMode, healthy(p))
+			st.GatewayMode, healthy(p, st))
 	}
 	if err := Down(ctx, cfg.StateDir); err != nil {
 		return nil, fmt.Errorf("cleaning up before bring-up: %w", err)
@@ -130,8 +131,8 @@ func up(ctx context.Context, cfg Config, p paths) (*Cluster, error) {
 		nodes[i], _ = AddrsFor(i + 1)
 	}
 	st := State{
-		Nodes: cfg.Nodes, GatewayMode: cfg.GatewayMode, Kubeconfig: p.kubeconfig(),
-		NBAddress: "unix:" + p.nbSock(), SBAddress: "unix:" + p.sbSock(), OVSDB: "unix:" + p.ovsSock(),
+		Nodes: cfg.Nodes, GatewayMode: cfg.GatewayMode, NB: cfg.NB, Kubeconfig: p.kubeconfig(),
+		NBAddress: p.nbAddress(cfg.NB), SBAddress: "unix:" + p.sbSock(), OVSDB: "unix:" + p.ovsSock(),
 		APIServer: fmt.Sprintf("https://%s:%d", APIServerIP, APIServerPort), Kubectl: bins.Kubectl,
 	}
 
@@ -145,14 +146,14 @@ func up(ctx context.Context, cfg Config, p paths) (*Cluster, error) {
 	// Control plane and OVN come up side by side; the first failure cancels the other.
 	g, gctx := errgroup.WithContext(ctx)
 	g.Go(func() error { return upControlPlane(gctx, p, k, bins, root, helper, waitHelper, nodes, &st, logf) })
-	g.Go(func() error { return upOVN(gctx, p, cfg.GatewayMode, helper, waitHelper, nodes, rootLinks, logf) })
+	g.Go(func() error { return upOVN(gctx, p, cfg.GatewayMode, cfg.NB, helper, waitHelper, nodes, rootLinks, logf) })
 	if err := g.Wait(); err != nil {
 		return nil, err
 	}
 	if err := writeState(p, st); err != nil {
 		return nil, err
 	}
-	logf("cluster up: %d nodes, %s gateway mode, KUBECONFIG=%s, NB %s", cfg.Nodes, cfg.GatewayMode, st.Kubeconfig, st.NBAddress)
+	logf("cluster up: %d nodes, %s gateway mode, %s NB, KUBECONFIG=%s, NB %s", cfg.Nodes, cfg.GatewayMode, cfg.NB, st.Kubeconfig, st.NBAddress)
 	return Open(cfg.StateDir)
 }
 
@@ -212,12 +213,12 @@ func upControlPlane(ctx context.Context, p paths, k pki, bins apiserver.Binaries
 	return nil
 }
 
-func upOVN(ctx context.Context, p paths, mode, helper string, waitHelper func() error, nodes []NodeAddrs, rootLinks []veth,
+func upOVN(ctx context.Context, p paths, mode, nbLayout, helper string, waitHelper func() error, nodes []NodeAddrs, rootLinks []veth,
 	logf func(string, ...any)) error {
-	if err := startOVNCentral(ctx, p); err != nil {
+	if err := startOVNCentral(ctx, p, nbLayout); err != nil {
 		return fmt.Errorf("OVN central: %w", err)
 	}
-	nb, err := dialNB(ctx, "unix:"+p.nbSock())
+	nb, err := dialNB(ctx, p.nbAddress(nbLayout))
 	if err != nil {
 		return err
 	}
@@ -362,9 +363,15 @@ func removeOrphanTaps() error {
 var daemons = []string{"agent", "echo", "ovn-controller", "ovn-northd", "ovs-vswitchd", "ovsdb-server", "ovnnb_db",
 	"ovnsb_db", "kube-apiserver", "etcd"}
 
-// healthy reports whether every daemon of the cluster in p runs.
-func healthy(p paths) bool {
-	for _, d := range daemons {
+// healthy reports whether every daemon of the cluster in p (state st) runs.
+func healthy(p paths, st State) bool {
+	ds := daemons
+	if st.nbLayout() == NBRaft {
+		for i := 1; i < NBRaftMembers; i++ {
+			ds = append(slices.Clone(ds), nbMemberName(i))
+		}
+	}
+	for _, d := range ds {
 		pid, err := readPid(p.pidfile(d))
 		if err != nil || !alive(pid) {
 			return false

@@ -44,6 +44,8 @@ type Config struct {
 	Nodes int
 	// GatewayMode is GatewayShared or GatewayLocal.
 	GatewayMode string
+	// NB is NBStandalone (default) or NBRaft.
+	NB string
 	// RepoRoot is the ovn-egressip checkout (for dist/crds and contrib/build-kube.sh); empty = found from the
 	// working directory.
 	RepoRoot string
@@ -75,6 +77,12 @@ func (c *Config) setDefaults() error {
 	if c.GatewayMode != GatewayShared && c.GatewayMode != GatewayLocal {
 		return fmt.Errorf("cluster: gateway mode %q is neither %q nor %q", c.GatewayMode, GatewayShared, GatewayLocal)
 	}
+	if c.NB == "" {
+		c.NB = NBStandalone
+	}
+	if c.NB != NBStandalone && c.NB != NBRaft {
+		return fmt.Errorf("cluster: NB layout %q is neither %q nor %q", c.NB, NBStandalone, NBRaft)
+	}
 	if c.Logf == nil {
 		c.Logf = func(string, ...any) {}
 	}
@@ -102,6 +110,8 @@ func (p paths) ipamLock() string        { return filepath.Join(p.run(), "ipam.lo
 type State struct {
 	Nodes       int    `json:"nodes"`
 	GatewayMode string `json:"gatewayMode"`
+	// NB is the NB layout (NBStandalone or NBRaft; empty in a state file from before it existed: standalone).
+	NB          string `json:"nb,omitempty"`
 	Kubeconfig  string `json:"kubeconfig"`
 	NBAddress   string `json:"nbAddress"`
 	SBAddress   string `json:"sbAddress"`
@@ -109,6 +119,14 @@ type State struct {
 	APIServer   string `json:"apiServer"`
 	EtcdURL     string `json:"etcdURL"`
 	Kubectl     string `json:"kubectl"`
+}
+
+// nbLayout is the NB layout of the state (a state file from before the field existed is standalone).
+func (s State) nbLayout() string {
+	if s.NB == "" {
+		return NBStandalone
+	}
+	return s.NB
 }
 
 func readState(p paths) (State, error) {

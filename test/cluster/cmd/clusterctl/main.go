@@ -1,6 +1,6 @@
 // Command clusterctl drives the ovn-egressip local cluster (package test/cluster).
 //
-//	clusterctl up     [--state DIR] [--nodes N] [--gateway-mode shared|local]
+//	clusterctl up     [--state DIR] [--nodes N] [--gateway-mode shared|local] [--nb standalone|raft]
 //	clusterctl down   [--state DIR]
 //	clusterctl status [--state DIR]              # shell-sourceable KUBECONFIG, NB_ADDRESS, ... and the node table
 //	clusterctl pod add NAMESPACE/NAME --node NODE [--labels k=v,...] [--state DIR]
@@ -9,7 +9,8 @@
 //	clusterctl agent --kubeconfig FILE           # daemon: node heartbeats + default ServiceAccounts (started by up)
 //	clusterctl echo-server [--port 9000]         # daemon: run inside the external host netns (started by up)
 //
-// Defaults come from the environment: CLUSTER_STATE (_output/cluster), CLUSTER_NODES (3), GATEWAY_MODE (shared).
+// Defaults come from the environment: CLUSTER_STATE (_output/cluster), CLUSTER_NODES (3), GATEWAY_MODE (shared),
+// CLUSTER_NB (standalone; raft: NB as a 3-member RAFT cluster).
 package main
 
 import (
@@ -81,13 +82,14 @@ func cmdUp(ctx context.Context, args []string) error {
 	state := stateFlag(fs)
 	nodes := fs.Int("nodes", atoi(env("CLUSTER_NODES", "3")), "number of nodes ($CLUSTER_NODES)")
 	mode := fs.String("gateway-mode", env("GATEWAY_MODE", cluster.GatewayShared), "shared or local ($GATEWAY_MODE)")
+	nb := fs.String("nb", env("CLUSTER_NB", cluster.NBStandalone), "NB database: standalone or raft (3-member RAFT cluster) ($CLUSTER_NB)")
 	quiet := fs.Bool("quiet", false, "no progress lines")
 	_ = fs.Parse(args)
 	self, err := os.Executable()
 	if err != nil {
 		return err
 	}
-	cfg := cluster.Config{StateDir: *state, Nodes: *nodes, GatewayMode: *mode, Helper: self}
+	cfg := cluster.Config{StateDir: *state, Nodes: *nodes, GatewayMode: *mode, NB: *nb, Helper: self}
 	if !*quiet {
 		cfg.Logf = func(f string, a ...any) { fmt.Printf(f+"\n", a...) }
 	}
