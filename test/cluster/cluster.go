@@ -146,7 +146,9 @@ func up(ctx context.Context, cfg Config, p paths) (*Cluster, error) {
 	// Control plane and OVN come up side by side; the first failure cancels the other.
 	g, gctx := errgroup.WithContext(ctx)
 	g.Go(func() error { return upControlPlane(gctx, p, k, bins, root, helper, waitHelper, nodes, &st, logf) })
-	g.Go(func() error { return upOVN(gctx, p, cfg.GatewayMode, cfg.NB, helper, waitHelper, nodes, rootLinks, logf) })
+	g.Go(func() error {
+		return upOVN(gctx, p, cfg.GatewayMode, cfg.NB, helper, waitHelper, nodes, rootLinks, logf)
+	})
 	if err := g.Wait(); err != nil {
 		return nil, err
 	}

@@ -111,14 +111,14 @@ type State struct {
 	Nodes       int    `json:"nodes"`
 	GatewayMode string `json:"gatewayMode"`
 	// NB is the NB layout (NBStandalone or NBRaft; empty in a state file from before it existed: standalone).
-	NB          string `json:"nb,omitempty"`
-	Kubeconfig  string `json:"kubeconfig"`
-	NBAddress   string `json:"nbAddress"`
-	SBAddress   string `json:"sbAddress"`
-	OVSDB       string `json:"ovsdb"`
-	APIServer   string `json:"apiServer"`
-	EtcdURL     string `json:"etcdURL"`
-	Kubectl     string `json:"kubectl"`
+	NB         string `json:"nb,omitempty"`
+	Kubeconfig string `json:"kubeconfig"`
+	NBAddress  string `json:"nbAddress"`
+	SBAddress  string `json:"sbAddress"`
+	OVSDB      string `json:"ovsdb"`
+	APIServer  string `json:"apiServer"`
+	EtcdURL    string `json:"etcdURL"`
+	Kubectl    string `json:"kubectl"`
 }
 
 // nbLayout is the NB layout of the state (a state file from before the field existed is standalone).
