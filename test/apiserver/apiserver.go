@@ -81,6 +81,9 @@ func Start(t testing.TB, opts ...Option) *Env {
 			// which the apiserver rejects; no controller needs the endpoints here.
 			"endpoint-reconciler-type":     {"none"},
 			"enable-priority-and-fairness": {"false"},
+			// On SIGTERM, end open watches within a second (informers re-watch elsewhere), as a rolling upgrade
+			// does; without it the server waits for its watch clients to go away (RestartAPIServer).
+			"shutdown-watch-termination-grace-period": {"1s"},
 		},
 		startTimeout: 60 * time.Second,
 	}
