@@ -9,7 +9,7 @@ SERIAL_PKGS := ./test/cluster/... ./test/e2e/...
 GOTEST_FLAGS ?= -race -count=1
 TEST_TIMEOUT ?= 60m
 
-.PHONY: help build generate verify test test-unit test-serial lint clean bench scale demo
+.PHONY: help build generate verify test test-unit test-serial lint clean bench scale demo chaos
 
 help:
 	@echo "make demo           bring up the local cluster and run the main job (GATEWAY_MODE=local for local gateway mode)"
@@ -20,6 +20,7 @@ help:
 	@echo "make lint           gofmt, go vet, staticcheck"
 	@echo "make bench          benchmarks that print numbers (NB programming speed)"
 	@echo "make scale          the master process at scale on a real apiserver and NB: 100 simulated nodes, 5000 pods (SCALE_FLAGS=-scale.nodes=N ..., see docs/egressip.md)"
+	@echo "make chaos          random changes and faults on the local cluster (NB as RAFT) for CHAOS_DURATION (10m), checked against the documented semantics (docs/reliability.md)"
 	@echo "make demo-down      stop the demo's ovnkube processes and the local cluster"
 	@echo "make cluster-up / cluster-down   the local cluster alone (cluster-down also stops the demo)"
 	@echo "make clean          remove build outputs"
@@ -39,7 +40,7 @@ verify:
 test: build test-unit test-serial
 
 test-unit:
-	$(GO) test $(GOTEST_FLAGS) -timeout $(TEST_TIMEOUT) $$($(GO) list ./... | grep -v -e /test/cluster -e /test/e2e)
+	$(GO) test $(GOTEST_FLAGS) -timeout $(TEST_TIMEOUT) $$($(GO) list ./... | grep -v -e /test/cluster -e /test/e2e -e /test/chaos)
 
 test-serial:
 	@mkdir -p _output && rm -f _output/e2e-results.txt
@@ -60,6 +61,12 @@ lint:
 	$(GO) vet ./...
 	@if GOBIN=$(BIN) $(GO) install honnef.co/go/tools/cmd/staticcheck@v0.8.2 2>/dev/null; then $(BIN)/staticcheck $$($(GO) list ./... | grep -v /apis/); \
 	 else echo "staticcheck v0.8.2 does not install from the module proxy here: skipped"; fi
+
+# The chaos soak drives the machine's one OVS data plane for its whole run (docs/reliability.md).
+CHAOS_DURATION ?= 10m
+CHAOS_FLAGS ?=
+chaos:
+	$(GO) test -count=1 -timeout 120m -run TestChaos -v ./test/chaos/ -args -chaos.duration=$(CHAOS_DURATION) $(CHAOS_FLAGS)
 
 clean:
 	rm -rf _output/bin
