@@ -27,6 +27,9 @@ import (
 // assignableLabel is the documented node label (docs/egressip.md).
 const assignableLabel = "k8s.ovn.org/egress-assignable"
 
+// idKey is the documented external_ids key of our NB rows: k8s.ovn.org/<name> (owner-type, name, rule, pod, ...).
+func idKey(name string) string { return "k8s.ovn.org/" + name }
+
 // verdict is one check's result.
 type verdict struct {
 	statusErrs []string // status items that break the assignment rules
@@ -191,7 +194,7 @@ func (k *checker) nbRows(ctx context.Context) (map[string]int, error) {
 	}
 	out := map[string]int{}
 	for _, p := range pols {
-		if p.ExternalIDs["owner-type"] != "EgressIP" || p.ExternalIDs["rule"] != "reroute" {
+		if p.ExternalIDs[idKey("owner-type")] != "EgressIP" || p.ExternalIDs[idKey("rule")] != "reroute" {
 			continue
 		}
 		nh := slices.Clone(p.Nexthops)
@@ -200,13 +203,17 @@ func (k *checker) nbRows(ctx context.Context) (map[string]int, error) {
 		if parent[p.UUID] != "ovn_cluster_router" || p.Action != "reroute" || p.Priority != 100 {
 			ip = fmt.Sprintf("%s [bad row: router %q action %s priority %d]", ip, parent[p.UUID], p.Action, p.Priority)
 		}
-		out[fmt.Sprintf("reroute %s %s %v (%s)", p.ExternalIDs["pod"], ip, nh, p.ExternalIDs["name"])]++
+		out[fmt.Sprintf("reroute %s %s %v (%s)", p.ExternalIDs[idKey("pod")], ip, nh, p.ExternalIDs[idKey("name")])]++
 	}
 	for _, n := range nats {
-		if n.ExternalIDs["owner-type"] != "EgressIP" {
+		if n.ExternalIDs[idKey("owner-type")] != "EgressIP" {
 			continue
 		}
-		out[fmt.Sprintf("snat %s %s <- %s (%s)", parent[n.UUID], n.ExternalIP, n.LogicalIP, n.ExternalIDs["name"])]++
+		line := fmt.Sprintf("snat %s %s <- %s (%s)", parent[n.UUID], n.ExternalIP, n.LogicalIP, n.ExternalIDs[idKey("name")])
+		if n.Type != "snat" || n.ExternalIDs[idKey("rule")] != "snat" {
+			line += fmt.Sprintf(" [bad row: type %s rule %s]", n.Type, n.ExternalIDs[idKey("rule")])
+		}
+		out[line]++
 	}
 	return out, nil
 }
