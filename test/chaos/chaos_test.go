@@ -117,7 +117,7 @@ func eipPool(i int) []string {
 // probeStat counts probe results.
 type probeStat struct {
 	ok, insideWindow, outsideWindow, failedInside, failedOutside int
-	outside                                                     []string // details of unexpected sources outside the window
+	outside                                                      []string // details of unexpected sources outside the window
 }
 
 type probeResult struct {
