@@ -147,7 +147,7 @@ type harness struct {
 
 	faults   map[string]int
 	longest  map[string]time.Duration
-	changes  map[string]int
+	changeCount map[string]int
 	checks   int
 	badCheck []string
 	samples  map[string][]sample
@@ -187,7 +187,7 @@ func TestChaos(t *testing.T) {
 	defer results.Close()
 	h := &harness{t: t, ctx: ctx, c: c, rnd: rand.New(rand.NewSource(seed)), log: results,
 		sup: newSupervisor(logDir), cut: map[string]bool{}, pods: map[string]*podProbe{},
-		faults: map[string]int{}, longest: map[string]time.Duration{}, changes: map[string]int{}, samples: map[string][]sample{}}
+		faults: map[string]int{}, longest: map[string]time.Duration{}, changeCount: map[string]int{}, samples: map[string][]sample{}}
 	t.Cleanup(func() {
 		h.stopProbes()
 		h.sup.stop()
@@ -498,51 +498,95 @@ func (h *harness) change() (string, error) {
 	}
 }
 
-// fault injects one random fault and heals it (the supervisor restarts killed ovnkube processes, as the kubelet
-// would); it returns its kind.
-func (h *harness) fault() (string, error) {
+// changes applies 1 to 3 random changes.
+func (h *harness) changes(round int) []string {
+	var what []string
+	for i, n := 0, 1+h.rnd.Intn(3); i < n; i++ {
+		kind, err := h.change()
+		if err != nil {
+			h.t.Fatalf("round %d: %s: %v", round, kind, err)
+		}
+		h.changeCount[kind]++
+		what = append(what, kind)
+	}
+	return what
+}
+
+// fault injects one random fault, makes the round's changes while it lasts (before it, for an apiserver restart,
+// since nothing can be changed while the apiserver is away), and heals it: the supervisor restarts a killed ovnkube
+// process (as the kubelet would), a killed NB member is restarted 2 to 5 s later, a node's links are restored once
+// the checker has seen its egress IPs move away. It returns the fault's kind, the changes and when the fault began.
+func (h *harness) fault(round int) (string, []string, time.Time, error) {
 	kinds := []string{faultNone, faultMaster, faultNode, faultAPIServer, faultLinks}
 	if h.c.NBRaft() {
 		kinds = append(kinds, faultNBLeader)
 	}
 	kind := kinds[h.rnd.Intn(len(kinds))]
+	t0 := time.Now()
 	switch kind {
 	case faultMaster:
-		return kind, h.sup.kill9("master")
+		if err := h.sup.kill9("master"); err != nil {
+			return kind, nil, t0, err
+		}
+		what := h.changes(round) // while no master runs (the new one waits for the Lease to expire)
+		return kind, what, t0, h.waitServing("master")
 	case faultNode:
-		n := h.c.Nodes()[h.rnd.Intn(len(h.c.Nodes()))].Name
-		return kind, h.sup.kill9("node-" + n)
+		n := "node-" + h.c.Nodes()[h.rnd.Intn(len(h.c.Nodes()))].Name
+		if err := h.sup.kill9(n); err != nil {
+			return kind, nil, t0, err
+		}
+		what := h.changes(round)
+		return kind, what, t0, h.waitServing(n)
 	case faultNBLeader:
 		l, err := h.c.NBLeader(h.ctx)
 		if err != nil {
-			return kind, err
+			return kind, nil, t0, err
 		}
 		if err := h.c.KillNBMember(l); err != nil {
-			return kind, err
+			return kind, nil, t0, err
 		}
+		what := h.changes(round) // the master's syncs fail until it has found the new leader
 		time.Sleep(time.Duration(2+h.rnd.Intn(4)) * time.Second)
-		return kind, h.c.StartNBMember(h.ctx, l)
+		return kind, what, t0, h.c.StartNBMember(h.ctx, l)
 	case faultAPIServer:
-		return kind, h.c.RestartAPIServer(h.ctx, time.Duration(h.rnd.Intn(3))*time.Second)
+		what := h.changes(round)
+		t0 = time.Now()
+		return kind, what, t0, h.c.RestartAPIServer(h.ctx, time.Duration(h.rnd.Intn(3))*time.Second)
 	case faultLinks:
 		n := h.c.Nodes()[h.rnd.Intn(len(h.c.Nodes()))].Name
 		h.mu.Lock()
 		h.cut[n] = true
 		h.mu.Unlock()
 		if err := h.c.SetNodeLinks(h.ctx, n, false); err != nil {
-			return kind, err
+			return kind, nil, t0, err
 		}
-		// Long enough for the master to find the node unreachable and move its IPs (checked), then restored.
+		what := h.changes(round)
+		// The master must find the node unreachable and move its IPs (checked), then the links come back.
 		if v, ok := h.converge(); !ok {
-			h.badCheck = append(h.badCheck, fmt.Sprintf("while %s's links were cut: %v", n, v))
+			h.badCheck = append(h.badCheck, fmt.Sprintf("round %d, while %s's links were cut: %v", round, n, v))
 		}
 		h.openWindow() // the node comes back: an EgressIP short of nodes gets its other IPs
 		h.mu.Lock()
 		delete(h.cut, n)
 		h.mu.Unlock()
-		return kind, h.c.SetNodeLinks(h.ctx, n, true)
+		return kind, what, t0, h.c.SetNodeLinks(h.ctx, n, true)
 	}
-	return kind, nil
+	return kind, h.changes(round), t0, nil
+}
+
+// waitServing waits until the restarted process answers on its metrics address (it is up again).
+func (h *harness) waitServing(name string) error {
+	h.sup.mu.Lock()
+	p := h.sup.procs[name]
+	h.sup.mu.Unlock()
+	deadline := time.Now().Add(60 * time.Second)
+	for scrape(h.ctx, p).goroutines < 0 {
+		if time.Now().After(deadline) {
+			return fmt.Errorf("%s does not serve metrics 60 s after it was killed", name)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	return nil
 }
 
 // converge polls the checker until the cluster is what it must be (true) or flagConverge passes (false, with the
@@ -555,8 +599,12 @@ func (h *harness) converge() (verdict, bool) {
 	for {
 		v, err = h.chk.check(h.ctx)
 		if err == nil && v.ok() {
-			h.closeWindow(v)
-			return v, true
+			// Status and NB are right; OVN carries NB to the data path (northd to SB, ovn-controller to
+			// OpenFlow): wait for it, as ovn-nbctl --wait=hv does, before the probes must see it.
+			if err = h.c.WaitDataPath(h.ctx, time.Until(deadline)); err == nil {
+				h.closeWindow(v)
+				return v, true
+			}
 		}
 		if time.Now().After(deadline) {
 			if err != nil {
@@ -694,18 +742,7 @@ func (h *harness) run(d time.Duration) {
 			lastSample = time.Now()
 		}
 		h.openWindow()
-		t0 := time.Now()
-		var what []string
-		for i, n := 0, 1+h.rnd.Intn(3); i < n; i++ {
-			kind, err := h.change()
-			if err != nil {
-				h.t.Fatalf("round %d: %s: %v", round, kind, err)
-			}
-			h.changes[kind]++
-			what = append(what, kind)
-		}
-		tf := time.Now()
-		kind, err := h.fault()
+		kind, what, tf, err := h.fault(round)
 		if err != nil {
 			h.t.Fatalf("round %d: fault %s: %v", round, kind, err)
 		}
@@ -720,8 +757,8 @@ func (h *harness) run(d time.Duration) {
 			h.badCheck = append(h.badCheck, fmt.Sprintf("round %d (%v, %s): %v", round, what, kind, v))
 			h.logf("round %d: NOT converged %s after %s (%v): %v", round, *flagConverge, kind, what, v)
 		} else {
-			h.logf("round %d: %v + %s: converged %.1fs after the fault (%.1fs after the first change), %d pods", round,
-				what, kind, took.Seconds(), time.Since(t0).Seconds(), len(v.sources))
+			h.logf("round %d: %s + %v: converged %.1fs after the fault began, %d pods", round, kind, what,
+				took.Seconds(), len(v.sources))
 		}
 		time.Sleep(2 * time.Second) // quiet: probes must all be as expected
 	}
@@ -746,7 +783,7 @@ func (h *harness) report() {
 		h.logf("fault %-22s injected %3d  longest re-convergence %5.1fs", k, h.faults[k], h.longest[k].Seconds())
 	}
 	var chs []string
-	for k, n := range h.changes {
+	for k, n := range h.changeCount {
 		chs = append(chs, fmt.Sprintf("%s %d", k, n))
 	}
 	sort.Strings(chs)

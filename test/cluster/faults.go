@@ -92,3 +92,33 @@ func (c *Cluster) DaemonPids() map[string]int {
 	}
 	return out
 }
+
+// WaitDataPath waits (at most timeout) until OVN has carried every NB change made so far to the data path:
+// `ovn-nbctl --wait=hv sync` (ovn-northd has written it to SB and ovn-controller has installed its flows). With a
+// RAFT NB it goes through the leader, retrying while northd or the client looks for it.
+func (c *Cluster) WaitDataPath(ctx context.Context, timeout time.Duration) error {
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	var last error
+	for {
+		secs := max(1, int(time.Until(deadlineOf(ctx)).Seconds()))
+		_, err := run(ctx, "ovn-nbctl", "--db="+c.st.NBAddress, fmt.Sprintf("--timeout=%d", secs), "--wait=hv", "sync")
+		if err == nil {
+			return nil
+		}
+		last = err
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("data path not in sync with NB: %v", last)
+		case <-time.After(200 * time.Millisecond):
+		}
+	}
+}
+
+func deadlineOf(ctx context.Context) time.Time {
+	d, ok := ctx.Deadline()
+	if !ok {
+		return time.Now().Add(time.Minute)
+	}
+	return d
+}
