@@ -145,13 +145,13 @@ type harness struct {
 	expected map[string][]netip.Addr
 	probes   probeStat
 
-	faults   map[string]int
-	longest  map[string]time.Duration
+	faults      map[string]int
+	longest     map[string]time.Duration
 	changeCount map[string]int
-	checks   int
-	badCheck []string
-	samples  map[string][]sample
-	podSeq   int
+	checks      int
+	badCheck    []string
+	samples     map[string][]sample
+	podSeq      int
 }
 
 type podProbe struct {
