@@ -1,9 +1,10 @@
 // Package nbserver starts OVN Northbound databases for tests: a 3-member RAFT
 // cluster of real ovsdb-servers (StartCluster, see raft.go), a real standalone
 // ovsdb-server (Debian ovn-central / openvswitch) on a unix socket in a temp dir
-// (Start), or libovsdb's in-memory server (StartInMemory). Both are stopped by
-// t.Cleanup; nothing listens on TCP and no fixed path is used, so any number may
-// run at once.
+// (Start), or libovsdb's in-memory server (StartInMemory). All are stopped by
+// t.Cleanup; clients connect over unix sockets, only RAFT members talk to each
+// other on free loopback ports, and no fixed path is used, so any number may run
+// at once.
 package nbserver
 
 import (
