@@ -152,6 +152,7 @@ type harness struct {
 	badCheck    []string
 	samples     map[string][]sample
 	podSeq      int
+	deck        []string // fault kinds still to come in this cycle
 }
 
 type podProbe struct {
@@ -512,16 +513,22 @@ func (h *harness) changes(round int) []string {
 	return what
 }
 
-// fault injects one random fault, makes the round's changes while it lasts (before it, for an apiserver restart,
+// fault injects the next fault of a shuffled deck of every kind, makes the round's changes while it lasts (before it, for an apiserver restart,
 // since nothing can be changed while the apiserver is away), and heals it: the supervisor restarts a killed ovnkube
 // process (as the kubelet would), a killed NB member is restarted 2 to 5 s later, a node's links are restored once
 // the checker has seen its egress IPs move away. It returns the fault's kind, the changes and when the fault began.
 func (h *harness) fault(round int) (string, []string, time.Time, error) {
-	kinds := []string{faultNone, faultMaster, faultNode, faultAPIServer, faultLinks}
-	if h.c.NBRaft() {
-		kinds = append(kinds, faultNBLeader)
+	if len(h.deck) == 0 {
+		// A shuffled deck of every kind: each one comes up once before any comes up again, so that even a short
+		// run injects them all.
+		h.deck = []string{faultNone, faultMaster, faultNode, faultAPIServer, faultLinks}
+		if h.c.NBRaft() {
+			h.deck = append(h.deck, faultNBLeader)
+		}
+		h.rnd.Shuffle(len(h.deck), func(i, j int) { h.deck[i], h.deck[j] = h.deck[j], h.deck[i] })
 	}
-	kind := kinds[h.rnd.Intn(len(kinds))]
+	kind := h.deck[0]
+	h.deck = h.deck[1:]
 	t0 := time.Now()
 	switch kind {
 	case faultMaster:
