@@ -62,6 +62,13 @@ func (s *supervisor) start(p *proc) error {
 	if err != nil {
 		return err
 	}
+	// Started under the lock, after checking done: stop never misses a process started meanwhile.
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.done {
+		f.Close()
+		return nil
+	}
 	cmd := exec.Command(argv[0], argv[1:]...)
 	cmd.Stdout, cmd.Stderr = f, f
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
@@ -70,9 +77,7 @@ func (s *supervisor) start(p *proc) error {
 		return fmt.Errorf("start %s: %w", p.name, err)
 	}
 	exited := make(chan struct{})
-	s.mu.Lock()
 	p.cmd, p.exited = cmd, exited
-	s.mu.Unlock()
 	s.wg.Add(1)
 	go func() {
 		defer s.wg.Done()
@@ -81,21 +86,16 @@ func (s *supervisor) start(p *proc) error {
 		close(exited)
 		s.mu.Lock()
 		p.exits = append(p.exits, fmt.Sprintf("%s %v", time.Now().Format("15:04:05"), err))
-		done := s.done
 		s.mu.Unlock()
-		if done {
-			return
-		}
 		time.Sleep(restartDelay)
 		s.mu.Lock()
-		done = s.done
-		if !done {
-			p.restarts++
+		if s.done {
+			s.mu.Unlock()
+			return
 		}
+		p.restarts++
 		s.mu.Unlock()
-		if !done {
-			_ = s.start(p)
-		}
+		_ = s.start(p)
 	}()
 	return nil
 }
@@ -104,12 +104,17 @@ func (s *supervisor) start(p *proc) error {
 func (s *supervisor) kill9(name string) error {
 	s.mu.Lock()
 	p := s.procs[name]
+	var cmd *exec.Cmd
+	var exited chan struct{}
+	if p != nil {
+		cmd, exited = p.cmd, p.exited
+	}
 	s.mu.Unlock()
-	if p == nil || p.cmd == nil {
+	if cmd == nil {
 		return fmt.Errorf("no process %s", name)
 	}
-	_ = syscall.Kill(-p.cmd.Process.Pid, syscall.SIGKILL)
-	<-p.exited
+	_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+	<-exited
 	return nil
 }
 
@@ -136,25 +141,23 @@ func (s *supervisor) names() []string {
 func (s *supervisor) stop() {
 	s.mu.Lock()
 	s.done = true
-	var ps []*proc
+	var pids []int
 	for _, p := range s.procs {
-		ps = append(ps, p)
+		if p.cmd != nil && p.cmd.Process != nil {
+			pids = append(pids, p.cmd.Process.Pid)
+		}
 	}
 	s.mu.Unlock()
-	for _, p := range ps {
-		if p.cmd != nil && p.cmd.Process != nil {
-			_ = syscall.Kill(-p.cmd.Process.Pid, syscall.SIGTERM)
-		}
+	for _, pid := range pids {
+		_ = syscall.Kill(-pid, syscall.SIGTERM)
 	}
 	ch := make(chan struct{})
 	go func() { s.wg.Wait(); close(ch) }()
 	select {
 	case <-ch:
 	case <-time.After(15 * time.Second):
-		for _, p := range ps {
-			if p.cmd != nil && p.cmd.Process != nil {
-				_ = syscall.Kill(-p.cmd.Process.Pid, syscall.SIGKILL)
-			}
+		for _, pid := range pids {
+			_ = syscall.Kill(-pid, syscall.SIGKILL)
 		}
 		s.wg.Wait()
 	}
