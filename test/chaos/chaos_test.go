@@ -141,6 +141,7 @@ type harness struct {
 	cut      map[string]bool
 	pods     map[string]*podProbe // namespace/name -> prober
 	window   bool                 // changes or faults not yet seen converged
+	windows  int                  // windows opened so far
 	pending  []probeResult        // probes made inside the window, classified at convergence
 	expected map[string][]netip.Addr
 	probes   probeStat
@@ -626,6 +627,7 @@ func (h *harness) converge() (verdict, bool) {
 func (h *harness) openWindow() {
 	h.mu.Lock()
 	h.window = true
+	h.windows++
 	h.mu.Unlock()
 }
 
@@ -663,21 +665,21 @@ func (h *harness) startProbe(key string) {
 			case <-time.After(500 * time.Millisecond):
 			}
 			h.mu.Lock()
-			inWindow := h.window
+			inWindow, gen := h.window, h.windows
 			h.mu.Unlock()
 			start := time.Now()
 			src, err := h.c.Request(h.ctx, ns, name, "tcp", 2*time.Second)
-			h.record(probeResult{pod: key, start: start, end: time.Now(), src: src, err: err}, inWindow)
+			h.record(probeResult{pod: key, start: start, end: time.Now(), src: src, err: err}, inWindow, gen)
 		}
 	}()
 }
 
-// record counts a probe. A probe that started and ended outside a window (the cluster seen converged, no change or
-// fault since) must leave with the expected source.
-func (h *harness) record(r probeResult, startedInWindow bool) {
+// record counts a probe. A probe that started and ended outside a window, with no window opened meanwhile (the
+// cluster seen converged, no change or fault since), must leave with the expected source.
+func (h *harness) record(r probeResult, startedInWindow bool, gen int) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	if startedInWindow || h.window || h.expected == nil {
+	if startedInWindow || h.window || gen != h.windows || h.expected == nil {
 		h.pending = append(h.pending, r)
 		return
 	}
