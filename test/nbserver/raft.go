@@ -343,8 +343,8 @@ func (m *Member) MemberConn(t testing.TB) client.Client {
 }
 
 // TransferLeadership makes the member, if leader, hand leadership to another
-// member and go on as a follower, as a leader does on its own before it compacts
-// its log (`ovs-appctl cluster/failure-test transfer-leadership`).
+// member and go on as a follower, as a leader can do by itself (e.g. around log
+// compaction) (`ovs-appctl cluster/failure-test transfer-leadership`).
 func (m *Member) TransferLeadership() error {
 	out, err := exec.Command("ovs-appctl", "-t", m.ctlFile(), "cluster/failure-test", "transfer-leadership").CombinedOutput()
 	if err != nil {

@@ -107,8 +107,8 @@ func TestRaftLeaderKilledDuringBurst(t *testing.T) {
 	raftBurst(t, func(t *testing.T, old *nbserver.Member) { old.Kill() }, true)
 }
 
-// TestRaftLeadershipTransferDuringBurst: the leader hands leadership over (what
-// ovsdb-server does by itself before compacting its log) in the middle of a burst:
+// TestRaftLeadershipTransferDuringBurst: the leader hands leadership over (as
+// ovsdb-server can do by itself, e.g. around log compaction) in the middle of a burst:
 // the master moves to the new leader and converges with no row missing or stale.
 func TestRaftLeadershipTransferDuringBurst(t *testing.T) {
 	raftBurst(t, func(t *testing.T, old *nbserver.Member) {
