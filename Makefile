@@ -9,7 +9,7 @@ SERIAL_PKGS := ./test/cluster/... ./test/e2e/...
 GOTEST_FLAGS ?= -race -count=1
 TEST_TIMEOUT ?= 60m
 
-.PHONY: help build image test-images generate verify test test-unit test-serial test-matrix lint clean bench scale demo
+.PHONY: help build image test-images generate verify test test-unit test-serial test-matrix lint clean bench scale demo chaos
 
 help:
 	@echo "make demo           bring up the local cluster and run the main job (GATEWAY_MODE=local for local gateway mode)"
@@ -23,6 +23,7 @@ help:
 	@echo "make lint           gofmt, go vet, staticcheck"
 	@echo "make bench          benchmarks that print numbers (NB programming speed)"
 	@echo "make scale          the master process at scale on a real apiserver and NB: 100 simulated nodes, 5000 pods (SCALE_FLAGS=-scale.nodes=N ..., see docs/egressip.md)"
+	@echo "make chaos          random changes and faults on the local cluster (NB as RAFT) for CHAOS_DURATION (10m), checked against the documented semantics (docs/reliability.md)"
 	@echo "make demo-down      stop the demo's ovnkube processes and the local cluster"
 	@echo "make cluster-up / cluster-down   the local cluster alone (cluster-down also stops the demo)"
 	@echo "make clean          remove build outputs"
@@ -45,12 +46,14 @@ verify:
 test: build image test-unit test-serial test-images
 
 test-unit:
-	$(GO) test $(GOTEST_FLAGS) -timeout $(TEST_TIMEOUT) $$($(GO) list ./... | grep -v -e /test/cluster -e /test/e2e)
+	$(GO) test $(GOTEST_FLAGS) -timeout $(TEST_TIMEOUT) $$($(GO) list ./... | grep -v -e /test/cluster -e /test/e2e -e /test/chaos)
 
 test-serial:
-	@mkdir -p _output && rm -f _output/e2e-results.txt
+	@mkdir -p _output && rm -f _output/e2e-results.txt _output/chaos-results.txt
 	$(GO) test $(GOTEST_FLAGS) -timeout $(TEST_TIMEOUT) -p 1 $(SERIAL_PKGS)
+	$(GO) test $(GOTEST_FLAGS) -timeout 30m -run TestChaos ./test/chaos/ -args -chaos.duration=$(CHAOS_CI_DURATION)
 	@if [ -f _output/e2e-results.txt ]; then echo "== measured by the end-to-end tests"; cat _output/e2e-results.txt; fi
+	@if [ -f _output/chaos-results.txt ]; then echo "== chaos ($(CHAOS_CI_DURATION), docs/reliability.md)"; grep -v ' round ' _output/chaos-results.txt; fi
 
 # The end-to-end cases with the master and node pods of dist/manifests run from the images (docs/images.md).
 test-images: image
@@ -78,6 +81,14 @@ lint:
 	$(GO) vet ./...
 	@if GOBIN=$(BIN) $(GO) install honnef.co/go/tools/cmd/staticcheck@v0.8.2 2>/dev/null; then $(BIN)/staticcheck $$($(GO) list ./... | grep -v /apis/); \
 	 else echo "staticcheck v0.8.2 does not install from the module proxy here: skipped"; fi
+
+# The chaos soak drives the machine's one OVS data plane for its whole run (docs/reliability.md). make test runs a
+# CHAOS_CI_DURATION version of it (about 2.5 minutes in all) with the same assertions.
+CHAOS_DURATION ?= 10m
+CHAOS_CI_DURATION ?= 2m
+CHAOS_FLAGS ?=
+chaos:
+	$(GO) test -count=1 -timeout 120m -run TestChaos -v ./test/chaos/ -args -chaos.duration=$(CHAOS_DURATION) $(CHAOS_FLAGS)
 
 clean:
 	rm -rf _output/bin

@@ -81,6 +81,9 @@ func Start(t testing.TB, opts ...Option) *Env {
 			// which the apiserver rejects; no controller needs the endpoints here.
 			"endpoint-reconciler-type":     {"none"},
 			"enable-priority-and-fairness": {"false"},
+			// On SIGTERM, end open watches within a second (informers re-watch elsewhere), as a rolling upgrade
+			// does; without it the server waits for its watch clients to go away (RestartAPIServer).
+			"shutdown-watch-termination-grace-period": {"1s"},
 		},
 		startTimeout: 60 * time.Second,
 	}
@@ -113,8 +116,17 @@ func Start(t testing.TB, opts ...Option) *Env {
 		ControlPlaneStartTimeout: o.startTimeout,
 		ControlPlaneStopTimeout:  20 * time.Second,
 	}
-	te.ControlPlane.Etcd = &envtest.Etcd{Path: bins.Etcd, Out: logs.etcd, Err: logs.etcd}
+	// Fixed data and certificate directories (not envtest's throw-away ones): RestartAPIServer and
+	// RestartControlPlane bring the same etcd data, serving certificates and client CA back.
+	etcdData, certDir := filepath.Join(dir, "etcd-data"), filepath.Join(dir, "apiserver-certs")
+	for _, d := range []string{etcdData, certDir} {
+		if err := os.MkdirAll(d, 0o700); err != nil {
+			t.Fatalf("apiserver: %v", err)
+		}
+	}
+	te.ControlPlane.Etcd = &envtest.Etcd{Path: bins.Etcd, Out: logs.etcd, Err: logs.etcd, DataDir: etcdData}
 	api := te.ControlPlane.GetAPIServer()
+	api.CertDir = certDir
 	api.Path = bins.APIServer
 	api.Out, api.Err = logs.apiserver, logs.apiserver
 	for name, values := range o.apiserverArgs {
@@ -151,6 +163,47 @@ func Start(t testing.TB, opts ...Option) *Env {
 		t.Fatalf("apiserver: %v", err)
 	}
 	return e
+}
+
+// RestartAPIServer stops kube-apiserver (SIGTERM, as an upgrade does), waits for down, sleeps for down (clients
+// see connection refused meanwhile) and starts it again on the same port with the same certificates; etcd keeps
+// running. It returns when the apiserver answers again. Failures are fatal to t.
+func (e *Env) RestartAPIServer(t testing.TB, down time.Duration) {
+	t.Helper()
+	api := e.env.ControlPlane.GetAPIServer()
+	if err := api.Stop(); err != nil {
+		t.Fatalf("apiserver: stop kube-apiserver: %v", err)
+	}
+	time.Sleep(down)
+	if err := api.Start(); err != nil {
+		t.Fatalf("apiserver: restart kube-apiserver: %v", err)
+	}
+	if err := waitNamespaceReady(e.Config, 60*time.Second); err != nil {
+		t.Fatalf("apiserver: after restart: %v", err)
+	}
+}
+
+// RestartControlPlane stops kube-apiserver and etcd, waits for down, and starts etcd on its kept data directory and
+// URL, then kube-apiserver as in RestartAPIServer: every object (and resourceVersion) comes back.
+func (e *Env) RestartControlPlane(t testing.TB, down time.Duration) {
+	t.Helper()
+	api, etcd := e.env.ControlPlane.GetAPIServer(), e.env.ControlPlane.Etcd
+	if err := api.Stop(); err != nil {
+		t.Fatalf("apiserver: stop kube-apiserver: %v", err)
+	}
+	if err := etcd.Stop(); err != nil {
+		t.Fatalf("apiserver: stop etcd: %v", err)
+	}
+	time.Sleep(down)
+	if err := etcd.Start(); err != nil {
+		t.Fatalf("apiserver: restart etcd: %v", err)
+	}
+	if err := api.Start(); err != nil {
+		t.Fatalf("apiserver: restart kube-apiserver: %v", err)
+	}
+	if err := waitNamespaceReady(e.Config, 60*time.Second); err != nil {
+		t.Fatalf("apiserver: after restart: %v", err)
+	}
 }
 
 // waitNamespaceReady waits until the apiserver serves the default namespace to the admin config.

@@ -71,3 +71,26 @@ func TestSeveralEnvsAtOnce(t *testing.T) {
 		t.Fatal("namespace created in Env a is visible in Env b: the Envs share storage")
 	}
 }
+
+// TestRestart: objects survive a kube-apiserver restart and an apiserver + etcd
+// restart (etcd's data kept), and the same client config works afterwards.
+func TestRestart(t *testing.T) {
+	env := Start(t)
+	cs, err := kubernetes.NewForConfig(env.Config)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	if _, err := cs.CoreV1().Namespaces().Create(ctx,
+		&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "kept"}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	env.RestartAPIServer(t, 0)
+	if _, err := cs.CoreV1().Namespaces().Get(ctx, "kept", metav1.GetOptions{}); err != nil {
+		t.Fatalf("after an apiserver restart: %v", err)
+	}
+	env.RestartControlPlane(t, 0)
+	if _, err := cs.CoreV1().Namespaces().Get(ctx, "kept", metav1.GetOptions{}); err != nil {
+		t.Fatalf("after an apiserver + etcd restart: %v", err)
+	}
+}

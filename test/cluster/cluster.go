@@ -12,6 +12,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -51,12 +52,13 @@ func Up(ctx context.Context, cfg Config) (*Cluster, error) {
 	p := paths{dir: cfg.StateDir}
 	if st, err := readState(p); err == nil {
 		// A cluster made before ovnkube's identities existed has no access/ directory: it is recreated.
-		if st.Nodes == cfg.Nodes && st.GatewayMode == cfg.GatewayMode && st.IPFamily == cfg.IPFamily && healthy(p) && hasAccess(p) {
-			cfg.Logf("cluster already up (%d nodes, %s gateway mode, %s) in %s", st.Nodes, st.GatewayMode, st.IPFamily, p.dir)
+		if st.Nodes == cfg.Nodes && st.GatewayMode == cfg.GatewayMode && st.IPFamily == cfg.IPFamily && st.nbLayout() == cfg.NB &&
+			healthy(p, st) && hasAccess(p) {
+			cfg.Logf("cluster already up (%d nodes, %s gateway mode, %s, %s NB) in %s", st.Nodes, st.GatewayMode, st.IPFamily, st.nbLayout(), p.dir)
 			return Open(cfg.StateDir)
 		}
-		cfg.Logf("recreating the cluster in %s (was %d nodes, %s gateway mode, %s, healthy=%v, ovnkube identities=%v)", p.dir, st.Nodes,
-			st.GatewayMode, st.IPFamily, healthy(p), hasAccess(p))
+		cfg.Logf("recreating the cluster in %s (was %d nodes, %s gateway mode, %s, %s NB, healthy=%v, ovnkube identities=%v)", p.dir, st.Nodes,
+			st.GatewayMode, st.IPFamily, st.nbLayout(), healthy(p, st), hasAccess(p))
 	}
 	if err := Down(ctx, cfg.StateDir); err != nil {
 		return nil, fmt.Errorf("cleaning up before bring-up: %w", err)
@@ -133,8 +135,8 @@ func up(ctx context.Context, cfg Config, p paths) (*Cluster, error) {
 	fams := Families(cfg.IPFamily)
 	apiIP := plans[fams[0]].apiServer
 	st := State{
-		Nodes: cfg.Nodes, GatewayMode: cfg.GatewayMode, IPFamily: cfg.IPFamily, Kubeconfig: p.kubeconfig(),
-		NBAddress: "unix:" + p.nbSock(), SBAddress: "unix:" + p.sbSock(), OVSDB: "unix:" + p.ovsSock(),
+		Nodes: cfg.Nodes, GatewayMode: cfg.GatewayMode, IPFamily: cfg.IPFamily, NB: cfg.NB, Kubeconfig: p.kubeconfig(),
+		NBAddress: p.nbAddress(cfg.NB), SBAddress: "unix:" + p.sbSock(), OVSDB: "unix:" + p.ovsSock(),
 		APIServer: "https://" + netip.AddrPortFrom(apiIP, APIServerPort).String(), Kubectl: bins.Kubectl,
 	}
 
@@ -150,15 +152,17 @@ func up(ctx context.Context, cfg Config, p paths) (*Cluster, error) {
 	g.Go(func() error {
 		return upControlPlane(gctx, p, k, bins, root, helper, waitHelper, nodes, &st, apiIP, logf)
 	})
-	g.Go(func() error { return upOVN(gctx, p, cfg.GatewayMode, helper, waitHelper, nodes, rootLinks, fams, logf) })
+	g.Go(func() error {
+		return upOVN(gctx, p, cfg.GatewayMode, cfg.NB, helper, waitHelper, nodes, rootLinks, fams, logf)
+	})
 	if err := g.Wait(); err != nil {
 		return nil, err
 	}
 	if err := writeState(p, st); err != nil {
 		return nil, err
 	}
-	logf("cluster up: %d nodes, %s gateway mode, %s, KUBECONFIG=%s, NB %s", cfg.Nodes, cfg.GatewayMode, cfg.IPFamily,
-		st.Kubeconfig, st.NBAddress)
+	logf("cluster up: %d nodes, %s gateway mode, %s, %s NB, KUBECONFIG=%s, NB %s", cfg.Nodes, cfg.GatewayMode, cfg.IPFamily,
+		cfg.NB, st.Kubeconfig, st.NBAddress)
 	return Open(cfg.StateDir)
 }
 
@@ -222,12 +226,12 @@ func upControlPlane(ctx context.Context, p paths, k pki, bins apiserver.Binaries
 	return nil
 }
 
-func upOVN(ctx context.Context, p paths, mode, helper string, waitHelper func() error, nodes []NodeAddrs, rootLinks []veth,
+func upOVN(ctx context.Context, p paths, mode, nbLayout, helper string, waitHelper func() error, nodes []NodeAddrs, rootLinks []veth,
 	fams []int, logf func(string, ...any)) error {
-	if err := startOVNCentral(ctx, p); err != nil {
+	if err := startOVNCentral(ctx, p, nbLayout); err != nil {
 		return fmt.Errorf("OVN central: %w", err)
 	}
-	nb, err := dialNB(ctx, "unix:"+p.nbSock())
+	nb, err := dialNB(ctx, p.nbAddress(nbLayout))
 	if err != nil {
 		return err
 	}
@@ -390,9 +394,15 @@ func removeOrphanTaps() error {
 var daemons = []string{"agent", "echo", "ovn-controller", "ovn-northd", "ovs-vswitchd", "ovsdb-server", "ovnnb_db",
 	"ovnsb_db", "kube-apiserver", "etcd"}
 
-// healthy reports whether every daemon of the cluster in p runs.
-func healthy(p paths) bool {
-	for _, d := range daemons {
+// healthy reports whether every daemon of the cluster in p (state st) runs.
+func healthy(p paths, st State) bool {
+	ds := daemons
+	if st.nbLayout() == NBRaft {
+		for i := 1; i < NBRaftMembers; i++ {
+			ds = append(slices.Clone(ds), nbMemberName(i))
+		}
+	}
+	for _, d := range ds {
 		pid, err := readPid(p.pidfile(d))
 		if err != nil || !alive(pid) {
 			return false

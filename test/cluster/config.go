@@ -49,6 +49,8 @@ type Config struct {
 	GatewayMode string
 	// IPFamily is FamilyIPv4 (default), FamilyIPv6 (IPv6-only) or FamilyDual (dual-stack: IPv4 primary).
 	IPFamily string
+	// NB is NBStandalone (default) or NBRaft.
+	NB string
 	// RepoRoot is the ovn-egressip checkout (for dist/crds and contrib/build-kube.sh); empty = found from the
 	// working directory.
 	RepoRoot string
@@ -86,6 +88,12 @@ func (c *Config) setDefaults() error {
 	if Families(c.IPFamily) == nil {
 		return fmt.Errorf("cluster: IP family %q is none of %s, %s, %s", c.IPFamily, FamilyIPv4, FamilyIPv6, FamilyDual)
 	}
+	if c.NB == "" {
+		c.NB = NBStandalone
+	}
+	if c.NB != NBStandalone && c.NB != NBRaft {
+		return fmt.Errorf("cluster: NB layout %q is neither %q nor %q", c.NB, NBStandalone, NBRaft)
+	}
 	if c.Logf == nil {
 		c.Logf = func(string, ...any) {}
 	}
@@ -114,13 +122,23 @@ type State struct {
 	Nodes       int    `json:"nodes"`
 	GatewayMode string `json:"gatewayMode"`
 	IPFamily    string `json:"ipFamily,omitempty"` // "" (written before dual-stack support) = FamilyIPv4
-	Kubeconfig  string `json:"kubeconfig"`
-	NBAddress   string `json:"nbAddress"`
-	SBAddress   string `json:"sbAddress"`
-	OVSDB       string `json:"ovsdb"`
-	APIServer   string `json:"apiServer"`
-	EtcdURL     string `json:"etcdURL"`
-	Kubectl     string `json:"kubectl"`
+	// NB is the NB layout (NBStandalone or NBRaft; empty in a state file from before it existed: standalone).
+	NB         string `json:"nb,omitempty"`
+	Kubeconfig string `json:"kubeconfig"`
+	NBAddress  string `json:"nbAddress"`
+	SBAddress  string `json:"sbAddress"`
+	OVSDB      string `json:"ovsdb"`
+	APIServer  string `json:"apiServer"`
+	EtcdURL    string `json:"etcdURL"`
+	Kubectl    string `json:"kubectl"`
+}
+
+// nbLayout is the NB layout of the state (a state file from before the field existed is standalone).
+func (s State) nbLayout() string {
+	if s.NB == "" {
+		return NBStandalone
+	}
+	return s.NB
 }
 
 func readState(p paths) (State, error) {

@@ -7,6 +7,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/cenkalti/backoff/v4"
 	"github.com/go-logr/logr"
 	"github.com/ovn-egressip/ovn-egressip/go-controller/pkg/nbdb"
 	"github.com/ovn-org/libovsdb/client"
@@ -17,13 +18,27 @@ import (
 // nbConn is a libovsdb connection to the cluster's NB database with Logical_Switch and Logical_Switch_Port monitored.
 type nbConn struct{ c client.Client }
 
+// dialNB connects to the NB database at address; with several (a RAFT cluster's members) it talks to the leader
+// only and reconnects by itself, to the new leader when the leader changes.
 func dialNB(ctx context.Context, address string) (*nbConn, error) {
 	dbm, err := nbdb.FullDatabaseModel()
 	if err != nil {
 		return nil, err
 	}
 	discard := logr.Discard()
-	c, err := client.NewOVSDBClient(dbm, client.WithEndpoint(address), client.WithLogger(&discard))
+	opts := []client.Option{client.WithLogger(&discard)}
+	eps := strings.Split(address, ",")
+	for _, ep := range eps {
+		opts = append(opts, client.WithEndpoint(ep))
+	}
+	if len(eps) > 1 {
+		retry := backoff.NewExponentialBackOff()
+		retry.InitialInterval = 50 * time.Millisecond
+		retry.MaxInterval = time.Second
+		retry.MaxElapsedTime = 0
+		opts = append(opts, client.WithLeaderOnly(true), client.WithReconnect(10*time.Second, retry))
+	}
+	c, err := client.NewOVSDBClient(dbm, opts...)
 	if err != nil {
 		return nil, err
 	}

@@ -24,10 +24,28 @@ func vsctl(ctx context.Context, p paths, args ...string) (string, error) {
 	return run(ctx, "ovs-vsctl", append([]string{"--db=unix:" + p.ovsSock(), "--timeout=20"}, args...)...)
 }
 
-// startOVNCentral creates the NB and SB databases and starts their ovsdb-servers (unix sockets; the NB also on
-// APIServerIP:NBTCPPort) and ovn-northd.
-func startOVNCentral(ctx context.Context, p paths) error {
-	for _, db := range []string{"nb", "sb"} {
+// startOVNCentral creates the NB and SB databases and starts their ovsdb-servers (unix sockets for clients; a
+// standalone NB also on APIServerIP:NBTCPPort; NB as a 3-member RAFT cluster when nb is NBRaft) and ovn-northd.
+func startOVNCentral(ctx context.Context, p paths, nb string) error {
+	dbs := []string{"nb", "sb"}
+	if nb == NBRaft {
+		dbs = []string{"sb"}
+		if err := createNBRaft(ctx, p, "/usr/share/ovn/ovn-nb.ovsschema"); err != nil {
+			return err
+		}
+		for i := 0; i < NBRaftMembers; i++ {
+			if err := startNBMember(ctx, p, i); err != nil {
+				return err
+			}
+		}
+		fctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+		err := waitNBRaftFormed(fctx, p)
+		cancel()
+		if err != nil {
+			return err
+		}
+	}
+	for _, db := range dbs {
 		file := filepath.Join(p.db(), "ovn"+db+".db")
 		if _, err := run(ctx, "ovsdb-tool", "create", file, "/usr/share/ovn/ovn-"+db+".ovsschema"); err != nil {
 			return err
@@ -45,7 +63,7 @@ func startOVNCentral(ctx context.Context, p paths) error {
 	}
 	_, err := run(ctx, "ovn-northd", "--detach", "--no-chdir", "--pidfile="+p.pidfile("ovn-northd"),
 		"--log-file="+filepath.Join(p.log(), "ovn-northd.log"),
-		"--ovnnb-db=unix:"+p.nbSock(), "--ovnsb-db=unix:"+p.sbSock(),
+		"--ovnnb-db="+p.nbAddress(nb), "--ovnsb-db=unix:"+p.sbSock(),
 		"--unixctl="+filepath.Join(p.run(), "ovn-northd.ctl"))
 	return err
 }
@@ -111,7 +129,7 @@ func stopOVN(ctx context.Context, p paths) []int {
 		}
 	}
 	pids = append(pids, appctlExit(ctx, p, "ovs-vswitchd", "ovs-appctl"))
-	for _, d := range []string{"ovsdb-server", "ovnnb_db", "ovnsb_db"} {
+	for _, d := range []string{"ovsdb-server", nbMemberName(0), nbMemberName(1), nbMemberName(2), "ovnsb_db"} {
 		pids = append(pids, appctlExit(ctx, p, d, "ovs-appctl"))
 	}
 	return pids

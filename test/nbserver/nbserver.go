@@ -1,8 +1,10 @@
-// Package nbserver starts OVN Northbound databases for tests: a real standalone
+// Package nbserver starts OVN Northbound databases for tests: a 3-member RAFT
+// cluster of real ovsdb-servers (StartCluster, see raft.go), a real standalone
 // ovsdb-server (Debian ovn-central / openvswitch) on a unix socket in a temp dir
-// (Start), or libovsdb's in-memory server (StartInMemory). Both are stopped by
-// t.Cleanup; nothing listens on TCP and no fixed path is used, so any number may
-// run at once.
+// (Start), or libovsdb's in-memory server (StartInMemory). All are stopped by
+// t.Cleanup; clients connect over unix sockets, only RAFT members talk to each
+// other on free loopback ports, and no fixed path is used, so any number may run
+// at once.
 package nbserver
 
 import (
@@ -39,6 +41,8 @@ type Server struct {
 	cmd    *exec.Cmd // real server only
 	waited chan struct{}
 	mem    *server.OvsdbServer // in-memory server only
+	// cluster is set for a RAFT cluster seen as one server (StartClusterServer).
+	cluster *Cluster
 }
 
 // Start runs a real ovsdb-server with a fresh OVN_Northbound database created from
@@ -158,6 +162,10 @@ func (s *Server) waitReady() {
 // exit. The database file stays, so Restart can bring the same data back. Calling
 // it twice is fine. For an in-memory server it closes the listener.
 func (s *Server) Stop() {
+	if s.cluster != nil {
+		s.cluster.Stop()
+		return
+	}
 	if s.mem != nil {
 		s.mem.Close()
 		return
@@ -183,8 +191,8 @@ func (s *Server) Stop() {
 // file: clients see the connection drop and come back with the data intact.
 func (s *Server) Restart() {
 	s.t.Helper()
-	if s.mem != nil {
-		s.t.Fatal("Restart is only supported for a real ovsdb-server")
+	if s.mem != nil || s.cluster != nil {
+		s.t.Fatal("Restart is only supported for a real standalone ovsdb-server (restart a cluster's members)")
 	}
 	s.Stop()
 	s.startProcess()
@@ -207,6 +215,9 @@ func (s *Server) Client(t testing.TB) client.Client {
 // can build and commit operations but reads nothing. It is closed at cleanup.
 func (s *Server) Conn(t testing.TB) client.Client {
 	t.Helper()
+	if s.cluster != nil {
+		return s.cluster.leaderConn(t)
+	}
 	clientModel, err := nbdb.FullDatabaseModel()
 	if err != nil {
 		t.Fatal(err)

@@ -55,6 +55,13 @@ func forEachNB(t *testing.T, f func(t *testing.T, start func(testing.TB) *nbserv
 	}
 }
 
+// forEachNBAndRaft is forEachNB plus a 3-member RAFT cluster of ovsdb-servers (the
+// master given every member, talking to the leader only), as deployed.
+func forEachNBAndRaft(t *testing.T, f func(t *testing.T, start func(testing.TB) *nbserver.Server)) {
+	forEachNB(t, f)
+	t.Run("raft", func(t *testing.T) { f(t, nbserver.StartClusterServer) })
+}
+
 const harnessKey = "ovn-egressip-harness"
 
 // env is a fake cluster (client-go fake clientsets) plus an NB database with the
@@ -65,12 +72,13 @@ type env struct {
 	kube     kubernetes.Interface
 	eip      egressipclientset.Interface
 	nb       *nbserver.Server
-	nbc      client.Client // the test's own view of NB
+	api      *apiserver.Env // nil with fake clientsets
+	nbc      client.Client  // the test's own view of NB
 	reg      *prometheus.Registry
 	recorder *record.FakeRecorder // nil with a real apiserver: Events are read back from it
 	reach    *fakeReach
 	mode     string
-	api      *apiserver.Env // nil with fake clientsets
+	patience time.Duration // how long eventually waits (0: 15 s)
 
 	mu        sync.Mutex
 	events    []string
@@ -129,7 +137,7 @@ func newEnv(t testing.TB, start func(testing.TB) *nbserver.Server, mode string) 
 func newAPIServerEnv(t testing.TB, start func(testing.TB) *nbserver.Server, mode string) *env {
 	t.Helper()
 	api := apiserver.Start(t)
-	e := &env{t: t, kube: kubernetes.NewForConfigOrDie(api.Config), eip: egressipclientset.NewForConfigOrDie(api.Config), api: api}
+	e := &env{t: t, api: api, kube: kubernetes.NewForConfigOrDie(api.Config), eip: egressipclientset.NewForConfigOrDie(api.Config)}
 	e.init(start, mode)
 	return e
 }
@@ -256,10 +264,14 @@ func (e *env) settle() {
 	e.waitSyncs(e.started.Load())
 }
 
-// eventually retries f for up to 15 s.
+// eventually retries f for up to 15 s (e.patience when set).
 func (e *env) eventually(what string, f func() error) {
 	e.t.Helper()
-	deadline := time.Now().Add(15 * time.Second)
+	patience := 15 * time.Second
+	if e.patience > 0 {
+		patience = e.patience
+	}
+	deadline := time.Now().Add(patience)
 	for {
 		err := f()
 		if err == nil {

@@ -19,7 +19,7 @@ import (
 // TestRestartWithNothingChanged: a master restarted over a converged cluster
 // writes nothing: no NB transaction, no status update.
 func TestRestartWithNothingChanged(t *testing.T) {
-	forEachNB(t, func(t *testing.T, start func(testing.TB) *nbserver.Server) {
+	forEachNBAndRaft(t, func(t *testing.T, start func(testing.TB) *nbserver.Server) {
 		e := cluster(t, start, "shared")
 		e.create(egressIP("eip-prod", 0, []string{"172.18.0.33", "172.18.0.44"}, prodNS, web))
 		e.create(egressIP("eip-dev", 1, []string{"172.18.0.55"}, map[string]string{"env": "dev"}, nil))
@@ -59,7 +59,7 @@ func TestRestartWithNothingChanged(t *testing.T) {
 // pod deleted, pod added, EgressIP edited, EgressIP deleted) converge at start-up
 // with no stale row.
 func TestRestartAfterChanges(t *testing.T) {
-	forEachNB(t, func(t *testing.T, start func(testing.TB) *nbserver.Server) {
+	forEachNBAndRaft(t, func(t *testing.T, start func(testing.TB) *nbserver.Server) {
 		e := cluster(t, start, "shared")
 		foreign := e.foreignRows()
 		e.create(egressIP("eip-prod", 0, []string{"172.18.0.33", "172.18.0.44"}, prodNS, web))

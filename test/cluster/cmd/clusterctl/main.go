@@ -1,6 +1,6 @@
 // Command clusterctl drives the ovn-egressip local cluster (package test/cluster).
 //
-//	clusterctl up     [--state DIR] [--nodes N] [--gateway-mode shared|local] [--ip-family ipv4|ipv6|dual]
+//	clusterctl up     [--state DIR] [--nodes N] [--gateway-mode shared|local] [--ip-family ipv4|ipv6|dual] [--nb standalone|raft]
 //	clusterctl down   [--state DIR]
 //	clusterctl status [--state DIR]              # shell-sourceable KUBECONFIG, NB_ADDRESS, ... and the node table
 //	clusterctl kubeconfig master|NODE [--state DIR]  # prints the kubeconfig ovnkube runs with: the master's ServiceAccount, or NODE's daemon (token bound to the Node)
@@ -11,7 +11,7 @@
 //	clusterctl echo-server [--port 9000]         # daemon: run inside the external host netns (started by up)
 //
 // Defaults come from the environment: CLUSTER_STATE (_output/cluster), CLUSTER_NODES (3), GATEWAY_MODE (shared),
-// CLUSTER_IP_FAMILY (ipv4).
+// CLUSTER_IP_FAMILY (ipv4), CLUSTER_NB (standalone; raft: NB as a 3-member RAFT cluster).
 package main
 
 import (
@@ -86,13 +86,14 @@ func cmdUp(ctx context.Context, args []string) error {
 	nodes := fs.Int("nodes", atoi(env("CLUSTER_NODES", "3")), "number of nodes ($CLUSTER_NODES)")
 	mode := fs.String("gateway-mode", env("GATEWAY_MODE", cluster.GatewayShared), "shared or local ($GATEWAY_MODE)")
 	family := fs.String("ip-family", env("CLUSTER_IP_FAMILY", cluster.FamilyIPv4), "ipv4, ipv6 or dual ($CLUSTER_IP_FAMILY)")
+	nb := fs.String("nb", env("CLUSTER_NB", cluster.NBStandalone), "NB database: standalone or raft (3-member RAFT cluster) ($CLUSTER_NB)")
 	quiet := fs.Bool("quiet", false, "no progress lines")
 	_ = fs.Parse(args)
 	self, err := os.Executable()
 	if err != nil {
 		return err
 	}
-	cfg := cluster.Config{StateDir: *state, Nodes: *nodes, GatewayMode: *mode, IPFamily: *family, Helper: self}
+	cfg := cluster.Config{StateDir: *state, Nodes: *nodes, GatewayMode: *mode, IPFamily: *family, NB: *nb, Helper: self}
 	if !*quiet {
 		cfg.Logf = func(f string, a ...any) { fmt.Printf(f+"\n", a...) }
 	}

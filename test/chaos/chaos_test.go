@@ -1,0 +1,856 @@
+// Package chaos runs ovnkube on the local cluster (test/cluster) under a stream of random changes and faults, with
+// served pods probing the external host all the time, and checks the cluster against the documented semantics after
+// every round (see docs/chaos.md). Root only; it drives the one OVS data plane of the machine (take the lock).
+package chaos
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"math/rand"
+	"net"
+	"net/netip"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"slices"
+	"sort"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/cenkalti/backoff/v4"
+	"github.com/go-logr/logr"
+	"github.com/ovn-org/libovsdb/client"
+	"github.com/ovn-org/libovsdb/model"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+
+	egressipv1 "github.com/ovn-egressip/ovn-egressip/go-controller/pkg/crd/egressip/v1"
+	egressipclientset "github.com/ovn-egressip/ovn-egressip/go-controller/pkg/crd/egressip/v1/apis/clientset/versioned"
+	"github.com/ovn-egressip/ovn-egressip/go-controller/pkg/nbdb"
+	"github.com/ovn-egressip/ovn-egressip/test/cluster"
+)
+
+var (
+	flagDuration = flag.Duration("chaos.duration", 10*time.Minute, "how long to inject changes and faults")
+	flagNB       = flag.String("chaos.nb", cluster.NBRaft, "NB layout: raft or standalone")
+	flagSeed     = flag.Int64("chaos.seed", 0, "random seed (0: from the clock; printed)")
+	flagRace     = flag.Bool("chaos.race", false, "build ovnkube with the race detector (about 5x the CPU and memory)")
+	flagReach    = flag.Duration("chaos.reachability-timeout", time.Second, "ovnkube --egressip-reachability-total-timeout (see docs/reliability.md)")
+	flagConverge = flag.Duration("chaos.converge", 90*time.Second, "how long a check waits for convergence before it counts rows as stale/missing")
+)
+
+var ovnkubeBin string
+
+func repoRoot() string {
+	_, file, _, _ := runtime.Caller(0)
+	return filepath.Clean(filepath.Join(filepath.Dir(file), "..", ".."))
+}
+
+func TestMain(m *testing.M) {
+	flag.Parse()
+	if os.Geteuid() != 0 {
+		fmt.Println("chaos: skipped: needs root (network namespaces, OVS); CI runs it as root")
+		os.Exit(0)
+	}
+	dir, err := os.MkdirTemp("", "oeip-chaos-bin")
+	if err != nil {
+		panic(err)
+	}
+	ovnkubeBin = filepath.Join(dir, "ovnkube")
+	args := []string{"build", "-o", ovnkubeBin, "./go-controller/cmd/ovnkube"}
+	if *flagRace {
+		args = []string{"build", "-race", "-o", ovnkubeBin, "./go-controller/cmd/ovnkube"}
+	}
+	build := exec.Command("go", args...)
+	build.Dir = repoRoot()
+	if out, err := build.CombinedOutput(); err != nil {
+		fmt.Printf("chaos: building ovnkube failed: %v\n%s", err, out)
+		os.Exit(1)
+	}
+	code := m.Run()
+	os.RemoveAll(dir)
+	os.Exit(code)
+}
+
+// Fault kinds.
+const (
+	faultNone      = "none"
+	faultMaster    = "kill -9 master"
+	faultNode      = "kill -9 node daemon"
+	faultNBLeader  = "kill -9 NB leader"
+	faultAPIServer = "apiserver restart"
+	faultLinks     = "node links cut"
+)
+
+// Change kinds.
+const (
+	chEIPCreate = "EgressIP created"
+	chEIPEdit   = "EgressIP edited"
+	chEIPDelete = "EgressIP deleted"
+	chPodAdd    = "pod added"
+	chPodDel    = "pod removed"
+	chNSLabel   = "namespace relabelled"
+	chNodeLabel = "node labelled/unlabelled"
+)
+
+const (
+	maxEIPs    = 3
+	maxPods    = 8
+	namespaces = 4
+)
+
+// eipPool is EgressIP i's own address pool (i = 1..maxEIPs): no two EgressIPs ever ask for one address.
+func eipPool(i int) []string {
+	var out []string
+	for k := 0; k < 4; k++ {
+		out = append(out, fmt.Sprintf("172.18.0.%d", 50+10*i+k))
+	}
+	return out
+}
+
+// probeStat counts probe results.
+type probeStat struct {
+	ok, insideWindow, outsideWindow, failedInside, failedOutside int
+	outside                                                      []string // details of unexpected sources outside the window
+}
+
+type probeResult struct {
+	pod        string
+	start, end time.Time
+	src        netip.Addr
+	err        error
+}
+
+type harness struct {
+	t   *testing.T
+	ctx context.Context
+	c   *cluster.Cluster
+	eip egressipclientset.Interface
+	sup *supervisor
+	chk *checker
+	rnd *rand.Rand
+	log *os.File
+
+	mu       sync.Mutex
+	cut      map[string]bool
+	pods     map[string]*podProbe // namespace/name -> prober
+	window   bool                 // changes or faults not yet seen converged
+	windows  int                  // windows opened so far
+	pending  []probeResult        // probes made inside the window, classified at convergence
+	expected map[string][]netip.Addr
+	probes   probeStat
+
+	faults      map[string]int
+	longest     map[string]time.Duration
+	changeCount map[string]int
+	checks      int
+	badCheck    []string
+	samples     map[string][]sample
+	podSeq      int
+	deck        []string // fault kinds still to come in this cycle
+}
+
+type podProbe struct {
+	stop chan struct{}
+	done chan struct{}
+}
+
+func (h *harness) logf(format string, args ...any) {
+	line := fmt.Sprintf(time.Now().Format("15:04:05 ")+format, args...)
+	h.t.Log(line)
+	fmt.Fprintln(h.log, line)
+}
+
+func TestChaos(t *testing.T) {
+	seed := *flagSeed
+	if seed == 0 {
+		seed = time.Now().UnixNano()
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), *flagDuration+30*time.Minute)
+	defer cancel()
+	dir := filepath.Join(repoRoot(), "_output", "chaos")
+	_ = cluster.Down(ctx, dir)
+	c, err := cluster.Up(ctx, cluster.Config{StateDir: dir, Nodes: 3, GatewayMode: cluster.GatewayShared, NB: *flagNB,
+		RepoRoot: repoRoot(), Logf: t.Logf})
+	if err != nil {
+		t.Fatalf("cluster up: %v", err)
+	}
+	logDir := filepath.Join(dir, "log")
+	results, err := os.Create(filepath.Join(repoRoot(), "_output", "chaos-results.txt"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer results.Close()
+	h := &harness{t: t, ctx: ctx, c: c, rnd: rand.New(rand.NewSource(seed)), log: results,
+		sup: newSupervisor(logDir), cut: map[string]bool{}, pods: map[string]*podProbe{},
+		faults: map[string]int{}, longest: map[string]time.Duration{}, changeCount: map[string]int{}, samples: map[string][]sample{}}
+	t.Cleanup(func() {
+		h.stopProbes()
+		h.sup.stop()
+		for n := range h.cut {
+			_ = c.SetNodeLinks(context.Background(), n, true)
+		}
+		if t.Failed() {
+			keep := dir + "-logs"
+			_ = os.RemoveAll(keep)
+			if out, err := exec.Command("cp", "-a", logDir, keep).CombinedOutput(); err == nil {
+				t.Logf("logs kept in %s", keep)
+			} else {
+				t.Logf("could not keep logs: %v %s", err, out)
+			}
+		}
+		c.Close()
+		dctx, dcancel := context.WithTimeout(context.Background(), 2*time.Minute)
+		defer dcancel()
+		if err := cluster.Down(dctx, dir); err != nil {
+			t.Errorf("cluster down: %v", err)
+		}
+	})
+	h.logf("chaos: seed %d, duration %s, NB %s (%s)", seed, *flagDuration, *flagNB, c.NBAddress())
+	rc, err := c.RESTConfig()
+	if err != nil {
+		t.Fatal(err)
+	}
+	h.eip = egressipclientset.NewForConfigOrDie(rc)
+	h.chk = &checker{kube: c.Client(), eip: h.eip, nb: h.dialNB(), c: c, isCut: h.isCut}
+	h.startOvnkube()
+	h.setup()
+	h.run(*flagDuration)
+	h.report()
+}
+
+func (h *harness) isCut(node string) bool {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.cut[node]
+}
+
+// dialNB is the checker's own NB client: every member, leader only, reconnecting.
+func (h *harness) dialNB() client.Client {
+	dbm, err := model.NewClientDBModel("OVN_Northbound", map[string]model.Model{
+		nbdb.LogicalRouterTable: &nbdb.LogicalRouter{}, nbdb.LogicalRouterPolicyTable: &nbdb.LogicalRouterPolicy{},
+		nbdb.NATTable: &nbdb.NAT{}})
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	quiet := logr.Discard()
+	retry := backoff.NewExponentialBackOff()
+	retry.InitialInterval, retry.MaxInterval, retry.MaxElapsedTime = 50*time.Millisecond, time.Second, 0
+	opts := []client.Option{client.WithLogger(&quiet), client.WithReconnect(10*time.Second, retry)}
+	eps := strings.Split(h.c.NBAddress(), ",")
+	for _, ep := range eps {
+		opts = append(opts, client.WithEndpoint(ep))
+	}
+	if len(eps) > 1 {
+		opts = append(opts, client.WithLeaderOnly(true))
+	}
+	nb, err := client.NewOVSDBClient(dbm, opts...)
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	cctx, cancel := context.WithTimeout(h.ctx, 30*time.Second)
+	defer cancel()
+	if err := nb.Connect(cctx); err != nil {
+		h.t.Fatal(err)
+	}
+	if _, err := nb.MonitorAll(cctx); err != nil {
+		h.t.Fatal(err)
+	}
+	h.t.Cleanup(nb.Close)
+	return nb
+}
+
+func freePort(t *testing.T) string {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	return l.Addr().String()
+}
+
+func (h *harness) startOvnkube() {
+	common := []string{"--egress-ip-enable", "--gateway-mode", cluster.GatewayShared, "--kubeconfig", h.c.Kubeconfig(),
+		"--cluster-subnets", "10.244.0.0/16", "--loglevel", "2"}
+	master := &proc{name: "master", metrics: freePort(h.t)}
+	master.argv = append([]string{ovnkubeBin}, append(common, "--init-master", "--nb-address", h.c.NBAddress(),
+		"--metrics-bind-address", master.metrics, "--egressip-reachability-total-timeout", flagReach.String())...)
+	if err := h.sup.add(master); err != nil {
+		h.t.Fatal(err)
+	}
+	for i, n := range h.c.Nodes() {
+		ns, err := h.c.NodeNetns(n.Name)
+		if err != nil {
+			h.t.Fatal(err)
+		}
+		p := &proc{name: "node-" + n.Name, netns: ns, metrics: fmt.Sprintf("127.0.0.1:%d", 29200+i)}
+		p.argv = append([]string{ovnkubeBin}, append(common, "--init-node", n.Name, "--egressip-node-resync-interval", "2s",
+			"--metrics-bind-address", p.metrics)...)
+		if err := h.sup.add(p); err != nil {
+			h.t.Fatal(err)
+		}
+	}
+}
+
+// setup: namespaces ns1..ns4 (team=t1..t4), two egress-assignable nodes, one EgressIP, four pods.
+func (h *harness) setup() {
+	for i := 1; i <= namespaces; i++ {
+		h.must(h.ensureNamespace(fmt.Sprintf("ns%d", i), fmt.Sprintf("t%d", i)))
+	}
+	h.must(h.labelNode("node2", true))
+	h.must(h.labelNode("node3", true))
+	h.must(h.createEIP(1))
+	for i := 0; i < 4; i++ {
+		h.must(h.addPod())
+	}
+	start := time.Now()
+	if v, ok := h.converge(); !ok {
+		h.t.Fatalf("the initial state did not converge in %s: %v", *flagConverge, v)
+	}
+	h.logf("setup converged in %.1fs", time.Since(start).Seconds())
+}
+
+func (h *harness) must(err error) {
+	h.t.Helper()
+	if err != nil {
+		h.t.Fatal(err)
+	}
+}
+
+// retry retries an API call while the apiserver is away (a restart injected by the harness itself).
+func retry(ctx context.Context, f func() error) error {
+	var err error
+	for i := 0; i < 120; i++ {
+		if err = f(); err == nil || apierrors.IsNotFound(err) || apierrors.IsAlreadyExists(err) {
+			return err
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(500 * time.Millisecond):
+		}
+	}
+	return err
+}
+
+func (h *harness) ensureNamespace(name, team string) error {
+	return retry(h.ctx, func() error {
+		ns, err := h.c.Client().CoreV1().Namespaces().Get(h.ctx, name, metav1.GetOptions{})
+		if apierrors.IsNotFound(err) {
+			_, err = h.c.Client().CoreV1().Namespaces().Create(h.ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{
+				Name: name, Labels: map[string]string{"team": team}}}, metav1.CreateOptions{})
+			return err
+		}
+		if err != nil {
+			return err
+		}
+		ns.Labels = map[string]string{"team": team}
+		_, err = h.c.Client().CoreV1().Namespaces().Update(h.ctx, ns, metav1.UpdateOptions{})
+		return err
+	})
+}
+
+func (h *harness) labelNode(node string, on bool) error {
+	patch := fmt.Sprintf(`{"metadata":{"labels":{%q:null}}}`, assignableLabel)
+	if on {
+		patch = fmt.Sprintf(`{"metadata":{"labels":{%q:""}}}`, assignableLabel)
+	}
+	return retry(h.ctx, func() error {
+		_, err := h.c.Client().CoreV1().Nodes().Patch(h.ctx, node, types.MergePatchType, []byte(patch), metav1.PatchOptions{})
+		return err
+	})
+}
+
+func (h *harness) pickIPs(i int) []string {
+	pool := eipPool(i)
+	h.rnd.Shuffle(len(pool), func(a, b int) { pool[a], pool[b] = pool[b], pool[a] })
+	ips := pool[:1+h.rnd.Intn(2)]
+	sort.Strings(ips)
+	return ips
+}
+
+func (h *harness) podSelector() metav1.LabelSelector {
+	if h.rnd.Intn(2) == 0 {
+		return metav1.LabelSelector{}
+	}
+	return metav1.LabelSelector{MatchLabels: map[string]string{"app": "web"}}
+}
+
+// createEIP creates eip<i>: namespaces of team t<i>, its own address pool.
+func (h *harness) createEIP(i int) error {
+	e := &egressipv1.EgressIP{ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("eip%d", i)},
+		Spec: egressipv1.EgressIPSpec{EgressIPs: h.pickIPs(i),
+			NamespaceSelector: metav1.LabelSelector{MatchLabels: map[string]string{"team": fmt.Sprintf("t%d", i)}},
+			PodSelector:       h.podSelector()}}
+	return retry(h.ctx, func() error {
+		_, err := h.eip.K8sV1().EgressIPs().Create(h.ctx, e, metav1.CreateOptions{})
+		return err
+	})
+}
+
+func (h *harness) eipNames() []int {
+	var out []int
+	list, err := h.eip.K8sV1().EgressIPs().List(h.ctx, metav1.ListOptions{})
+	if err != nil {
+		return nil
+	}
+	for _, e := range list.Items {
+		var i int
+		if _, err := fmt.Sscanf(e.Name, "eip%d", &i); err == nil {
+			out = append(out, i)
+		}
+	}
+	sort.Ints(out)
+	return out
+}
+
+func (h *harness) addPod() error {
+	h.podSeq++
+	node := h.c.Nodes()[h.rnd.Intn(len(h.c.Nodes()))].Name
+	ns := fmt.Sprintf("ns%d", 1+h.rnd.Intn(namespaces))
+	app := []string{"web", "db"}[h.rnd.Intn(2)]
+	name := fmt.Sprintf("p%d", h.podSeq)
+	var err error
+	for i := 0; i < 60; i++ { // the apiserver may be restarting
+		if _, err = h.c.CreatePod(h.ctx, cluster.PodSpec{Namespace: ns, Name: name, Node: node,
+			Labels: map[string]string{"app": app}}); err == nil {
+			break
+		}
+		time.Sleep(500 * time.Millisecond)
+	}
+	if err != nil {
+		return fmt.Errorf("create pod %s/%s: %w", ns, name, err)
+	}
+	h.startProbe(ns + "/" + name)
+	return nil
+}
+
+func (h *harness) deletePod(key string) error {
+	h.stopProbe(key)
+	ns, name, _ := strings.Cut(key, "/")
+	return retry(h.ctx, func() error { return h.c.DeletePod(h.ctx, ns, name) })
+}
+
+// change applies one random change and returns its kind.
+func (h *harness) change() (string, error) {
+	eips := h.eipNames()
+	h.mu.Lock()
+	var pods []string
+	for k := range h.pods {
+		pods = append(pods, k)
+	}
+	h.mu.Unlock()
+	sort.Strings(pods)
+	switch h.rnd.Intn(7) {
+	case 0:
+		for i := 1; i <= maxEIPs; i++ {
+			if !slices.Contains(eips, i) {
+				return chEIPCreate, h.createEIP(i)
+			}
+		}
+		fallthrough
+	case 1:
+		if len(eips) > 0 {
+			i := eips[h.rnd.Intn(len(eips))]
+			return chEIPEdit, retry(h.ctx, func() error {
+				e, err := h.eip.K8sV1().EgressIPs().Get(h.ctx, fmt.Sprintf("eip%d", i), metav1.GetOptions{})
+				if err != nil {
+					return err
+				}
+				if h.rnd.Intn(2) == 0 {
+					e.Spec.EgressIPs = h.pickIPs(i)
+				} else {
+					e.Spec.PodSelector = h.podSelector()
+				}
+				_, err = h.eip.K8sV1().EgressIPs().Update(h.ctx, e, metav1.UpdateOptions{})
+				return err
+			})
+		}
+		return h.change()
+	case 2:
+		if len(eips) > 1 {
+			i := eips[h.rnd.Intn(len(eips))]
+			return chEIPDelete, retry(h.ctx, func() error {
+				return h.eip.K8sV1().EgressIPs().Delete(h.ctx, fmt.Sprintf("eip%d", i), metav1.DeleteOptions{})
+			})
+		}
+		return h.change()
+	case 3:
+		if len(pods) < maxPods {
+			return chPodAdd, h.addPod()
+		}
+		fallthrough
+	case 4:
+		if len(pods) > 2 {
+			return chPodDel, h.deletePod(pods[h.rnd.Intn(len(pods))])
+		}
+		return chPodAdd, h.addPod()
+	case 5:
+		i := 1 + h.rnd.Intn(namespaces)
+		return chNSLabel, h.ensureNamespace(fmt.Sprintf("ns%d", i), fmt.Sprintf("t%d", 1+h.rnd.Intn(maxEIPs+1)))
+	default:
+		n := h.c.Nodes()[h.rnd.Intn(len(h.c.Nodes()))].Name
+		return chNodeLabel, h.labelNode(n, h.rnd.Intn(3) > 0)
+	}
+}
+
+// changes applies 1 to 3 random changes.
+func (h *harness) changes(round int) []string {
+	var what []string
+	for i, n := 0, 1+h.rnd.Intn(3); i < n; i++ {
+		kind, err := h.change()
+		if err != nil {
+			h.t.Fatalf("round %d: %s: %v", round, kind, err)
+		}
+		h.changeCount[kind]++
+		what = append(what, kind)
+	}
+	return what
+}
+
+// fault injects the next fault of a shuffled deck of every kind, makes the round's changes while it lasts (before it, for an apiserver restart,
+// since nothing can be changed while the apiserver is away), and heals it: the supervisor restarts a killed ovnkube
+// process (as the kubelet would), a killed NB member is restarted 2 to 5 s later, a node's links are restored once
+// the checker has seen its egress IPs move away. It returns the fault's kind, the changes and when the fault began.
+func (h *harness) fault(round int) (string, []string, time.Time, error) {
+	if len(h.deck) == 0 {
+		// A shuffled deck of every kind: each one comes up once before any comes up again, so that even a short
+		// run injects them all.
+		h.deck = []string{faultNone, faultMaster, faultNode, faultAPIServer, faultLinks}
+		if h.c.NBRaft() {
+			h.deck = append(h.deck, faultNBLeader)
+		}
+		h.rnd.Shuffle(len(h.deck), func(i, j int) { h.deck[i], h.deck[j] = h.deck[j], h.deck[i] })
+	}
+	kind := h.deck[0]
+	h.deck = h.deck[1:]
+	t0 := time.Now()
+	switch kind {
+	case faultMaster:
+		if err := h.sup.kill9("master"); err != nil {
+			return kind, nil, t0, err
+		}
+		what := h.changes(round) // while no master runs (the new one waits for the Lease to expire)
+		return kind, what, t0, h.waitServing("master")
+	case faultNode:
+		n := "node-" + h.c.Nodes()[h.rnd.Intn(len(h.c.Nodes()))].Name
+		if err := h.sup.kill9(n); err != nil {
+			return kind, nil, t0, err
+		}
+		what := h.changes(round)
+		return kind, what, t0, h.waitServing(n)
+	case faultNBLeader:
+		l, err := h.c.NBLeader(h.ctx)
+		if err != nil {
+			return kind, nil, t0, err
+		}
+		if err := h.c.KillNBMember(l); err != nil {
+			return kind, nil, t0, err
+		}
+		what := h.changes(round) // the master's syncs fail until it has found the new leader
+		time.Sleep(time.Duration(2+h.rnd.Intn(4)) * time.Second)
+		return kind, what, t0, h.c.StartNBMember(h.ctx, l)
+	case faultAPIServer:
+		what := h.changes(round)
+		t0 = time.Now()
+		return kind, what, t0, h.c.RestartAPIServer(h.ctx, time.Duration(h.rnd.Intn(3))*time.Second)
+	case faultLinks:
+		n := h.c.Nodes()[h.rnd.Intn(len(h.c.Nodes()))].Name
+		h.mu.Lock()
+		h.cut[n] = true
+		h.mu.Unlock()
+		if err := h.c.SetNodeLinks(h.ctx, n, false); err != nil {
+			return kind, nil, t0, err
+		}
+		what := h.changes(round)
+		// The master must find the node unreachable and move its IPs (checked), then the links come back.
+		if v, ok := h.converge(); !ok {
+			h.badCheck = append(h.badCheck, fmt.Sprintf("round %d, while %s's links were cut: %v", round, n, v))
+		}
+		h.openWindow() // the node comes back: an EgressIP short of nodes gets its other IPs
+		h.mu.Lock()
+		delete(h.cut, n)
+		h.mu.Unlock()
+		return kind, what, t0, h.c.SetNodeLinks(h.ctx, n, true)
+	}
+	return kind, h.changes(round), t0, nil
+}
+
+// waitServing waits until the restarted process answers on its metrics address (it is up again).
+func (h *harness) waitServing(name string) error {
+	h.sup.mu.Lock()
+	p := h.sup.procs[name]
+	h.sup.mu.Unlock()
+	deadline := time.Now().Add(60 * time.Second)
+	for scrape(h.ctx, p).goroutines < 0 {
+		if time.Now().After(deadline) {
+			return fmt.Errorf("%s does not serve metrics 60 s after it was killed", name)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	return nil
+}
+
+// converge polls the checker until the cluster is what it must be (true) or flagConverge passes (false, with the
+// last verdict). On success, it classifies the probes made inside the window and closes the window; on failure the
+// window stays open until a later check converges.
+func (h *harness) converge() (verdict, bool) {
+	deadline := time.Now().Add(*flagConverge)
+	var v verdict
+	var err error
+	for {
+		v, err = h.chk.check(h.ctx)
+		if err == nil && v.ok() {
+			// Status and NB are right; OVN carries NB to the data path (northd to SB, ovn-controller to
+			// OpenFlow): wait for it, as ovn-nbctl --wait=hv does, before the probes must see it.
+			if err = h.c.WaitDataPath(h.ctx, time.Until(deadline)); err == nil {
+				h.closeWindow(v)
+				return v, true
+			}
+		}
+		if time.Now().After(deadline) {
+			if err != nil {
+				v.statusErrs = append(v.statusErrs, "check: "+err.Error())
+			}
+			return v, false // the window stays open: the failed check is reported, not the probes
+		}
+		time.Sleep(250 * time.Millisecond)
+	}
+}
+
+func (h *harness) openWindow() {
+	h.mu.Lock()
+	h.window = true
+	h.windows++
+	h.mu.Unlock()
+}
+
+// closeWindow counts the probes of the window against the converged state's sources.
+func (h *harness) closeWindow(v verdict) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	for _, r := range h.pending {
+		switch {
+		case r.err != nil:
+			h.probes.failedInside++
+		case slices.Contains(v.sources[r.pod], r.src):
+			h.probes.ok++
+		default:
+			h.probes.insideWindow++
+		}
+	}
+	h.pending = nil
+	h.expected = v.sources
+	h.window = false
+}
+
+func (h *harness) startProbe(key string) {
+	p := &podProbe{stop: make(chan struct{}), done: make(chan struct{})}
+	h.mu.Lock()
+	h.pods[key] = p
+	h.mu.Unlock()
+	ns, name, _ := strings.Cut(key, "/")
+	go func() {
+		defer close(p.done)
+		for {
+			select {
+			case <-p.stop:
+				return
+			case <-time.After(500 * time.Millisecond):
+			}
+			h.mu.Lock()
+			inWindow, gen := h.window, h.windows
+			h.mu.Unlock()
+			start := time.Now()
+			src, err := h.c.Request(h.ctx, ns, name, "tcp", 2*time.Second)
+			h.record(probeResult{pod: key, start: start, end: time.Now(), src: src, err: err}, inWindow, gen)
+		}
+	}()
+}
+
+// record counts a probe. A probe that started and ended outside a window, with no window opened meanwhile (the
+// cluster seen converged, no change or fault since), must leave with the expected source.
+func (h *harness) record(r probeResult, startedInWindow bool, gen int) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if startedInWindow || h.window || gen != h.windows || h.expected == nil {
+		h.pending = append(h.pending, r)
+		return
+	}
+	switch {
+	case r.err != nil:
+		h.probes.failedOutside++
+		h.probes.outside = append(h.probes.outside, fmt.Sprintf("%s %s: %v", r.start.Format("15:04:05.000"), r.pod, r.err))
+	case slices.Contains(h.expected[r.pod], r.src):
+		h.probes.ok++
+	default:
+		h.probes.outsideWindow++
+		h.probes.outside = append(h.probes.outside, fmt.Sprintf("%s %s: source %s, want one of %v",
+			r.start.Format("15:04:05.000"), r.pod, r.src, h.expected[r.pod]))
+	}
+}
+
+func (h *harness) stopProbe(key string) {
+	h.mu.Lock()
+	p := h.pods[key]
+	delete(h.pods, key)
+	h.mu.Unlock()
+	if p != nil {
+		close(p.stop)
+		<-p.done
+	}
+}
+
+func (h *harness) stopProbes() {
+	h.mu.Lock()
+	var keys []string
+	for k := range h.pods {
+		keys = append(keys, k)
+	}
+	h.mu.Unlock()
+	for _, k := range keys {
+		h.stopProbe(k)
+	}
+}
+
+// sampleAll records memory and goroutines of every ovnkube process and the RSS of every cluster daemon.
+func (h *harness) sampleAll() {
+	for _, name := range h.sup.names() {
+		h.sup.mu.Lock()
+		p := h.sup.procs[name]
+		h.sup.mu.Unlock()
+		s := scrape(h.ctx, p)
+		if s.rss < 0 {
+			s.rss = rssOf(h.sup.pid(name))
+		}
+		h.samples["ovnkube "+name] = append(h.samples["ovnkube "+name], s)
+	}
+	for name, pid := range h.c.DaemonPids() {
+		if name == "agent" || name == "echo" {
+			continue
+		}
+		h.samples[name] = append(h.samples[name], sample{goroutines: -1, heapLive: -1, rss: rssOf(pid)})
+	}
+}
+
+// run injects rounds until d has passed: 1 to 3 random changes and one random fault, then a check that waits for
+// convergence, then 2 s of quiet in which every probe must leave with the expected source. Resources are sampled
+// every 30 s.
+func (h *harness) run(d time.Duration) {
+	end := time.Now().Add(d)
+	lastSample := time.Time{}
+	for round := 1; time.Now().Before(end); round++ {
+		if time.Since(lastSample) >= 30*time.Second {
+			h.sampleAll()
+			lastSample = time.Now()
+		}
+		h.openWindow()
+		kind, what, tf, err := h.fault(round)
+		if err != nil {
+			h.t.Fatalf("round %d: fault %s: %v", round, kind, err)
+		}
+		h.faults[kind]++
+		v, ok := h.converge()
+		took := time.Since(tf)
+		h.checks++
+		if took > h.longest[kind] {
+			h.longest[kind] = took
+		}
+		if !ok {
+			h.badCheck = append(h.badCheck, fmt.Sprintf("round %d (%v, %s): %v", round, what, kind, v))
+			h.logf("round %d: NOT converged %s after %s (%v): %v", round, *flagConverge, kind, what, v)
+		} else {
+			h.logf("round %d: %s + %v: converged %.1fs after the fault began, %d pods", round, kind, what,
+				took.Seconds(), len(v.sources))
+		}
+		time.Sleep(2 * time.Second) // quiet: probes must all be as expected
+	}
+	h.sampleAll()
+	// The final check, all faults healed.
+	h.openWindow()
+	v, ok := h.converge()
+	h.checks++
+	if !ok {
+		h.badCheck = append(h.badCheck, fmt.Sprintf("final: %v", v))
+	}
+}
+
+func (h *harness) report() {
+	h.logf("== chaos results")
+	var kinds []string
+	for k := range h.faults {
+		kinds = append(kinds, k)
+	}
+	sort.Strings(kinds)
+	for _, k := range kinds {
+		h.logf("fault %-22s injected %3d  longest re-convergence %5.1fs", k, h.faults[k], h.longest[k].Seconds())
+	}
+	var chs []string
+	for k, n := range h.changeCount {
+		chs = append(chs, fmt.Sprintf("%s %d", k, n))
+	}
+	sort.Strings(chs)
+	h.logf("changes: %s", strings.Join(chs, ", "))
+	h.mu.Lock()
+	p := h.probes
+	h.mu.Unlock()
+	h.logf("probes: %d as expected; unexpected source inside the window %d, outside the window %d; failed inside %d, outside %d",
+		p.ok, p.insideWindow, p.outsideWindow, p.failedInside, p.failedOutside)
+	h.logf("checks: %d, with stale/missing rows or wrong status: %d", h.checks, len(h.badCheck))
+	var names []string
+	for n := range h.samples {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	for _, n := range names {
+		ss := h.samples[n]
+		h.logf("trend %-26s %s", n, trend(ss))
+	}
+	h.sup.mu.Lock()
+	for _, n := range h.sup.names2() {
+		pr := h.sup.procs[n]
+		h.logf("process %-14s restarts %d", n, pr.restarts)
+	}
+	h.sup.mu.Unlock()
+	for _, b := range h.badCheck {
+		h.t.Errorf("check failed: %s", b)
+	}
+	if p.outsideWindow > 0 || p.failedOutside > 0 {
+		h.t.Errorf("%d probes left with an unexpected source and %d failed outside the window: %v", p.outsideWindow,
+			p.failedOutside, p.outside)
+	}
+}
+
+func (s *supervisor) names2() []string {
+	var out []string
+	for n := range s.procs {
+		out = append(out, n)
+	}
+	sort.Strings(out)
+	return out
+}
+
+// trend prints first -> max -> last of RSS, live heap and goroutines over the samples.
+func trend(ss []sample) string {
+	pick := func(f func(sample) float64, scale float64, unit string) string {
+		var vals []float64
+		for _, s := range ss {
+			if v := f(s); v >= 0 {
+				vals = append(vals, v/scale)
+			}
+		}
+		if len(vals) == 0 {
+			return ""
+		}
+		return fmt.Sprintf("%s %.0f -> max %.0f -> %.0f%s  ", unit, vals[0], slices.Max(vals), vals[len(vals)-1], "")
+	}
+	return pick(func(s sample) float64 { return s.rss }, 1<<20, "RSS MiB") +
+		pick(func(s sample) float64 { return s.heapLive }, 1<<20, "heap MiB") +
+		pick(func(s sample) float64 { return s.goroutines }, 1, "goroutines")
+}

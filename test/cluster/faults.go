@@ -1,0 +1,124 @@
+package cluster
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"syscall"
+	"time"
+)
+
+// SetNodeLinks sets both root-namespace ends of a node's links (its eth0 on br-ex and its management port on br-int)
+// down (up=false) or up: the node's daemon loses the apiserver and NB, and the master's health check loses the
+// node, while OVN (one ovn-controller for every gateway router) keeps forwarding: a network partition of that host.
+func (c *Cluster) SetNodeLinks(ctx context.Context, node string, up bool) error {
+	n, err := c.Node(node)
+	if err != nil {
+		return err
+	}
+	state := "down"
+	if up {
+		state = "up"
+	}
+	for _, l := range []string{ethLink(n.Index), mgmtLink(n.Index)} {
+		if _, err := run(ctx, "ip", "link", "set", l, state); err != nil {
+			return fmt.Errorf("%s's link %s %s: %w", node, l, state, err)
+		}
+	}
+	return nil
+}
+
+// RestartAPIServer stops kube-apiserver with SIGTERM (as a rolling upgrade does; SIGKILL after 20 s), waits for
+// down, starts it again with the same command line, and waits until it answers. etcd keeps running.
+func (c *Cluster) RestartAPIServer(ctx context.Context, down time.Duration) error {
+	pidFile := c.p.pidfile("kube-apiserver")
+	pid, err := readPid(pidFile)
+	if err != nil {
+		return err
+	}
+	argv, err := procArgv(pid)
+	if err != nil {
+		return err
+	}
+	_ = syscall.Kill(pid, syscall.SIGTERM)
+	for deadline := time.Now().Add(20 * time.Second); alive(pid); time.Sleep(20 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			_ = syscall.Kill(pid, syscall.SIGKILL)
+		}
+	}
+	_ = os.Remove(pidFile)
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-time.After(down):
+	}
+	if _, err := startDaemon(pidFile, c.p.log()+"/kube-apiserver.log", nil, argv...); err != nil {
+		return fmt.Errorf("restart kube-apiserver: %w", err)
+	}
+	rctx, cancel := context.WithTimeout(ctx, 60*time.Second)
+	defer cancel()
+	return waitAPIServerReady(rctx, c.p, pki{dir: c.p.pki()}, c.st.APIServer)
+}
+
+// procArgv is the command line of a running process.
+func procArgv(pid int) ([]string, error) {
+	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", pid))
+	if err != nil {
+		return nil, err
+	}
+	var argv []string
+	start := 0
+	for i, b := range data {
+		if b == 0 {
+			argv = append(argv, string(data[start:i]))
+			start = i + 1
+		}
+	}
+	if len(argv) == 0 {
+		return nil, fmt.Errorf("process %d: empty command line", pid)
+	}
+	return argv, nil
+}
+
+// DaemonPids maps the name of every daemon of the cluster (pidfile name: ovsdb-server, ovnnb_db, ovn-northd,
+// kube-apiserver, ...) that runs now to its pid, for memory sampling.
+func (c *Cluster) DaemonPids() map[string]int {
+	out := map[string]int{}
+	names := append([]string{nbMemberName(1), nbMemberName(2)}, daemons...)
+	for _, d := range names {
+		if pid, err := readPid(c.p.pidfile(d)); err == nil && alive(pid) {
+			out[d] = pid
+		}
+	}
+	return out
+}
+
+// WaitDataPath waits (at most timeout) until OVN has carried every NB change made so far to the data path:
+// `ovn-nbctl --wait=hv sync` (ovn-northd has written it to SB and ovn-controller has installed its flows). With a
+// RAFT NB it goes through the leader, retrying while northd or the client looks for it.
+func (c *Cluster) WaitDataPath(ctx context.Context, timeout time.Duration) error {
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	var last error
+	for {
+		secs := max(1, int(time.Until(deadlineOf(ctx)).Seconds()))
+		_, err := run(ctx, "ovn-nbctl", "--db="+c.st.NBAddress, fmt.Sprintf("--timeout=%d", secs), "--wait=hv", "sync")
+		if err == nil {
+			return nil
+		}
+		last = err
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("data path not in sync with NB: %v", last)
+		case <-time.After(200 * time.Millisecond):
+		}
+	}
+}
+
+func deadlineOf(ctx context.Context) time.Time {
+	d, ok := ctx.Deadline()
+	if !ok {
+		return time.Now().Add(time.Minute)
+	}
+	return d
+}
