@@ -23,6 +23,7 @@ import (
 	"github.com/vishvananda/netns"
 	authenticationv1 "k8s.io/api/authentication/v1"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/client-go/kubernetes"
@@ -154,7 +155,7 @@ func (r *Runtime) Start(ctx context.Context, w *Workload, pl Placement) (*Pod, e
 	}
 	saDir := ""
 	if MountsServiceAccount(spec) {
-		if saDir, err = r.serviceAccount(ctx, pl.Namespace, serviceAccountName(spec), podDir); err != nil {
+		if saDir, err = r.serviceAccount(ctx, pl.Namespace, serviceAccountName(spec), pl.NodeName, podDir); err != nil {
 			return nil, err
 		}
 	}
@@ -272,11 +273,20 @@ func (r *Runtime) volumes(ctx context.Context, namespace string, spec corev1.Pod
 }
 
 // serviceAccount asks the API server for a token of the ServiceAccount (TokenRequest, one hour) and writes what a
-// kubelet projects: token, ca.crt, namespace.
-func (r *Runtime) serviceAccount(ctx context.Context, namespace, name, podDir string) (string, error) {
+// kubelet projects: token, ca.crt, namespace. A kubelet's tokens carry the name of its Node (requests made with
+// them have authentication.kubernetes.io/node-name, which the node-writes admission policy of dist/manifests
+// requires): with no Pod object to bind to here, the token is bound to the Node named node when it exists.
+func (r *Runtime) serviceAccount(ctx context.Context, namespace, name, node, podDir string) (string, error) {
 	exp := int64(3600)
-	tr, err := r.Kube.CoreV1().ServiceAccounts(namespace).CreateToken(ctx, name,
-		&authenticationv1.TokenRequest{Spec: authenticationv1.TokenRequestSpec{ExpirationSeconds: &exp}}, metav1.CreateOptions{})
+	req := &authenticationv1.TokenRequest{Spec: authenticationv1.TokenRequestSpec{ExpirationSeconds: &exp}}
+	if node != "" {
+		if n, err := r.Kube.CoreV1().Nodes().Get(ctx, node, metav1.GetOptions{}); err == nil {
+			req.Spec.BoundObjectRef = &authenticationv1.BoundObjectReference{Kind: "Node", APIVersion: "v1", Name: n.Name, UID: n.UID}
+		} else if !apierrors.IsNotFound(err) {
+			return "", fmt.Errorf("node %s for the token of ServiceAccount %s/%s: %w", node, namespace, name, err)
+		}
+	}
+	tr, err := r.Kube.CoreV1().ServiceAccounts(namespace).CreateToken(ctx, name, req, metav1.CreateOptions{})
 	if err != nil {
 		return "", fmt.Errorf("token of ServiceAccount %s/%s: %w", namespace, name, err)
 	}
