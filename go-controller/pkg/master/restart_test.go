@@ -10,7 +10,9 @@ import (
 	egressipv1 "github.com/ovn-egressip/ovn-egressip/go-controller/pkg/crd/egressip/v1"
 	"github.com/ovn-org/libovsdb/model"
 	"github.com/ovn-org/libovsdb/ovsdb"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/ovn-egressip/ovn-egressip/go-controller/pkg/egressip/conditions"
 	"github.com/ovn-egressip/ovn-egressip/go-controller/pkg/egressip/nbstate"
 	"github.com/ovn-egressip/ovn-egressip/go-controller/pkg/nbdb"
 	"github.com/ovn-egressip/ovn-egressip/test/nbserver"
@@ -37,6 +39,12 @@ func TestRestartWithNothingChanged(t *testing.T) {
 				sn("node2", "172.18.0.44", "10.244.1.5", "eip-prod"), sn("node2", "172.18.0.44", "10.244.3.6", "eip-prod"),
 				sn("node1", "172.18.0.55", "10.244.2.8", "eip-dev"),
 			})
+		// Converged includes the conditions written after the NB commit (a write
+		// retried after an error may still be pending when the syncs so far are done:
+		// a master restarted then would rightly finish it).
+		e.expectCondition("eip-prod", conditions.TypeReady, metav1.ConditionTrue, conditions.ReasonProgrammed)
+		e.expectCondition("eip-dev", conditions.TypeReady, metav1.ConditionTrue, conditions.ReasonProgrammed)
+		e.expectCondition("eip-bad", conditions.TypeReady, metav1.ConditionFalse, conditions.ReasonNotAssigned)
 		e.settle()
 		rows := e.ours()
 		e.stop()
