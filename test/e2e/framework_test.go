@@ -149,7 +149,11 @@ func (e *env) logFile(name string) *os.File {
 // node-writes admission policy): the master and node daemons run as the ServiceAccounts of dist/manifests, the node
 // daemons with tokens bound to their Node, and must never need more.
 func (e *env) checkNoDenial() {
+	// Processes log to ovnkube-<name>.log; containers run from the images (OVNKUBE_FROM=image) to
+	// <namespace>_<pod>_<container>.log, their containers being ovnkube-master and ovnkube-node.
 	logs, _ := filepath.Glob(filepath.Join(e.dir, "log", "ovnkube-*.log"))
+	podLogs, _ := filepath.Glob(filepath.Join(e.dir, "log", "*_ovnkube-*.log"))
+	logs = append(logs, podLogs...)
 	if len(logs) == 0 {
 		e.t.Errorf("no ovnkube logs in %s to check for denied requests", filepath.Join(e.dir, "log"))
 	}
