@@ -100,6 +100,15 @@ func StartInMemory(t testing.TB) *Server {
 func (s *Server) socket() string { return filepath.Join(s.Dir, "nb.sock") }
 func (s *Server) dbFile() string { return filepath.Join(s.Dir, "nb.db") }
 
+// DBFile is the standalone server's database file ("" for the in-memory server
+// and a RAFT cluster).
+func (s *Server) DBFile() string {
+	if s.mem != nil || s.cluster != nil {
+		return ""
+	}
+	return s.dbFile()
+}
+
 // shortTempDir returns a temp dir with a short path (unix socket paths are limited
 // to 107 bytes; t.TempDir() paths grow with the test name). Removed at cleanup.
 func shortTempDir(t testing.TB) string {

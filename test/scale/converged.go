@@ -14,10 +14,11 @@ import (
 
 // converged is the independent full check: it returns "" when the API and NB show
 // the converged state, else what is missing or wrong (the first few differences).
-// It reads every EgressIP from the API and every owned row from the harness' NB
-// rows and the routers' references, read once with a select (nbstate.ReadCurrentLive, which also checks router membership), so it costs a
-// pass over the whole cluster: a phase runs it once, after the tracker says
-// converged.
+// It reads every EgressIP from the API and every owned row and the routers'
+// references once (nbstate.ReadCurrentLive, which also checks router membership;
+// from the NB database file when the server is a standalone ovsdb-server, see
+// fileQuerier), so it costs a pass over the whole cluster: a phase runs it once,
+// after the tracker says converged.
 func (h *harness) converged(ctx context.Context) string {
 	list, err := h.eips.K8sV1().EgressIPs().List(ctx, metav1.ListOptions{})
 	if err != nil {

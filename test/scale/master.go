@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -73,9 +74,30 @@ func (m *masterProc) sampleMemory(ctx context.Context, period time.Duration) {
 func (m *masterProc) notePeak(mem memory) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	m.peakMem.HeapInuse = max(m.peakMem.HeapInuse, mem.HeapInuse)
-	m.peakMem.HeapLive = max(m.peakMem.HeapLive, mem.HeapLive)
-	m.peakMem.RSS = max(m.peakMem.RSS, mem.RSS)
+	m.peakMem = m.peakMem.max(mem)
+	if n := len(m.stagePeaks); n == 0 || m.stagePeaks[n-1].Stage != m.stage {
+		m.stagePeaks = append(m.stagePeaks, stagePeak{Stage: m.stage, Peak: memory{HeapLive: -1}})
+	}
+	last := &m.stagePeaks[len(m.stagePeaks)-1]
+	last.Peak = last.Peak.max(mem)
+}
+
+// setStage starts a stage: memory seen from now on counts for it.
+func (m *masterProc) setStage(name string) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.stage = name
+}
+
+// peaksByStage returns the largest figures seen in each stage, in stage order.
+func (m *masterProc) peaksByStage() []stagePeak {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return slices.Clone(m.stagePeaks)
+}
+
+func (a memory) max(b memory) memory {
+	return memory{HeapInuse: max(a.HeapInuse, b.HeapInuse), HeapLive: max(a.HeapLive, b.HeapLive), RSS: max(a.RSS, b.RSS)}
 }
 
 func (m *masterProc) peak() memory {
@@ -98,6 +120,17 @@ type masterProc struct {
 
 	mu      sync.Mutex
 	peakMem memory
+	// stage is what the harness is doing ("start-up", then each phase's name);
+	// stagePeaks the largest figures seen during each stage, in stage order.
+	stage      string
+	stagePeaks []stagePeak
+}
+
+// stagePeak is the largest of each memory figure seen while the harness was in
+// one stage.
+type stagePeak struct {
+	Stage string
+	Peak  memory
 }
 
 // buildOvnkube builds ./go-controller/cmd/ovnkube of this checkout into dir.
@@ -150,6 +183,7 @@ func startMaster(t testing.TB, bin, kubeconfig, nbAddr string) *masterProc {
 		http:    &http.Client{Timeout: 10 * time.Second},
 		waited:  make(chan struct{}),
 		peakMem: memory{HeapLive: -1},
+		stage:   "start-up",
 	}
 	logf, err := os.Create(m.log)
 	if err != nil {

@@ -37,6 +37,8 @@ func rowTables() []string {
 type nbMonitor struct {
 	client.Client
 	drops atomic.Int64
+	// dbFile, when set, is read instead of the server for readCurrent (fileQuerier).
+	dbFile string
 
 	mu    sync.Mutex
 	queue []rowEvent
@@ -207,5 +209,8 @@ func (m *nbMonitor) Query(ctx context.Context, ops ...ovsdb.Operation) ([]ovsdb.
 // readCurrent reads every row we own and the routers' references to them, once,
 // with a select (the monitor does not cache the routers' reference sets).
 func (m *nbMonitor) readCurrent(ctx context.Context) (nbstate.Current, error) {
+	if m.dbFile != "" {
+		return nbstate.ReadCurrentLive(ctx, m, fileQuerier{db: m.dbFile})
+	}
 	return nbstate.ReadCurrentLive(ctx, m, m)
 }

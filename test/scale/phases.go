@@ -27,6 +27,7 @@ func (h *harness) phaseContext(ctx context.Context) (context.Context, context.Ca
 // the master settle and returns the measurements.
 func (h *harness) phase(ctx context.Context, name string, change func()) Phase {
 	h.t.Helper()
+	h.master.setStage(name)
 	before := h.assignments(ctx)
 	m0 := h.scrape(ctx)
 	c0 := h.cpu()
@@ -80,6 +81,7 @@ func (h *harness) verified(ctx context.Context, name string, p *Phase) (time.Tim
 func (h *harness) podAdd(ctx context.Context) Phase {
 	h.t.Helper()
 	p := Phase{Name: "pod-add"}
+	h.master.setStage(p.Name)
 	m0 := h.scrape(ctx)
 	c0 := h.cpu()
 	for i := 0; i < h.cfg.AddPods; i++ {
@@ -112,6 +114,7 @@ func (h *harness) podAdd(ctx context.Context) Phase {
 func (h *harness) idle(ctx context.Context) Phase {
 	h.t.Helper()
 	p := Phase{Name: "idle"}
+	h.master.setStage(p.Name)
 	m0 := h.scrape(ctx)
 	c0 := h.cpu()
 	if err := h.poke(ctx); err != nil {

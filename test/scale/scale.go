@@ -112,6 +112,9 @@ type Result struct {
 	// converged and it was idle; MasterPeak the largest of each figure seen over the
 	// run (scraped every second and at each phase's start and end).
 	Master, MasterPeak memory
+	// MasterStagePeaks splits MasterPeak by what the harness was doing (the
+	// master's start-up, then each phase).
+	MasterStagePeaks []stagePeak
 	// HarnessHeapInuse is this process' heap in use after a GC at the same moment
 	// (API clients, informer, NB monitor with its copy of NB).
 	HarnessHeapInuse uint64
@@ -144,6 +147,17 @@ func (r Result) String() string {
 		r.Config.Nodes, r.Pods, r.EgressIPs, r.EgressIPAddrs, r.NBRows, fp.Policies, fp.NATs, fp.AddressSets)
 	fmt.Fprintf(&b, "SCALE memory: master after assign: %s; master, largest seen in the run: %s; harness heap in use %.1f MiB (its own process)\n",
 		r.Master, r.MasterPeak, float64(r.HarnessHeapInuse)/mib)
+	if len(r.MasterStagePeaks) > 0 {
+		b.WriteString("SCALE memory: master, largest seen while the harness was in")
+		for i, sp := range r.MasterStagePeaks {
+			sep := ";"
+			if i == 0 {
+				sep = ""
+			}
+			fmt.Fprintf(&b, "%s %s: heap in use %.1f MiB (live %.1f MiB)", sep, sp.Stage, sp.Peak.HeapInuse/mib, sp.Peak.HeapLive/mib)
+		}
+		b.WriteString("\n")
+	}
 	for _, p := range r.Phases {
 		counts := fmt.Sprintf("%v NB transactions, %v status updates, %v syncs", p.NBTransactions, p.StatusUpdates, p.Syncs)
 		switch {
@@ -253,7 +267,7 @@ func Run(t testing.TB, cfg Config) Result {
 	res.NBRows = cur.Rows.Len()
 	floorRows := snapshotRows(cur)
 	h.memory(ctx, &res)
-	h.settle(ctx) // the read above kept the NB server busy: pod-add starts on a quiet cluster
+	h.settle(ctx) // pod-add starts on a quiet cluster
 
 	if cfg.AddPods > 0 {
 		res.Phases = append(res.Phases, h.podAdd(ctx))
@@ -283,6 +297,7 @@ func Run(t testing.TB, cfg Config) Result {
 	res.Floor = floors[len(floors)/2]
 	res.DroppedEvents = h.nb.drops.Load()
 	res.MasterPeak = h.master.peak()
+	res.MasterStagePeaks = h.master.peaksByStage()
 	return res
 }
 
@@ -339,6 +354,7 @@ func start(t testing.TB, cfg Config) (*harness, context.Context) {
 		t.Fatal(err)
 	}
 	h.nb = startMonitor(ctx, t, nbs.Addr, h.tr.applyRows, func(rows map[string]model.Model) { h.tr.resetRows(rows, time.Now()) })
+	h.nb.dbFile = nbs.DBFile()
 	if err := watchEgressIPs(ctx, h.eips, h.tr); err != nil {
 		t.Fatalf("scale: %v", err)
 	}

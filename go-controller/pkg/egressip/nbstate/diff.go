@@ -104,7 +104,12 @@ func (p Plan) Counts() (inserts, updates, deletes int) {
 // the changes are sorted, so a sync with little to change costs little.
 func Diff(desired State, cur Current) Plan {
 	var p Plan
-	var ins, upd, del []Change
+	var upd, del []Change
+	// Every desired row not yet in NB is an insert: at least this many (a bulk
+	// plan's 60,000 at 20,000 pods); the slice then holds the whole plan.
+	newRows := max(0, len(desired.Policies)-len(cur.Rows.Policies)) + max(0, len(desired.NATs)-len(cur.Rows.NATs)) +
+		max(0, len(desired.AddressSets)-len(cur.Rows.AddressSets))
+	ins := make([]Change, 0, newRows+min(newRows, 64))
 
 	for k, want := range desired.AddressSets {
 		have, ok := cur.Rows.AddressSets[k]
@@ -168,8 +173,12 @@ func Diff(desired State, cur Current) Plan {
 	sortChanges(stale)
 	sort.Slice(p.Skipped, func(i, j int) bool { return p.Skipped[i].String() < p.Skipped[j].String() })
 
-	p.Changes = make([]Change, 0, len(ins)+len(upd)+len(del)+len(stale))
-	p.Changes = append(append(append(append(p.Changes, ins...), upd...), del...), stale...)
+	p.Changes = ins
+	if n := len(ins) + len(upd) + len(del) + len(stale); cap(ins) < n {
+		p.Changes = make([]Change, 0, n)
+		p.Changes = append(p.Changes, ins...)
+	}
+	p.Changes = append(append(append(p.Changes, upd...), del...), stale...)
 	return p
 }
 
