@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net/netip"
 	"sort"
 	"strings"
 	"time"
@@ -16,9 +15,7 @@ import (
 	"k8s.io/klog/v2"
 
 	egressipv1 "github.com/ovn-egressip/ovn-egressip/go-controller/pkg/crd/egressip/v1"
-	"github.com/ovn-egressip/ovn-egressip/go-controller/pkg/egressip/annotations"
 	"github.com/ovn-egressip/ovn-egressip/go-controller/pkg/egressip/assign"
-	"github.com/ovn-egressip/ovn-egressip/go-controller/pkg/egressip/conditions"
 	"github.com/ovn-egressip/ovn-egressip/go-controller/pkg/egressip/nbstate"
 	"github.com/ovn-egressip/ovn-egressip/go-controller/pkg/egressip/selection"
 )
@@ -81,11 +78,11 @@ func (c *controller) sync(ctx context.Context) error {
 	for i, n := range snap.nodes {
 		facts[i] = parseNode(n, c.s.mode, c.s.Reachability)
 	}
-	believed := func(e *egressipv1.EgressIP) []egressipv1.EgressIPStatusItem {
+	believedItems := func(e *egressipv1.EgressIP) []egressipv1.EgressIPStatusItem {
 		st, _ := c.status.current(e)
 		return st.Items
 	}
-	if wait := c.doubts.vetNodes(snap.nodes, facts, snap.eips, believed, c.s.Recorder, began, c.s.doubtGrace); wait > 0 {
+	if wait := c.doubts.vetNodes(snap.nodes, facts, snap.eips, believedItems, c.s.Recorder, began, c.s.doubtGrace); wait > 0 {
 		c.queue.AddAfter(syncKey, wait) // a doubt's report falls due: no event will say so
 	}
 	for i, n := range snap.nodes {
@@ -96,40 +93,21 @@ func (c *controller) sync(ctx context.Context) error {
 	}
 	c.pruneNodes(nbNodes)
 
-	// Assignment, over the status we believe current.
-	current := map[string][]egressipv1.EgressIPStatusItem{}
-	rvs := map[string]string{}
-	in := make([]assign.EgressIP, 0, len(snap.eips))
-	for _, e := range snap.eips {
-		var st egressipv1.EgressIPStatus
-		st, rvs[e.Name] = c.status.current(e)
-		current[e.Name] = st.Items
-		in = append(in, toAssign(e, current[e.Name]))
-	}
-	res := assign.Assign(in, assignNodes)
-	problems := map[string][]assign.Problem{}
-	for _, p := range res.Problems {
-		problems[p.EgressIP] = append(problems[p.EgressIP], p)
-	}
+	// Assignment, over the status we believe current, and the status it makes
+	// (decideStatus). Status is written only on change; NB follows what is
+	// written. The conditions written with new items say they are not programmed
+	// yet; once NB is written they are updated (decideConditions, below).
 	now := metav1.NewTime(began)
-
-	// Status: written only on change; NB follows what is written. The conditions
-	// written with new items say they are not programmed yet; once NB is written
-	// they are updated (below).
+	in := c.statusInput(snap.eips, assignNodes, nbNodes, now)
+	decision := decideStatus(in)
+	problems, writes := decision.problems, decision.writes
+	current := map[string][]egressipv1.EgressIPStatusItem{}
+	for _, e := range snap.eips {
+		current[e.Name] = in.current(e).status.Items
+	}
 	var errs []error
 	var out outcome
-	programmed := map[string][]egressipv1.EgressIPStatusItem{}
-	var writes []statusWrite
-	for _, e := range snap.eips {
-		want, have := toStatusItems(res.Status[e.Name]), current[e.Name]
-		if sameItems(want, have) {
-			programmed[e.Name] = have
-			continue
-		}
-		cur, _ := c.status.current(e)
-		st, _ := c.statusFor(e, cur, want, problems[e.Name], nbNodes, now)
-		writes = append(writes, statusWrite{eip: e, rv: rvs[e.Name], status: st})
-	}
+	programmed := decision.kept
 	writeStatuses(ctx, c.s.EgressIP, writes, c.s.StatusWriters)
 	statusDone := time.Now()
 	for _, w := range writes {
@@ -198,7 +176,7 @@ func (c *controller) sync(ctx context.Context) error {
 	} else {
 		c.observe(out, trigger)
 		c.committed = programmed
-		errs = append(errs, c.writeConditions(ctx, snap.eips, programmed, problems, nbNodes, now))
+		errs = append(errs, c.writeConditions(ctx, c.statusInput(snap.eips, assignNodes, nbNodes, now), programmed, problems))
 	}
 	c.countEgressIPs(snap.eips, programmed)
 	kind := "incremental"
@@ -338,54 +316,23 @@ func describe(items []egressipv1.EgressIPStatusItem) string {
 	return "[" + strings.Join(parts, " ") + "]"
 }
 
-// statusFor returns the status eip should have with items assigned (cur is the
-// status the master believes current) and whether it differs from cur. An item
-// is programmed once a sync committed NB with it and, in local gateway mode, its
-// holder lists it in its egress-ips-ready annotation.
-func (c *controller) statusFor(eip *egressipv1.EgressIP, cur egressipv1.EgressIPStatus, items []egressipv1.EgressIPStatusItem,
-	problems []assign.Problem, nodes map[string]nbstate.Node, now metav1.Time) (egressipv1.EgressIPStatus, bool) {
-	notProg := map[string]string{}
-	committed := map[egressipv1.EgressIPStatusItem]bool{}
-	for _, it := range c.committed[eip.Name] {
-		committed[it] = true
+// statusInput gathers what the status decisions read: the status believed
+// current of each EgressIP (statusMemory), the nodes, the items committed to NB.
+func (c *controller) statusInput(eips []*egressipv1.EgressIP, nodes []assign.Node, nbNodes map[string]nbstate.Node, now metav1.Time) statusInput {
+	in := statusInput{eips: eips, believed: make(map[string]believed, len(eips)), nodes: nodes, nbNodes: nbNodes,
+		committed: c.committed, mode: c.s.mode, now: now}
+	for _, e := range eips {
+		st, rv := c.status.current(e)
+		in.believed[e.Name] = believed{status: st, rv: rv}
 	}
-	for _, it := range items {
-		if !committed[it] {
-			notProg[it.EgressIP] = "OVN Northbound rows not written yet"
-			continue
-		}
-		if c.s.mode == nbstate.LocalGateway {
-			ip, err := netip.ParseAddr(it.EgressIP)
-			if err != nil || !nodes[it.Node].ReadyEgressIPs[ip] {
-				notProg[it.EgressIP] = "node " + it.Node + " does not list it in " + annotations.EgressIPsReady
-			}
-		}
-	}
-	summary, want := conditions.Compute(conditions.Input{Generation: eip.Generation, Spec: eip.Spec.EgressIPs, Items: items,
-		Problems: problems, NotProgrammed: notProg, Strict: eip.Spec.Strict})
-	merged, changed := conditions.Merge(cur.Conditions, want, now)
-	st := egressipv1.EgressIPStatus{Items: items, Assigned: summary, Conditions: merged}
-	return st, changed || summary != cur.Assigned || !sameItems(items, cur.Items)
+	return in
 }
 
 // writeConditions writes, after NB was committed with programmed, the status of
 // every EgressIP whose conditions changed (nothing when nothing changed).
-func (c *controller) writeConditions(ctx context.Context, eips []*egressipv1.EgressIP, programmed map[string][]egressipv1.EgressIPStatusItem,
-	problems map[string][]assign.Problem, nodes map[string]nbstate.Node, now metav1.Time) error {
-	var writes []statusWrite
-	for _, e := range eips {
-		items, ok := programmed[e.Name]
-		if !ok {
-			continue
-		}
-		cur, rv := c.status.current(e)
-		if !sameItems(items, cur.Items) {
-			continue // a status write failed or raced: the next sync writes it
-		}
-		if st, changed := c.statusFor(e, cur, items, problems[e.Name], nodes, now); changed {
-			writes = append(writes, statusWrite{eip: e, rv: rv, status: st})
-		}
-	}
+func (c *controller) writeConditions(ctx context.Context, in statusInput, programmed map[string][]egressipv1.EgressIPStatusItem,
+	problems map[string][]assign.Problem) error {
+	writes := decideConditions(in, programmed, problems)
 	writeStatuses(ctx, c.s.EgressIP, writes, c.s.StatusWriters)
 	var errs []error
 	for _, w := range writes {
