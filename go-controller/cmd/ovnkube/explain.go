@@ -65,7 +65,7 @@ func runExplain(c *cli.Context) error {
 	if err != nil {
 		return err
 	}
-	cs, err := newClients(rc)
+	cs, err := newClients(rc, cfg)
 	if err != nil {
 		return err
 	}

@@ -51,9 +51,9 @@ func restConfig(cfg *config.Config) (*rest.Config, error) {
 	return rc, nil
 }
 
-func newClients(rc *rest.Config) (*clients, error) {
+func newClients(rc *rest.Config, cfg *config.Config) (*clients, error) {
 	rc = rest.CopyConfig(rc)
-	rc.QPS, rc.Burst = 50, 100
+	rc.QPS, rc.Burst = cfg.KubeAPIQPS, cfg.KubeAPIBurst
 	rc.UserAgent = "ovnkube-egressip"
 	kube, err := kubernetes.NewForConfig(rc)
 	if err != nil {
@@ -69,7 +69,7 @@ func newClients(rc *rest.Config) (*clients, error) {
 // run starts the roles cfg asks for against the API server of rc and blocks
 // until ctx is done or a role fails.
 func run(ctx context.Context, cfg *config.Config, rc *rest.Config) error {
-	cs, err := newClients(rc)
+	cs, err := newClients(rc, cfg)
 	if err != nil {
 		return err
 	}

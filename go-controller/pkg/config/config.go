@@ -74,6 +74,10 @@ type Config struct {
 	LeaderElectionLeaseDuration, LeaderElectionRenewDeadline, LeaderElectionRetryPeriod time.Duration
 	// NBConnectTimeout bounds the start-up wait for the NB database.
 	NBConnectTimeout time.Duration
+	// KubeAPIQPS and KubeAPIBurst limit the API requests of each Kubernetes
+	// client (client-go's token bucket).
+	KubeAPIQPS   float32
+	KubeAPIBurst int
 }
 
 // Flag names.
@@ -103,6 +107,8 @@ const (
 	FlagRenewDeadline       = "leader-elect-renew-deadline"
 	FlagRetryPeriod         = "leader-elect-retry-period"
 	FlagNBConnectTimeout    = "nb-connect-timeout"
+	FlagKubeAPIQPS          = "kube-api-qps"
+	FlagKubeAPIBurst        = "kube-api-burst"
 )
 
 // Flags returns the command-line flags of ovnkube.
@@ -133,6 +139,8 @@ func Flags() []cli.Flag {
 		&cli.DurationFlag{Name: FlagRenewDeadline, Value: 3 * time.Second, Usage: "leader election renew deadline"},
 		&cli.DurationFlag{Name: FlagRetryPeriod, Value: 500 * time.Millisecond, Usage: "leader election retry period"},
 		&cli.DurationFlag{Name: FlagNBConnectTimeout, Value: 20 * time.Second, Usage: "how long to wait for the NB database at start-up"},
+		&cli.Float64Flag{Name: FlagKubeAPIQPS, Value: 50, Usage: "API requests per second of each Kubernetes client, sustained (the master writes up to two status updates per EgressIP whose assignment changes)"},
+		&cli.IntFlag{Name: FlagKubeAPIBurst, Value: 100, Usage: "API requests of each Kubernetes client in a burst above --" + FlagKubeAPIQPS},
 	}
 }
 
@@ -228,6 +236,14 @@ func loadConfig(c *cli.Context, role bool) (*Config, error) {
 		LeaderElectionRenewDeadline: c.Duration(FlagRenewDeadline),
 		LeaderElectionRetryPeriod:   c.Duration(FlagRetryPeriod),
 		NBConnectTimeout:            c.Duration(FlagNBConnectTimeout),
+		KubeAPIQPS:                  float32(c.Float64(FlagKubeAPIQPS)),
+		KubeAPIBurst:                c.Int(FlagKubeAPIBurst),
+	}
+	if q := c.Float64(FlagKubeAPIQPS); q <= 0 || q > 1e6 {
+		return nil, fmt.Errorf("invalid --%s %v: must be above 0", FlagKubeAPIQPS, q)
+	}
+	if cfg.KubeAPIBurst < 1 {
+		return nil, fmt.Errorf("invalid --%s %d: must be at least 1", FlagKubeAPIBurst, cfg.KubeAPIBurst)
 	}
 	if v := c.String(FlagInitMaster); cfg.InitMaster && v != "true" {
 		cfg.MasterNode = v

@@ -51,6 +51,8 @@ func TestLoadErrorsNameTheFlag(t *testing.T) {
 		{"missing kubeconfig file", []string{"--kubeconfig", "/nonexistent/kc"}, `invalid --kubeconfig "/nonexistent/kc"`},
 		{"bad health port", []string{"--egressip-node-healthcheck-port", "70000"}, `invalid --egressip-node-healthcheck-port 70000`},
 		{"negative release linger", []string{"--egressip-node-release-linger", "-1s"}, `invalid --egressip-node-release-linger -1s`},
+		{"zero API QPS", []string{"--kube-api-qps", "0"}, `invalid --kube-api-qps 0`},
+		{"zero API burst", []string{"--kube-api-burst", "0"}, `invalid --kube-api-burst 0`},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
