@@ -33,8 +33,12 @@ type statusInput struct {
 	// committed is, per EgressIP, the items the last committed NB transaction
 	// programmed.
 	committed map[string][]egressipv1.EgressIPStatusItem
-	mode      nbstate.Mode
-	now       metav1.Time
+	// routers are the names of the logical routers NB has: an item is programmed
+	// only when the routers its rows hang on exist (rows for a missing router are
+	// skipped, and written once it appears).
+	routers map[string]bool
+	mode    nbstate.Mode
+	now     metav1.Time
 }
 
 func (in statusInput) current(e *egressipv1.EgressIP) believed {
@@ -75,7 +79,7 @@ func decideStatus(in statusInput) statusDecision {
 			d.kept[e.Name] = cur.status.Items
 			continue
 		}
-		st, _ := statusFor(e, cur.status, want, d.problems[e.Name], in.nbNodes, in.committed[e.Name], in.mode, in.now)
+		st, _ := statusFor(in, e, cur.status, want, d.problems[e.Name])
 		d.writes = append(d.writes, statusWrite{eip: e, rv: cur.rv, status: st})
 	}
 	return d
@@ -96,7 +100,7 @@ func decideConditions(in statusInput, programmed map[string][]egressipv1.EgressI
 		if !sameItems(items, cur.status.Items) {
 			continue
 		}
-		if st, changed := statusFor(e, cur.status, items, problems[e.Name], in.nbNodes, in.committed[e.Name], in.mode, in.now); changed {
+		if st, changed := statusFor(in, e, cur.status, items, problems[e.Name]); changed {
 			writes = append(writes, statusWrite{eip: e, rv: cur.rv, status: st})
 		}
 	}
@@ -105,14 +109,15 @@ func decideConditions(in statusInput, programmed map[string][]egressipv1.EgressI
 
 // statusFor returns the status eip should have with items assigned (cur is the
 // status believed current) and whether it differs from cur. An item is
-// programmed once a committed NB transaction wrote it (committed) and, in local
-// gateway mode, its holder lists it in its egress-ips-ready annotation.
-func statusFor(eip *egressipv1.EgressIP, cur egressipv1.EgressIPStatus, items []egressipv1.EgressIPStatusItem,
-	problems []assign.Problem, nodes map[string]nbstate.Node, committedItems []egressipv1.EgressIPStatusItem,
-	mode nbstate.Mode, now metav1.Time) (egressipv1.EgressIPStatus, bool) {
+// programmed once a committed NB transaction wrote it (in.committed), the routers
+// its rows hang on exist (ovn_cluster_router for the reroute; in shared gateway
+// mode the holder's gateway router for the SNAT) and, in local gateway mode, its
+// holder lists it in its egress-ips-ready annotation.
+func statusFor(in statusInput, eip *egressipv1.EgressIP, cur egressipv1.EgressIPStatus, items []egressipv1.EgressIPStatusItem,
+	problems []assign.Problem) (egressipv1.EgressIPStatus, bool) {
 	notProg := map[string]string{}
 	committed := map[egressipv1.EgressIPStatusItem]bool{}
-	for _, it := range committedItems {
+	for _, it := range in.committed[eip.Name] {
 		committed[it] = true
 	}
 	for _, it := range items {
@@ -120,16 +125,24 @@ func statusFor(eip *egressipv1.EgressIP, cur egressipv1.EgressIPStatus, items []
 			notProg[it.EgressIP] = "OVN Northbound rows not written yet"
 			continue
 		}
-		if mode == nbstate.LocalGateway {
+		if !in.routers[nbstate.ClusterRouter] {
+			notProg[it.EgressIP] = "logical router " + nbstate.ClusterRouter + " not in OVN Northbound"
+			continue
+		}
+		if gr := nbstate.GatewayRouter(it.Node); in.mode == nbstate.SharedGateway && !in.routers[gr] {
+			notProg[it.EgressIP] = "gateway router " + gr + " of node " + it.Node + " not in OVN Northbound"
+			continue
+		}
+		if in.mode == nbstate.LocalGateway {
 			ip, err := netip.ParseAddr(it.EgressIP)
-			if err != nil || !nodes[it.Node].ReadyEgressIPs[ip] {
+			if err != nil || !in.nbNodes[it.Node].ReadyEgressIPs[ip] {
 				notProg[it.EgressIP] = "node " + it.Node + " does not list it in " + annotations.EgressIPsReady
 			}
 		}
 	}
 	summary, want := conditions.Compute(conditions.Input{Generation: eip.Generation, Spec: eip.Spec.EgressIPs, Items: items,
 		Problems: problems, NotProgrammed: notProg, Strict: eip.Spec.Strict})
-	merged, changed := conditions.Merge(cur.Conditions, want, now)
+	merged, changed := conditions.Merge(cur.Conditions, want, in.now)
 	st := egressipv1.EgressIPStatus{Items: items, Assigned: summary, Conditions: merged}
 	return st, changed || summary != cur.Assigned || !sameItems(items, cur.Items)
 }

@@ -53,10 +53,11 @@ func TestDecideStatus(t *testing.T) {
 		cached    []egressipv1.EgressIPStatusItem // the informer's copy, when it lags behind believed
 		nodes     []assign.Node
 		nbNodes   map[string]nbstate.Node
-		committed bool // the believed items are programmed in NB
-		mode      nbstate.Mode
-		before    want // decideStatus' write
-		after     want // decideConditions' write once NB holds what decideStatus left
+		committed bool         // the believed items are programmed in NB
+		mode      nbstate.Mode // "" = shared
+		noRouter  string       // a router missing from NB
+		before    want         // decideStatus' write
+		after     want         // decideConditions' write once NB holds what decideStatus left
 		problems  int
 	}{
 		{name: "new EgressIP: assigned, not programmed yet; after NB: Ready",
@@ -76,6 +77,15 @@ func TestDecideStatus(t *testing.T) {
 			believed: items("172.18.0.100", "node1"), cached: nil, committed: true,
 			nodes: []assign.Node{decideNode("node1"), decideNode("node2")},
 			after: want{items: items("172.18.0.100", "node1"), ready: metav1.ConditionTrue, readyReason: conditions.ReasonProgrammed, assigned: "1/1"}},
+		{name: "shared gateway, the holder's gateway router is missing: not programmed",
+			nodes: []assign.Node{decideNode("node1")}, noRouter: "GR_node1",
+			before: want{items: items("172.18.0.100", "node1"), ready: metav1.ConditionFalse, readyReason: conditions.ReasonNotProgrammed, assigned: "1/1"},
+			after:  want{items: items("172.18.0.100", "node1"), ready: metav1.ConditionFalse, readyReason: conditions.ReasonNotProgrammed, assigned: "1/1"}},
+		{name: "the cluster router is missing: not programmed",
+			nodes: []assign.Node{decideNode("node1")}, noRouter: nbstate.ClusterRouter, mode: nbstate.LocalGateway,
+			nbNodes: map[string]nbstate.Node{"node1": readyOn("172.18.0.100")},
+			before:  want{items: items("172.18.0.100", "node1"), ready: metav1.ConditionFalse, readyReason: conditions.ReasonNotProgrammed, assigned: "1/1"},
+			after:   want{items: items("172.18.0.100", "node1"), ready: metav1.ConditionFalse, readyReason: conditions.ReasonNotProgrammed, assigned: "1/1"}},
 		{name: "local gateway: programmed only once the holder lists it ready",
 			nodes: []assign.Node{decideNode("node1")}, mode: nbstate.LocalGateway,
 			nbNodes: map[string]nbstate.Node{"node1": readyOn()},
@@ -122,6 +132,11 @@ func TestDecideStatus(t *testing.T) {
 			if in.nbNodes == nil {
 				in.nbNodes = map[string]nbstate.Node{}
 			}
+			if in.mode == "" {
+				in.mode = nbstate.SharedGateway
+			}
+			in.routers = map[string]bool{nbstate.ClusterRouter: true, "GR_node1": true, "GR_node2": true}
+			delete(in.routers, tc.noRouter)
 			if tc.committed {
 				in.committed["e1"] = tc.believed
 			}

@@ -359,7 +359,7 @@ func carried(desired nbstate.State, cur nbstate.Current, name string, item egres
 	have := ofEgressIP(cur.Rows, name)
 	for k, p := range want.Policies {
 		h, ok := have.Policies[k]
-		if !ok || h.Action != p.Action || h.Match != p.Match || !sameSet(h.Nexthops, p.Nexthops) {
+		if !ok || !nbstate.PolicyEqual(h, p) {
 			return false
 		}
 	}
@@ -367,7 +367,7 @@ func carried(desired nbstate.State, cur nbstate.Current, name string, item egres
 		if k.Router != nbstate.GatewayRouter(item.Node) || k.IDs.EgressIP != n.ExternalIP || n.ExternalIP != canonical(item.EgressIP) {
 			continue
 		}
-		if h, ok := have.NATs[k]; !ok || h.ExternalIP != n.ExternalIP || h.LogicalIP != n.LogicalIP {
+		if h, ok := have.NATs[k]; !ok || !nbstate.NATEqual(h, n) {
 			return false
 		}
 	}
@@ -379,13 +379,6 @@ func canonical(ip string) string {
 		return a.String()
 	}
 	return ip
-}
-
-func sameSet(a, b []string) bool {
-	a, b = slices.Clone(a), slices.Clone(b)
-	slices.Sort(a)
-	slices.Sort(b)
-	return slices.Equal(a, b)
 }
 
 // hosts reports, per holder of eip, whether its egress-ips-ready annotation lists
@@ -582,7 +575,7 @@ func (st *explainState) missingPodRows(eip *egressipv1.EgressIP, pod *corev1.Pod
 			continue
 		}
 		h, ok := st.in.NB.Rows.Policies[k]
-		if !ok || h.Action != p.Action || h.Match != p.Match || !sameSet(h.Nexthops, p.Nexthops) {
+		if !ok || !nbstate.PolicyEqual(h, p) {
 			out = append(out, fmt.Sprintf("policy %s %q", p.Action, p.Match))
 		}
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -171,9 +172,15 @@ func TestLateGatewayRouter(t *testing.T) {
 		e.expectStatus("eip-prod", "172.18.0.33@node4")
 		moved := map[string]string{"prod/web1": rr("eip-prod", "10.244.1.5", "100.64.0.5"), "prod/web2": rr("eip-prod", "10.244.3.6", "100.64.0.5")}
 		e.expectRows("reroute moved, SNAT waiting for GR_node4", moved, nil)
+		// Its SNAT rows are not written: the EgressIP is not programmed, and says why.
+		c := e.expectCondition("eip-prod", conditions.TypeReady, metav1.ConditionFalse, conditions.ReasonNotProgrammed)
+		if !strings.Contains(c.Message, "GR_node4") {
+			t.Errorf("NotProgrammed message %q does not name the missing gateway router", c.Message)
+		}
 		e.addRouter(nbstate.GatewayRouter("node4"))
 		e.expectRows("GR_node4 created", moved,
 			[]string{sn("node4", "172.18.0.33", "10.244.1.5", "eip-prod"), sn("node4", "172.18.0.33", "10.244.3.6", "eip-prod")})
+		e.expectCondition("eip-prod", conditions.TypeReady, metav1.ConditionTrue, conditions.ReasonProgrammed)
 		if got := e.metric(metricSyncErrorsTotal); got != 0 {
 			t.Errorf("%v failed syncs, want 0", got)
 		}

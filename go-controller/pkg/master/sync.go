@@ -320,7 +320,16 @@ func describe(items []egressipv1.EgressIPStatusItem) string {
 // current of each EgressIP (statusMemory), the nodes, the items committed to NB.
 func (c *controller) statusInput(eips []*egressipv1.EgressIP, nodes []assign.Node, nbNodes map[string]nbstate.Node, now metav1.Time) statusInput {
 	in := statusInput{eips: eips, believed: make(map[string]believed, len(eips)), nodes: nodes, nbNodes: nbNodes,
-		committed: c.committed, mode: c.s.mode, now: now}
+		committed: c.committed, mode: c.s.mode, now: now, routers: map[string]bool{}}
+	// From the NB cache (router names only); unreadable: no router, nothing
+	// counts as programmed.
+	if routers, err := nbstate.ReadRouters(c.nb); err == nil {
+		for name := range routers {
+			in.routers[name] = true
+		}
+	} else {
+		klog.InfoS("Cannot read OVN Northbound routers; no egress IP counts as programmed", "err", err)
+	}
 	for _, e := range eips {
 		st, rv := c.status.current(e)
 		in.believed[e.Name] = believed{status: st, rv: rv}

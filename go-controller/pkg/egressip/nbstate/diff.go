@@ -130,7 +130,7 @@ func Diff(desired State, cur Current) Plan {
 			p.Skipped = append(p.Skipped, k)
 		case !ok:
 			ins = append(ins, Change{Op: Insert, Table: nbdb.LogicalRouterPolicyTable, Key: k, RouterUUID: router, Row: want})
-		case !policyEqual(want, have):
+		case !PolicyEqual(want, have):
 			upd = append(upd, Change{Op: Update, Table: nbdb.LogicalRouterPolicyTable, Key: k, UUID: have.UUID, Row: want, Old: have})
 		}
 	}
@@ -142,7 +142,7 @@ func Diff(desired State, cur Current) Plan {
 			p.Skipped = append(p.Skipped, k)
 		case !ok:
 			ins = append(ins, Change{Op: Insert, Table: nbdb.NATTable, Key: k, RouterUUID: router, Row: want})
-		case !natEqual(want, have):
+		case !NATEqual(want, have):
 			upd = append(upd, Change{Op: Update, Table: nbdb.NATTable, Key: k, UUID: have.UUID, Row: want, Old: have})
 		}
 	}
@@ -255,12 +255,16 @@ func sortChanges(cs []Change) {
 	copy(cs, sorted)
 }
 
-func policyEqual(a, b *nbdb.LogicalRouterPolicy) bool {
+// PolicyEqual reports whether two policy rows are equal in every column we write
+// (what Diff compares: a row that is not equal to its desired one is updated).
+func PolicyEqual(a, b *nbdb.LogicalRouterPolicy) bool {
 	return a.Priority == b.Priority && a.Match == b.Match && a.Action == b.Action &&
 		sameSet(a.Nexthops, b.Nexthops) && maps.Equal(a.ExternalIDs, b.ExternalIDs)
 }
 
-func natEqual(a, b *nbdb.NAT) bool {
+// NATEqual reports whether two NAT rows are equal in every column we write
+// (their gateway router, which references them, is not a column).
+func NATEqual(a, b *nbdb.NAT) bool {
 	return a.Type == b.Type && a.ExternalIP == b.ExternalIP && a.LogicalIP == b.LogicalIP &&
 		maps.Equal(a.ExternalIDs, b.ExternalIDs)
 }
