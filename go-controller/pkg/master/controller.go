@@ -68,6 +68,10 @@ type controller struct {
 	lastNote  map[string]string // per node: why it cannot host egress IPs (logged on change)
 	// lastSkipped describes the rows the last sync could not write (logged on change).
 	lastSkipped string
+	// nodeParser and assignMemo spare syncs that change no node or EgressIP
+	// parsing every node and assigning again.
+	nodeParser *nodeParser
+	assignMemo assignMemo
 }
 
 // newController wires informers (not started) to the queue.
@@ -88,6 +92,7 @@ func newController(s settings, nb nbClient, m *metrics, kubeInf informers.Shared
 		reachable: map[string]bool{},
 		lastNote:  map[string]string{},
 	}
+	c.nodeParser = newNodeParser(s.mode, s.Reachability)
 	eipInformer := eipInf.K8s().V1().EgressIPs()
 	nodeInformer := kubeInf.Core().V1().Nodes()
 	nsInformer := kubeInf.Core().V1().Namespaces()

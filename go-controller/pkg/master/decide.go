@@ -2,6 +2,7 @@ package master
 
 import (
 	"net/netip"
+	"reflect"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
@@ -39,6 +40,8 @@ type statusInput struct {
 	routers map[string]bool
 	mode    nbstate.Mode
 	now     metav1.Time
+	// assign is assign.Assign, or a memo of it (nil: assign.Assign).
+	assign func([]assign.EgressIP, []assign.Node) assign.Result
 }
 
 func (in statusInput) current(e *egressipv1.EgressIP) believed {
@@ -67,7 +70,11 @@ func decideStatus(in statusInput) statusDecision {
 	for _, e := range in.eips {
 		toAssignIn = append(toAssignIn, toAssign(e, in.current(e).status.Items))
 	}
-	res := assign.Assign(toAssignIn, in.nodes)
+	assignFn := in.assign
+	if assignFn == nil {
+		assignFn = assign.Assign
+	}
+	res := assignFn(toAssignIn, in.nodes)
 	d := statusDecision{kept: map[string][]egressipv1.EgressIPStatusItem{}, problems: map[string][]assign.Problem{}}
 	for _, p := range res.Problems {
 		d.problems[p.EgressIP] = append(d.problems[p.EgressIP], p)
@@ -145,4 +152,24 @@ func statusFor(in statusInput, eip *egressipv1.EgressIP, cur egressipv1.EgressIP
 	merged, changed := conditions.Merge(cur.Conditions, want, in.now)
 	st := egressipv1.EgressIPStatus{Items: items, Assigned: summary, Conditions: merged}
 	return st, changed || summary != cur.Assigned || !sameItems(items, cur.Items)
+}
+
+// assignMemo remembers assign.Assign's last input and result: most syncs (a pod
+// added, removed or relabelled) change neither the EgressIPs nor the nodes, and
+// assignment then needs no computing again. Inputs are compared deeply; two that
+// differ only in ways reflect.DeepEqual cannot see through (a func inside an
+// error) just compute again.
+type assignMemo struct {
+	eips  []assign.EgressIP
+	nodes []assign.Node
+	res   assign.Result
+	valid bool
+}
+
+func (m *assignMemo) assign(eips []assign.EgressIP, nodes []assign.Node) assign.Result {
+	if m.valid && reflect.DeepEqual(m.eips, eips) && reflect.DeepEqual(m.nodes, nodes) {
+		return m.res
+	}
+	m.eips, m.nodes, m.res, m.valid = eips, nodes, assign.Assign(eips, nodes), true
+	return m.res
 }

@@ -7,6 +7,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 
 	egressipv1 "github.com/ovn-egressip/ovn-egressip/go-controller/pkg/crd/egressip/v1"
 	"github.com/ovn-egressip/ovn-egressip/go-controller/pkg/egressip/annotations"
@@ -74,6 +75,55 @@ func parseNode(n *corev1.Node, mode nbstate.Mode, reach Reachability) nodeFacts 
 	}
 	f.assign.ConfigErr = errors.Join(errs...)
 	return f
+}
+
+// nodeParser parses each node once per resourceVersion: every sync reads every
+// node, and most syncs come from pod events (at 100 nodes, parsing their
+// annotations on every sync was a third of the master's CPU while pods were
+// added one at a time). Reachability is asked again on every call. The facts
+// returned share their maps and slices with the cache: callers replace, never
+// modify them (vetNodes and assign.Distrust copy).
+type nodeParser struct {
+	mode  nbstate.Mode
+	reach Reachability
+	seen  map[string]parsedNode
+}
+
+type parsedNode struct {
+	uid   types.UID
+	rv    string
+	facts nodeFacts
+}
+
+func newNodeParser(mode nbstate.Mode, reach Reachability) *nodeParser {
+	return &nodeParser{mode: mode, reach: reach, seen: map[string]parsedNode{}}
+}
+
+// parse returns the facts of nodes, in order, and forgets nodes not among them.
+func (p *nodeParser) parse(nodes []*corev1.Node) []nodeFacts {
+	out := make([]nodeFacts, len(nodes))
+	names := make(map[string]bool, len(nodes))
+	for i, n := range nodes {
+		names[n.Name] = true
+		c, ok := p.seen[n.Name]
+		if !ok || n.ResourceVersion == "" || c.uid != n.UID || c.rv != n.ResourceVersion {
+			c = parsedNode{uid: n.UID, rv: n.ResourceVersion, facts: parseNode(n, p.mode, p.reach)}
+			p.seen[n.Name] = c
+			out[i] = c.facts
+			continue
+		}
+		f := c.facts
+		if f.assign.Labelled {
+			f.assign.Reachable = p.reach.Reachable(n.Name)
+		}
+		out[i] = f
+	}
+	for name := range p.seen {
+		if !names[name] {
+			delete(p.seen, name)
+		}
+	}
+	return out
 }
 
 // toAssign converts an EgressIP (with the status the master believes current).

@@ -74,10 +74,7 @@ func (c *controller) sync(ctx context.Context) error {
 	// Nodes, without what they publish that cannot be true.
 	var assignNodes []assign.Node
 	nbNodes := make(map[string]nbstate.Node, len(snap.nodes))
-	facts := make([]nodeFacts, len(snap.nodes))
-	for i, n := range snap.nodes {
-		facts[i] = parseNode(n, c.s.mode, c.s.Reachability)
-	}
+	facts := c.nodeParser.parse(snap.nodes)
 	believedItems := func(e *egressipv1.EgressIP) []egressipv1.EgressIPStatusItem {
 		st, _ := c.status.current(e)
 		return st.Items
@@ -320,7 +317,7 @@ func describe(items []egressipv1.EgressIPStatusItem) string {
 // current of each EgressIP (statusMemory), the nodes, the items committed to NB.
 func (c *controller) statusInput(eips []*egressipv1.EgressIP, nodes []assign.Node, nbNodes map[string]nbstate.Node, now metav1.Time) statusInput {
 	in := statusInput{eips: eips, believed: make(map[string]believed, len(eips)), nodes: nodes, nbNodes: nbNodes,
-		committed: c.committed, mode: c.s.mode, now: now, routers: map[string]bool{}}
+		committed: c.committed, mode: c.s.mode, now: now, routers: map[string]bool{}, assign: c.assignMemo.assign}
 	// From the NB cache (router names only); unreadable: no router, nothing
 	// counts as programmed.
 	if routers, err := nbstate.ReadRouters(c.nb); err == nil {

@@ -1,0 +1,104 @@
+package master
+
+import (
+	"reflect"
+	"testing"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/ovn-egressip/ovn-egressip/go-controller/pkg/egressip/annotations"
+	"github.com/ovn-egressip/ovn-egressip/go-controller/pkg/egressip/assign"
+	"github.com/ovn-egressip/ovn-egressip/go-controller/pkg/egressip/nbstate"
+)
+
+// TestNodeParser: a node is parsed again whenever it may have changed (new
+// resourceVersion or UID, or no resourceVersion at all), reachability is asked
+// on every call, and nodes that went are forgotten.
+func TestNodeParser(t *testing.T) {
+	reach := newFakeReach()
+	p := newNodeParser(nbstate.SharedGateway, reach)
+	versioned := func(i int, rv string, uid types.UID) *corev1.Node {
+		n := node(i, true)
+		n.ResourceVersion, n.UID = rv, uid
+		return n
+	}
+	n1 := versioned(1, "10", "u1")
+	f := p.parse([]*corev1.Node{n1})
+	if !f[0].assign.Reachable || f[0].assign.ConfigErr != nil || len(f[0].nb.JoinIPs) != 1 {
+		t.Fatalf("first parse: %+v", f[0])
+	}
+	want := parseNode(n1, nbstate.SharedGateway, reach)
+	if !reflect.DeepEqual(f[0], want) {
+		t.Fatalf("cached facts differ from a parse:\n got  %+v\n want %+v", f[0], want)
+	}
+
+	// Same version: same facts, but reachability is asked again.
+	reach.set("node1", false)
+	if f = p.parse([]*corev1.Node{n1}); f[0].assign.Reachable {
+		t.Fatalf("reachability not asked again: %+v", f[0].assign)
+	}
+	reach.set("node1", true)
+
+	broken := func(n *corev1.Node) *corev1.Node {
+		n.Annotations[annotations.GatewayRouterLRPIfAddr] = "not json"
+		return n
+	}
+	cases := []struct {
+		name     string
+		beforeRV string // the version parsed first (UID u1, annotations fine)
+		n        *corev1.Node
+	}{
+		{"new resourceVersion", "10", broken(versioned(1, "11", "u1"))},
+		{"node deleted and created again with the same resourceVersion", "10", broken(versioned(1, "10", "u2"))},
+		{"no resourceVersion (a client that does not version)", "", broken(versioned(1, "", "u1"))},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			p := newNodeParser(nbstate.SharedGateway, reach)
+			if f := p.parse([]*corev1.Node{versioned(1, tc.beforeRV, "u1")}); f[0].assign.ConfigErr != nil {
+				t.Fatalf("first parse: %v", f[0].assign.ConfigErr)
+			}
+			if f := p.parse([]*corev1.Node{tc.n}); f[0].assign.ConfigErr == nil {
+				t.Fatalf("the changed node was not parsed again: %+v", f[0].assign)
+			}
+		})
+	}
+
+	p.parse([]*corev1.Node{versioned(2, "5", "u3")})
+	if _, ok := p.seen["node1"]; ok {
+		t.Fatalf("node1 went and is still cached")
+	}
+}
+
+// TestAssignMemo: the memo answers assign.Assign's result for equal inputs and
+// computes again for any difference.
+func TestAssignMemo(t *testing.T) {
+	var m assignMemo
+	nodes := []assign.Node{decideNode("node1"), decideNode("node2")}
+	eips := func(holder string) []assign.EgressIP {
+		e := assign.EgressIP{Name: "e1", Spec: []string{"172.18.0.100"}}
+		if holder != "" {
+			e.Status = []assign.Item{{EgressIP: "172.18.0.100", Node: holder}}
+		}
+		return []assign.EgressIP{e}
+	}
+	check := func(in []assign.EgressIP, nodes []assign.Node) assign.Result {
+		t.Helper()
+		got, want := m.assign(in, nodes), assign.Assign(in, nodes)
+		if !reflect.DeepEqual(got, want) {
+			t.Fatalf("memo %+v, assign %+v", got, want)
+		}
+		return got
+	}
+	check(eips(""), nodes)
+	check(eips(""), nodes)
+	if r := check(eips("node2"), nodes); r.Status["e1"][0].Node != "node2" {
+		t.Fatalf("status held on node2 not kept: %+v", r)
+	}
+	down := []assign.Node{decideNode("node1"), decideNode("node2")}
+	down[1].Reachable = false
+	if r := check(eips("node2"), down); r.Status["e1"][0].Node != "node1" {
+		t.Fatalf("node2 unreachable, IP not moved: %+v", r)
+	}
+}
