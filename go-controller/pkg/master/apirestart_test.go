@@ -10,6 +10,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	egressipv1 "github.com/ovn-egressip/ovn-egressip/go-controller/pkg/crd/egressip/v1"
+	"github.com/ovn-egressip/ovn-egressip/go-controller/pkg/egressip/conditions"
 	"github.com/ovn-egressip/ovn-egressip/go-controller/pkg/egressip/nbstate"
 	"github.com/ovn-egressip/ovn-egressip/test/nbserver"
 )
@@ -101,6 +102,10 @@ func TestControlPlaneRestart(t *testing.T) {
 		"prod/web2": rr("eip-prod", "10.244.3.6", "100.64.0.2", "100.64.0.3"),
 		"dev/web3":  rr("eip-dev", "10.244.2.8", "100.64.0.2"),
 	}, append(prodSNATs("10.244.1.5", "10.244.3.6"), devSNAT))
+	// The Ready conditions are written after the NB commit that made the rows
+	// above: wait for them, or the resourceVersion read next may predate that write.
+	e.expectCondition("eip-prod", conditions.TypeReady, metav1.ConditionTrue, conditions.ReasonProgrammed)
+	e.expectCondition("eip-dev", conditions.TypeReady, metav1.ConditionTrue, conditions.ReasonProgrammed)
 	dev, err := e.eip.K8sV1().EgressIPs().Get(context.Background(), "eip-dev", metav1.GetOptions{})
 	if err != nil {
 		t.Fatal(err)
