@@ -24,7 +24,7 @@ import (
 // and node (few), not the pods and namespaces (read one by one, as changed).
 type snapshot struct {
 	eips  []*egressipv1.EgressIP // sorted by name
-	nodes []*corev1.Node
+	nodes []*corev1.Node         // sorted by name
 }
 
 func (c *controller) snapshot() (snapshot, error) {
@@ -34,8 +34,13 @@ func (c *controller) snapshot() (snapshot, error) {
 		return s, err
 	}
 	sort.Slice(s.eips, func(i, j int) bool { return s.eips[i].Name < s.eips[j].Name })
-	s.nodes, err = c.nodes.List(labels.Everything())
-	return s, err
+	if s.nodes, err = c.nodes.List(labels.Everything()); err != nil {
+		return s, err
+	}
+	// In name order too: the lister's order changes from one List to the next,
+	// and assignment's memo compares its inputs in order.
+	sort.Slice(s.nodes, func(i, j int) bool { return s.nodes[i].Name < s.nodes[j].Name })
+	return s, nil
 }
 
 // outcome collects what a sync changed, for metrics and logs.
