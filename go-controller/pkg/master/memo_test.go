@@ -2,10 +2,18 @@ package master
 
 import (
 	"reflect"
+	"slices"
+	"sort"
 	"testing"
 
+	"github.com/prometheus/client_golang/prometheus"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/informers"
+	kubefake "k8s.io/client-go/kubernetes/fake"
+
+	eipfake "github.com/ovn-egressip/ovn-egressip/go-controller/pkg/crd/egressip/v1/apis/clientset/versioned/fake"
+	eipinformers "github.com/ovn-egressip/ovn-egressip/go-controller/pkg/crd/egressip/v1/apis/informers/externalversions"
 
 	"github.com/ovn-egressip/ovn-egressip/go-controller/pkg/egressip/annotations"
 	"github.com/ovn-egressip/ovn-egressip/go-controller/pkg/egressip/assign"
@@ -100,5 +108,41 @@ func TestAssignMemo(t *testing.T) {
 	down[1].Reachable = false
 	if r := check(eips("node2"), down); r.Status["e1"][0].Node != "node1" {
 		t.Fatalf("node2 unreachable, IP not moved: %+v", r)
+	}
+}
+
+// TestSnapshotNodeOrder: every snapshot lists the nodes in name order, whatever
+// order the lister returns (assignment's memo compares its inputs in order: a
+// lister order that changed from sync to sync made it compute again every time).
+func TestSnapshotNodeOrder(t *testing.T) {
+	kubeInf := informers.NewSharedInformerFactory(kubefake.NewSimpleClientset(), 0)
+	eipInf := eipinformers.NewSharedInformerFactory(eipfake.NewSimpleClientset(), 0)
+	c, err := newController(settings{mode: nbstate.SharedGateway, Params: Params{Reachability: newFakeReach()}},
+		nil, newMetrics(prometheus.NewRegistry()), kubeInf, eipInf)
+	if err != nil {
+		t.Fatal(err)
+	}
+	idx := kubeInf.Core().V1().Nodes().Informer().GetIndexer()
+	var want []string
+	for i := 1; i <= 40; i++ {
+		n := node(i, true)
+		want = append(want, n.Name)
+		if err := idx.Add(n); err != nil {
+			t.Fatal(err)
+		}
+	}
+	sort.Strings(want)
+	for range 5 {
+		s, err := c.snapshot()
+		if err != nil {
+			t.Fatal(err)
+		}
+		var got []string
+		for _, n := range s.nodes {
+			got = append(got, n.Name)
+		}
+		if !slices.Equal(got, want) {
+			t.Fatalf("snapshot nodes %v, want %v", got, want)
+		}
 	}
 }
