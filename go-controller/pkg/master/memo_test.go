@@ -12,6 +12,7 @@ import (
 	"k8s.io/client-go/informers"
 	kubefake "k8s.io/client-go/kubernetes/fake"
 
+	egressipv1 "github.com/ovn-egressip/ovn-egressip/go-controller/pkg/crd/egressip/v1"
 	eipfake "github.com/ovn-egressip/ovn-egressip/go-controller/pkg/crd/egressip/v1/apis/clientset/versioned/fake"
 	eipinformers "github.com/ovn-egressip/ovn-egressip/go-controller/pkg/crd/egressip/v1/apis/informers/externalversions"
 
@@ -145,4 +146,39 @@ func TestSnapshotNodeOrder(t *testing.T) {
 			t.Fatalf("snapshot nodes %v, want %v", got, want)
 		}
 	}
+}
+
+// TestSelectionSigCache: an EgressIP's selection signature is the uncached one
+// whatever changed: selectors (new resourceVersion), status, or the object
+// (deleted and created again, same resourceVersion, new UID).
+func TestSelectionSigCache(t *testing.T) {
+	s := newServing()
+	e := egressIP("e1", 0, []string{"172.18.0.100"}, prodNS, web)
+	e.ResourceVersion = "1"
+	check := func(what string, e *egressipv1.EgressIP) selectionSig {
+		t.Helper()
+		got, want := s.sigOf(e), sigOf(e)
+		if got != want {
+			t.Fatalf("%s: cached signature %+v, want %+v", what, got, want)
+		}
+		return got
+	}
+	first := check("first", e)
+	check("again", e)
+
+	edited := e.DeepCopy()
+	edited.ResourceVersion = "2"
+	edited.Spec.PodSelector.MatchLabels = map[string]string{"app": "db"}
+	if check("selector edited", edited) == first {
+		t.Fatalf("a selector edit left the signature unchanged")
+	}
+	assigned := edited.DeepCopy()
+	assigned.ResourceVersion = "3"
+	assigned.Status.Items = items("172.18.0.100", "node1")
+	if !check("status written", assigned).assigned {
+		t.Fatalf("assigned not set")
+	}
+	recreated := egressIP("e1", 0, []string{"172.18.0.100"}, prodNS, map[string]string{"app": "api"})
+	recreated.ResourceVersion, recreated.UID = "3", "uid-other"
+	check("deleted and created again", recreated)
 }

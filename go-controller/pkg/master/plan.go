@@ -123,7 +123,7 @@ func plan(s *serving, in planInput) (nbRows, time.Time, error) {
 	live := make(map[string]bool, len(in.eips))
 	for _, e := range in.eips {
 		live[e.Name] = true
-		sig := sigOf(e)
+		sig := s.sigOf(e)
 		if old, ok := s.sigs[e.Name]; ok && old == sig {
 			continue
 		}
@@ -155,6 +155,7 @@ func plan(s *serving, in planInput) (nbRows, time.Time, error) {
 	for name := range s.sigs {
 		if !live[name] {
 			delete(s.sigs, name)
+			delete(s.selectors, name)
 			delete(s.routes, name)
 			delete(s.ready, name)
 			for k := range s.eipPods[name] {

@@ -29,6 +29,10 @@ type serving struct {
 	claims    map[netip.Addr][]string    // pod IP -> keys of served pods having it (usually one)
 	routes    map[string]map[string]nbstate.Route
 	sigs      map[string]selectionSig
+	// selectors caches each EgressIP's selectors rendered as strings (for sigs),
+	// per resourceVersion: rendering them for every EgressIP on every sync cost
+	// more than the rest of a sync's selection work.
+	selectors map[string]renderedSelectors
 	// ready remembers, per EgressIP and family, the last ready next hops (local
 	// gateway mode): the fallback while no holder is ready, for the release linger.
 	ready map[string]map[string]readyHops
@@ -51,6 +55,12 @@ type selectionSig struct {
 	selectors [2]string
 }
 
+type renderedSelectors struct {
+	uid types.UID
+	rv  string
+	sel [2]string
+}
+
 type readyHops struct {
 	hops []netip.Addr
 	// lost is when no holder was ready any more (zero while one is).
@@ -60,7 +70,7 @@ type readyHops struct {
 func newServing() *serving {
 	return &serving{
 		pods: map[string]servedPod{}, servedIPs: map[string][]netip.Addr{}, servedBy: map[netip.Addr]string{}, eipPods: map[string]map[string]bool{}, claims: map[netip.Addr][]string{},
-		routes: map[string]map[string]nbstate.Route{}, sigs: map[string]selectionSig{},
+		routes: map[string]map[string]nbstate.Route{}, sigs: map[string]selectionSig{}, selectors: map[string]renderedSelectors{},
 		ready: map[string]map[string]readyHops{},
 	}
 }
@@ -68,6 +78,19 @@ func newServing() *serving {
 func sigOf(e *egressipv1.EgressIP) selectionSig {
 	return selectionSig{uid: e.UID, assigned: len(e.Status.Items) > 0, created: e.CreationTimestamp.Time,
 		selectors: [2]string{e.Spec.NamespaceSelector.String(), e.Spec.PodSelector.String()}}
+}
+
+// sigOf is sigOf(e), with the selectors rendered once per resourceVersion (an
+// object without one, from a client that does not version, every time).
+func (s *serving) sigOf(e *egressipv1.EgressIP) selectionSig {
+	if c, ok := s.selectors[e.Name]; ok && e.ResourceVersion != "" && c.uid == e.UID && c.rv == e.ResourceVersion {
+		return selectionSig{uid: e.UID, assigned: len(e.Status.Items) > 0, created: e.CreationTimestamp.Time, selectors: c.sel}
+	}
+	sig := sigOf(e)
+	if e.ResourceVersion != "" {
+		s.selectors[e.Name] = renderedSelectors{uid: e.UID, rv: e.ResourceVersion, sel: sig.selectors}
+	}
+	return sig
 }
 
 // podKey is the "namespace/name" of a pod: the key of informer caches and of NB rows.
