@@ -2,8 +2,11 @@ package healthcheck
 
 import (
 	"context"
+	"fmt"
 	"net"
 	"net/netip"
+	"slices"
+	"strconv"
 	"sync"
 	"testing"
 	"time"
@@ -130,31 +133,164 @@ func TestCheckerNeedsConsecutiveFailures(t *testing.T) {
 	c := NewChecker(CheckerConfig{Timeout: time.Second, FailureThreshold: 3, SlowThreshold: 5,
 		OnChange: func(_ string, ok bool) { changes = append(changes, ok) }})
 	c.probers["n"] = &prober{}
+	// A witness that answers all along: the master hears the network, so n's
+	// silence is n's own.
+	c.probers["w"] = &prober{}
+	t0 := time.Now()
+	at := func(i int) time.Time { return t0.Add(time.Duration(i) * 100 * time.Millisecond) }
+	i := 0
+	step := func(o outcome) {
+		c.record("w", round{out: probeOK, start: at(i)})
+		c.record("n", round{out: o, start: at(i)})
+		i++
+	}
 	for _, o := range []outcome{probeHard, probeHard, probeOK, probeHard, probeHard} {
-		c.record("n", o, 0)
+		step(o)
 	}
 	if !c.Reachable("n") || len(changes) != 0 {
 		t.Fatalf("two hard failures in a row out of a threshold of three must not flip the node: %v", changes)
 	}
-	c.record("n", probeHard, 0)
+	step(probeHard)
 	if c.Reachable("n") || len(changes) != 1 || changes[0] {
 		t.Fatalf("the third hard failure in a row makes the node unreachable: %v", changes)
 	}
-	c.record("n", probeOK, 0)
+	step(probeOK)
 	if !c.Reachable("n") || len(changes) != 2 || !changes[1] {
 		t.Fatalf("one success makes it reachable again: %v", changes)
 	}
 	// Soft failures (slow health server, live kernel) need SlowThreshold rounds;
 	// a soft one breaks a run of hard ones.
 	for _, o := range []outcome{probeSoft, probeHard, probeHard, probeSoft} {
-		c.record("n", o, 0)
+		step(o)
 	}
 	if !c.Reachable("n") || len(changes) != 2 {
 		t.Fatalf("four failures, never three hard in a row, must not flip the node: %v", changes)
 	}
-	c.record("n", probeSoft, 0)
+	step(probeSoft)
 	if c.Reachable("n") || len(changes) != 3 || changes[2] {
 		t.Fatalf("the fifth failure in a row (SlowThreshold) makes the node unreachable: %v", changes)
+	}
+}
+
+// TestDecide: the verdict on a node from every probed node's history.
+func TestDecide(t *testing.T) {
+	cfg := CheckerConfig{FailureThreshold: 2, SlowThreshold: 10}
+	t0 := time.Unix(1000, 0)
+	ms := func(n int) time.Time { return t0.Add(time.Duration(n) * time.Millisecond) }
+	hard2 := failures{hard: 2, any: 2}
+	for _, tc := range []struct {
+		name  string
+		node  history
+		peers []history
+		want  verdict
+	}{
+		{"latest round passed", history{lastAnswer: ms(0)}, nil, reachable},
+		{"latest round passed, was unreachable", history{lastAnswer: ms(0), state: unreachable}, nil, reachable},
+		{"one hard failure", history{fail: failures{hard: 1, any: 1}, failingSince: ms(0)}, []history{{lastAnswer: ms(10)}}, reachable},
+		{"nine soft failures", history{fail: failures{any: 9}, failingSince: ms(0)}, []history{{lastAnswer: ms(10)}}, reachable},
+		{"unreachable stays until a round passes", history{fail: failures{any: 1}, failingSince: ms(0), state: unreachable}, nil, unreachable},
+		{"silent, a peer answered since", history{fail: hard2, failingSince: ms(0)}, []history{{lastAnswer: ms(30)}}, unreachable},
+		{"silent, a peer answered in a round started at the same time", history{fail: hard2, failingSince: ms(0)}, []history{{lastAnswer: ms(0)}}, unreachable},
+		{"silent, one of two peers answered since", history{fail: hard2, failingSince: ms(0)},
+			[]history{{fail: hard2, failingSince: ms(0), lastAnswer: ms(-50)}, {lastAnswer: ms(40)}}, unreachable},
+		{"slow, a peer answered since", history{fail: failures{any: 10}, failingSince: ms(0)}, []history{{lastAnswer: ms(500)}}, unreachable},
+		{"silent, every peer silent too: held", history{fail: hard2, failingSince: ms(0)},
+			[]history{{fail: hard2, failingSince: ms(2), lastAnswer: ms(-40)}, {fail: hard2, failingSince: ms(-3), lastAnswer: ms(-30)}}, held},
+		{"silent, peers' last answers before its failures began: held", history{fail: hard2, failingSince: ms(0)},
+			[]history{{lastAnswer: ms(-1)}}, held},
+		{"slow (ten late rounds), nobody answered: held", history{fail: failures{any: 10}, failingSince: ms(0)},
+			[]history{{fail: failures{any: 10}, failingSince: ms(0), lastAnswer: ms(-20)}}, held},
+		{"lone node, silent: held", history{fail: hard2, failingSince: ms(0)}, nil, held},
+		{"lone node, its daemon gone (definitive)", history{fail: hard2, failingSince: ms(0), definitive: true, lastAnswer: ms(80)}, nil, unreachable},
+		{"definitive while every peer is silent", history{fail: hard2, failingSince: ms(0), definitive: true, lastAnswer: ms(80)},
+			[]history{{fail: hard2, failingSince: ms(0)}}, unreachable},
+		{"a peer's definitive no is an answer", history{fail: hard2, failingSince: ms(0)},
+			[]history{{fail: hard2, failingSince: ms(0), definitive: true, lastAnswer: ms(40)}}, unreachable},
+		{"held, below the threshold again (a soft round broke the hard run): still held", history{fail: failures{hard: 0, any: 3}, failingSince: ms(0), state: held},
+			nil, held},
+		{"held, then a peer answers", history{fail: failures{hard: 3, any: 3}, failingSince: ms(0), state: held},
+			[]history{{lastAnswer: ms(200)}}, unreachable},
+	} {
+		all := map[string]history{"n": tc.node}
+		for i, p := range tc.peers {
+			all[string(rune('a'+i))] = p
+		}
+		if got := decide(cfg, "n", all); got != tc.want {
+			t.Errorf("%s: decide = %v, want %v", tc.name, got, tc.want)
+		}
+	}
+}
+
+// TestCheckerAllSilentIsNotEvidence: a master held up (or cut off itself) sees
+// every node's probes time out at once. That must not make any node unreachable
+// (it emptied every EgressIP's status before); the master says it suspects itself.
+// When the others answer again and one node keeps failing, that one is declared
+// unreachable at its next failed round.
+func TestCheckerAllSilentIsNotEvidence(t *testing.T) {
+	var changes []string
+	var holds []string
+	c := NewChecker(CheckerConfig{Timeout: 75 * time.Millisecond, FailureThreshold: 2, SlowThreshold: 10,
+		OnChange: func(n string, ok bool) { changes = append(changes, fmt.Sprintf("%s=%v", n, ok)) },
+		OnHold:   func(n string, failed, probed int) { holds = append(holds, fmt.Sprintf("%s:%d/%d", n, failed, probed)) },
+	})
+	nodes := []string{"node1", "node2", "node3"}
+	for _, n := range nodes {
+		c.probers[n] = &prober{}
+	}
+	t0 := time.Now()
+	at := func(ms int) time.Time { return t0.Add(time.Duration(ms) * time.Millisecond) }
+	// All pass, then a stall: every node's rounds time out (silent), twice, then
+	// ten late rounds.
+	for _, n := range nodes {
+		c.record(n, round{out: probeOK, start: at(0)})
+	}
+	for r := 1; r <= 2; r++ {
+		for i, n := range nodes {
+			c.record(n, round{out: probeHard, start: at(100*r + i)})
+		}
+	}
+	for r := 3; r <= 12; r++ {
+		for i, n := range nodes {
+			c.record(n, round{out: probeSoft, start: at(100*r + i)})
+		}
+	}
+	for _, n := range nodes {
+		if !c.Reachable(n) {
+			t.Errorf("%s unreachable after a round in which every node was silent", n)
+		}
+	}
+	if len(changes) != 0 {
+		t.Fatalf("reachability changes while every node was silent: %v", changes)
+	}
+	if want := []string{"node1:2/3", "node2:2/3", "node3:2/3"}; !slices.Equal(holds, want) {
+		t.Fatalf("holds %v, want %v (once per node and episode)", holds, want)
+	}
+	// The stall ends: everyone passes; no change.
+	for i, n := range nodes {
+		c.record(n, round{out: probeOK, start: at(1300 + i)})
+	}
+	if len(changes) != 0 {
+		t.Fatalf("changes after the stall: %v", changes)
+	}
+	// node2 is cut off: its rounds are silent while the others answer. It is
+	// unreachable at its FailureThreshold-th failed round.
+	for r := 14; r <= 15; r++ {
+		for i, n := range nodes {
+			o := probeOK
+			if n == "node2" {
+				o = probeHard
+			}
+			c.record(n, round{out: o, start: at(100*r + i)})
+		}
+	}
+	if want := []string{"node2=false"}; !slices.Equal(changes, want) {
+		t.Fatalf("changes %v, want %v", changes, want)
+	}
+	if c.Reachable("node2") || !c.Reachable("node1") || !c.Reachable("node3") {
+		t.Fatal("only node2 is unreachable")
+	}
+	if len(holds) != 3 {
+		t.Fatalf("no new hold expected: %v", holds)
 	}
 }
 
@@ -210,20 +346,24 @@ func TestCheckerSlowServerOnLiveHost(t *testing.T) {
 	healthpb.RegisterHealthServer(srv, slowHealth{delay: time.Second})
 	go func() { _ = srv.Serve(lis) }()
 	defer srv.Stop()
+	port := lis.Addr().(*net.TCPAddr).Port
+	// A healthy node on the same port of another loopback address: the master
+	// hears it, so n1's slowness is n1's own.
+	witness := startWitness(t, "127.0.0.2", port)
 
 	var mu sync.Mutex
 	failed := 0
 	events := make(chan bool, 16)
 	const slow = 6
 	c := NewChecker(CheckerConfig{
-		Port: lis.Addr().(*net.TCPAddr).Port, Interval: 20 * time.Millisecond, Timeout: 50 * time.Millisecond,
+		Port: port, Interval: 20 * time.Millisecond, Timeout: 50 * time.Millisecond,
 		FailureThreshold: 2, SlowThreshold: slow,
-		Targets:  func() []Target { return []Target{{Node: "n1", Addr: netip.MustParseAddr("127.0.0.1")}} },
+		Targets:  func() []Target { return []Target{{Node: "n1", Addr: netip.MustParseAddr("127.0.0.1")}, witness} },
 		OnChange: func(_ string, ok bool) { events <- ok },
-		Observe: func(_ string, ok bool, _ time.Duration) {
+		Observe: func(node string, ok bool, _ time.Duration) {
 			mu.Lock()
 			defer mu.Unlock()
-			if !ok {
+			if node == "n1" && !ok {
 				failed++
 			}
 		},
@@ -240,18 +380,70 @@ func TestCheckerSlowServerOnLiveHost(t *testing.T) {
 	}
 }
 
+// silentAddr returns an address whose port 9 does not answer (a dial times out:
+// what a cut-off node looks like), or skips the test. Documentation addresses
+// answer in some sandboxes (a gateway that refuses, a proxy that accepts).
+func silentAddr(t *testing.T) netip.Addr {
+	t.Helper()
+	for _, a := range []string{"192.0.2.77", "198.51.100.77", "203.0.113.77"} {
+		ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
+		var d net.Dialer
+		c, err := d.DialContext(ctx, "tcp", net.JoinHostPort(a, "9"))
+		timedOut := ctx.Err() != nil
+		cancel()
+		if err == nil {
+			c.Close()
+		}
+		if timedOut {
+			return netip.MustParseAddr(a)
+		}
+	}
+	t.Skip("no silent address here (every documentation address answers)")
+	return netip.Addr{}
+}
+
+// startWitness serves the health service on addr:port until the test ends and
+// returns it as a target named "witness".
+func startWitness(t *testing.T, addr string, port int) Target {
+	t.Helper()
+	lis, err := net.Listen("tcp", net.JoinHostPort(addr, strconv.Itoa(port)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { _ = ServeListener(ctx, lis); close(done) }()
+	t.Cleanup(func() { cancel(); <-done })
+	return Target{Node: "witness", Addr: netip.MustParseAddr(addr)}
+}
+
 // TestCheckerCutOffNodeIsHard: a node whose network does not answer (an address
-// nothing routes to) is declared unreachable after FailureThreshold rounds.
+// nothing routes to) is declared unreachable after FailureThreshold rounds while
+// another node answers.
 func TestCheckerCutOffNodeIsHard(t *testing.T) {
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	port := lis.Addr().(*net.TCPAddr).Port
+	lis.Close()
+	witness := startWitness(t, "127.0.0.1", port)
+	silent := silentAddr(t)
 	events := make(chan bool, 16)
 	rounds := 0
 	var mu sync.Mutex
 	c := NewChecker(CheckerConfig{
-		Port: 9107, Interval: 20 * time.Millisecond, Timeout: 50 * time.Millisecond,
+		Port: port, Interval: 20 * time.Millisecond, Timeout: 50 * time.Millisecond,
 		FailureThreshold: 2, SlowThreshold: 50,
-		Targets:  func() []Target { return []Target{{Node: "n1", Addr: netip.MustParseAddr("192.0.2.1")}} },
-		OnChange: func(_ string, ok bool) { events <- ok },
-		Observe:  func(string, bool, time.Duration) { mu.Lock(); rounds++; mu.Unlock() },
+		Targets:  func() []Target { return []Target{{Node: "n1", Addr: silent}, witness} },
+		OnChange: func(node string, ok bool) { events <- ok },
+		Observe: func(node string, _ bool, _ time.Duration) {
+			mu.Lock()
+			if node == "n1" {
+				rounds++
+			}
+			mu.Unlock()
+		},
 	})
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
@@ -261,5 +453,57 @@ func TestCheckerCutOffNodeIsHard(t *testing.T) {
 	defer mu.Unlock()
 	if rounds != 2 {
 		t.Fatalf("declared unreachable after %d rounds, want FailureThreshold = 2", rounds)
+	}
+	if !c.Reachable("witness") || c.Reachable("n1") {
+		t.Fatal("only n1 is unreachable")
+	}
+}
+
+// TestCheckerLoneSilentNodeIsHeld: when the only node probed is silent, the master
+// cannot tell its own trouble from the node's: the node is held (OnHold), not
+// declared unreachable, while its probes keep failing.
+func TestCheckerLoneSilentNodeIsHeld(t *testing.T) {
+	silent := silentAddr(t)
+	holds := make(chan int, 16)
+	var mu sync.Mutex
+	rounds := 0
+	c := NewChecker(CheckerConfig{
+		Port: 9107, Interval: 20 * time.Millisecond, Timeout: 50 * time.Millisecond,
+		FailureThreshold: 2, SlowThreshold: 50,
+		Targets:  func() []Target { return []Target{{Node: "n1", Addr: silent}} },
+		OnChange: func(node string, ok bool) { t.Errorf("reachability of %s changed to %v", node, ok) },
+		OnHold:   func(_ string, failed, _ int) { holds <- failed },
+		Observe:  func(string, bool, time.Duration) { mu.Lock(); rounds++; mu.Unlock() },
+	})
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go c.Run(ctx)
+	select {
+	case n := <-holds:
+		if n != 2 {
+			t.Fatalf("held after %d failed rounds, want 2", n)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("the lone silent node was never held")
+	}
+	// It keeps failing (the checker did look) and stays held, not unreachable.
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		mu.Lock()
+		r := rounds
+		mu.Unlock()
+		if r >= 6 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("only %d rounds", r)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	if !c.Reachable("n1") {
+		t.Fatal("a held node must stay reachable")
+	}
+	if len(holds) != 0 {
+		t.Fatalf("held again within one episode (%d more)", len(holds))
 	}
 }
