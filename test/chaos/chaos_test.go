@@ -833,6 +833,11 @@ func (h *harness) report() {
 	h.logf("probes: %d as expected; unexpected source inside the window %d, outside the window %d; failed inside %d, outside %d",
 		p.ok, p.insideWindow, p.outsideWindow, p.failedInside, p.failedOutside)
 	h.logf("checks: %d, with stale/missing rows or wrong status: %d", h.checks, len(h.badCheck))
+	if b, err := os.ReadFile(filepath.Join(h.sup.dir, "ovnkube-master.log")); err == nil {
+		// The master's health check verdicts over every run of it (its log is appended to across restarts).
+		h.logf("health check: nodes declared unreachable %d, held because no node answered (the master suspected itself) %d",
+			strings.Count(string(b), "is unreachable (no health answer"), strings.Count(string(b), "the master suspects itself"))
+	}
 	if h.c.GatewayMode() == cluster.GatewayLocal {
 		h.logf("host state: %d polls found a node's host not yet as it must be (first: %s)", h.hostPending, h.hostExample)
 	}
