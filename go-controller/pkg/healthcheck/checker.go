@@ -94,28 +94,35 @@ const (
 	unreachable         // its IPs move to reachable nodes
 	// held: the node failed enough rounds in a row to be declared unreachable, but
 	// its failures were silence (timeouts), not an answer from the node, and no
-	// other node answered since they began either. A master that hears nothing from
-	// any node cannot tell its own trouble (a stall on a loaded machine, its own
-	// network) from theirs, and moving the IPs could only put them on nodes it does
-	// not hear either: the node stays reachable for the master until another node
-	// answers (then it is declared unreachable at its next failed round) or it
-	// passes a round.
+	// other node had answered since they began when its latest round was sent. A
+	// master that hears nothing from any node cannot tell its own trouble (a stall
+	// on a loaded machine, its own network) from theirs, and moving the IPs could
+	// only put them on nodes it does not hear either: the node stays reachable for
+	// the master until it fails a round sent after another node answered (then it
+	// is declared unreachable) or it passes a round.
 	held
 )
+
+// maxAnswers is how many answer times the checker keeps per node (a few hundred
+// milliseconds of answers at the default pace: more than a round lasts).
+const maxAnswers = 16
 
 // history is what the checker keeps of a node's recent rounds.
 type history struct {
 	fail failures
 	// failingSince is the start of the first round of the current run of failures.
 	failingSince time.Time
-	// lastAnswer is the start of the latest round in which the node answered the
-	// master: it passed, or said no itself (definitive).
-	lastAnswer time.Time
+	// answers are the end times of the node's latest rounds in which it answered
+	// the master (it passed, or said no itself: definitive), oldest first.
+	answers []time.Time
 	// definitive: the latest round failed on an answer from the node itself (its
 	// health server said not serving, or its kernel refused the health port: the
 	// daemon is gone). That proves the master's path to the node works.
 	definitive bool
-	state      verdict
+	// witnessed: when the latest failed round began, the master had heard another
+	// node answer since this node's failures began (see heard).
+	witnessed bool
+	state     verdict
 }
 
 // round is one probe round as the checker records it.
@@ -126,18 +133,34 @@ type round struct {
 	took       time.Duration
 }
 
-// decide is the verdict on node given the history of every probed node (node's
-// own already updated with its latest round):
+// heard tells whether some node other than node answered in a round that ended
+// between since and before (both included): the master was hearing the network
+// then. A round that began before such an answer (e.g. sent while the master was
+// stalled, and timed out because of it) is not witnessed by it.
+func heard(node string, since, before time.Time, all map[string]history) bool {
+	for other, o := range all {
+		if other == node {
+			continue
+		}
+		for _, t := range o.answers {
+			if !t.Before(since) && !t.After(before) {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// decide is the verdict on a node from its history (its latest round included):
 //   - a node whose latest round passed is reachable;
 //   - an unreachable node stays so until a round passes;
 //   - below the thresholds (FailureThreshold hard, SlowThreshold any) nothing
 //     changes;
 //   - at a threshold the node is unreachable if its latest round was a definitive
-//     no from the node itself, or if some other node answered in a round that
-//     started after this node's failures began (the master hears the network, so
-//     the silence is the node's); otherwise it is held (see held).
-func decide(cfg CheckerConfig, node string, all map[string]history) verdict {
-	h := all[node]
+//     no from the node itself, or if it was witnessed (the master heard another
+//     node after this node's failures began and before that round began: the
+//     silence is the node's); otherwise it is held (see held).
+func decide(cfg CheckerConfig, h history) verdict {
 	switch {
 	case h.fail.any == 0:
 		return reachable
@@ -145,13 +168,8 @@ func decide(cfg CheckerConfig, node string, all map[string]history) verdict {
 		return unreachable
 	case !h.fail.unreachable(cfg):
 		return h.state
-	case h.definitive:
+	case h.definitive || h.witnessed:
 		return unreachable
-	}
-	for other, o := range all {
-		if other != node && !o.lastAnswer.IsZero() && !o.lastAnswer.Before(h.failingSince) {
-			return unreachable
-		}
 	}
 	return held
 }
@@ -305,11 +323,12 @@ func (c *Checker) record(node string, r round) failures {
 	}
 	h := c.hist[node]
 	was := h.state
+	end := r.start.Add(r.took)
 	if r.out == probeOK {
 		h.fail = failures{}
 		h.failingSince = time.Time{}
-		h.lastAnswer = r.start
-		h.definitive = false
+		h.definitive, h.witnessed = false, false
+		h.answers = appendAnswer(h.answers, end)
 	} else {
 		if h.fail.any == 0 {
 			h.failingSince = r.start
@@ -322,11 +341,11 @@ func (c *Checker) record(node string, r round) failures {
 		}
 		h.definitive = r.definitive
 		if r.definitive {
-			h.lastAnswer = r.start
+			h.answers = appendAnswer(h.answers, end)
 		}
+		h.witnessed = heard(node, h.failingSince, r.start, c.hist)
 	}
-	c.hist[node] = h
-	h.state = decide(c.cfg, node, c.hist)
+	h.state = decide(c.cfg, h)
 	c.hist[node] = h
 	probed := len(c.probers)
 	c.mu.Unlock()
@@ -354,6 +373,15 @@ func (c *Checker) record(node string, r round) failures {
 		}
 	}
 	return h.fail
+}
+
+// appendAnswer adds an answer time, keeping the latest maxAnswers.
+func appendAnswer(ts []time.Time, t time.Time) []time.Time {
+	ts = append(ts, t)
+	if len(ts) > maxAnswers {
+		ts = append(ts[:0], ts[len(ts)-maxAnswers:]...)
+	}
+	return ts
 }
 
 type prober struct {

@@ -172,51 +172,61 @@ func TestCheckerNeedsConsecutiveFailures(t *testing.T) {
 	}
 }
 
-// TestDecide: the verdict on a node from every probed node's history.
+// TestDecide: the verdict on a node from its history.
 func TestDecide(t *testing.T) {
 	cfg := CheckerConfig{FailureThreshold: 2, SlowThreshold: 10}
-	t0 := time.Unix(1000, 0)
-	ms := func(n int) time.Time { return t0.Add(time.Duration(n) * time.Millisecond) }
 	hard2 := failures{hard: 2, any: 2}
 	for _, tc := range []struct {
-		name  string
-		node  history
-		peers []history
-		want  verdict
+		name string
+		h    history
+		want verdict
 	}{
-		{"latest round passed", history{lastAnswer: ms(0)}, nil, reachable},
-		{"latest round passed, was unreachable", history{lastAnswer: ms(0), state: unreachable}, nil, reachable},
-		{"one hard failure", history{fail: failures{hard: 1, any: 1}, failingSince: ms(0)}, []history{{lastAnswer: ms(10)}}, reachable},
-		{"nine soft failures", history{fail: failures{any: 9}, failingSince: ms(0)}, []history{{lastAnswer: ms(10)}}, reachable},
-		{"unreachable stays until a round passes", history{fail: failures{any: 1}, failingSince: ms(0), state: unreachable}, nil, unreachable},
-		{"silent, a peer answered since", history{fail: hard2, failingSince: ms(0)}, []history{{lastAnswer: ms(30)}}, unreachable},
-		{"silent, a peer answered in a round started at the same time", history{fail: hard2, failingSince: ms(0)}, []history{{lastAnswer: ms(0)}}, unreachable},
-		{"silent, one of two peers answered since", history{fail: hard2, failingSince: ms(0)},
-			[]history{{fail: hard2, failingSince: ms(0), lastAnswer: ms(-50)}, {lastAnswer: ms(40)}}, unreachable},
-		{"slow, a peer answered since", history{fail: failures{any: 10}, failingSince: ms(0)}, []history{{lastAnswer: ms(500)}}, unreachable},
-		{"silent, every peer silent too: held", history{fail: hard2, failingSince: ms(0)},
-			[]history{{fail: hard2, failingSince: ms(2), lastAnswer: ms(-40)}, {fail: hard2, failingSince: ms(-3), lastAnswer: ms(-30)}}, held},
-		{"silent, peers' last answers before its failures began: held", history{fail: hard2, failingSince: ms(0)},
-			[]history{{lastAnswer: ms(-1)}}, held},
-		{"slow (ten late rounds), nobody answered: held", history{fail: failures{any: 10}, failingSince: ms(0)},
-			[]history{{fail: failures{any: 10}, failingSince: ms(0), lastAnswer: ms(-20)}}, held},
-		{"lone node, silent: held", history{fail: hard2, failingSince: ms(0)}, nil, held},
-		{"lone node, its daemon gone (definitive)", history{fail: hard2, failingSince: ms(0), definitive: true, lastAnswer: ms(80)}, nil, unreachable},
-		{"definitive while every peer is silent", history{fail: hard2, failingSince: ms(0), definitive: true, lastAnswer: ms(80)},
-			[]history{{fail: hard2, failingSince: ms(0)}}, unreachable},
-		{"a peer's definitive no is an answer", history{fail: hard2, failingSince: ms(0)},
-			[]history{{fail: hard2, failingSince: ms(0), definitive: true, lastAnswer: ms(40)}}, unreachable},
-		{"held, below the threshold again (a soft round broke the hard run): still held", history{fail: failures{hard: 0, any: 3}, failingSince: ms(0), state: held},
-			nil, held},
-		{"held, then a peer answers", history{fail: failures{hard: 3, any: 3}, failingSince: ms(0), state: held},
-			[]history{{lastAnswer: ms(200)}}, unreachable},
+		{"latest round passed", history{}, reachable},
+		{"latest round passed, was unreachable", history{state: unreachable}, reachable},
+		{"latest round passed, was held", history{state: held}, reachable},
+		{"one hard failure, witnessed", history{fail: failures{hard: 1, any: 1}, witnessed: true}, reachable},
+		{"nine soft failures, witnessed", history{fail: failures{any: 9}, witnessed: true}, reachable},
+		{"unreachable stays until a round passes", history{fail: failures{any: 1}, state: unreachable}, unreachable},
+		{"two silent rounds, witnessed", history{fail: hard2, witnessed: true}, unreachable},
+		{"ten slow rounds, witnessed", history{fail: failures{any: 10}, witnessed: true}, unreachable},
+		{"two silent rounds, nobody heard: held", history{fail: hard2}, held},
+		{"ten slow or late rounds, nobody heard: held", history{fail: failures{any: 10}}, held},
+		{"daemon gone (definitive), nobody else heard", history{fail: hard2, definitive: true}, unreachable},
+		{"held, a soft round broke the hard run: still held", history{fail: failures{any: 3}, state: held}, held},
+		{"held, then a witnessed failed round", history{fail: failures{hard: 3, any: 3}, state: held, witnessed: true}, unreachable},
 	} {
-		all := map[string]history{"n": tc.node}
-		for i, p := range tc.peers {
-			all[string(rune('a'+i))] = p
-		}
-		if got := decide(cfg, "n", all); got != tc.want {
+		if got := decide(cfg, tc.h); got != tc.want {
 			t.Errorf("%s: decide = %v, want %v", tc.name, got, tc.want)
+		}
+	}
+}
+
+// TestHeard: whether another node answered between a node's first failure and the
+// start of its latest round.
+func TestHeard(t *testing.T) {
+	t0 := time.Unix(1000, 0)
+	ms := func(n int) time.Time { return t0.Add(time.Duration(n) * time.Millisecond) }
+	for _, tc := range []struct {
+		name   string
+		others map[string][]time.Time
+		want   bool
+	}{
+		{"nobody else", nil, false},
+		{"another node answered in between", map[string][]time.Time{"b": {ms(-40), ms(30)}}, true},
+		{"at the window's edges", map[string][]time.Time{"b": {ms(0)}, "c": nil}, true},
+		{"only before the failures began", map[string][]time.Time{"b": {ms(-1)}}, false},
+		{"only after the round began (the round was sent while nobody answered: a stall)", map[string][]time.Time{"b": {ms(76), ms(90)}}, false},
+		{"one of two peers", map[string][]time.Time{"b": {ms(-5)}, "c": {ms(-30), ms(50), ms(100)}}, true},
+		{"its own answers do not count", map[string][]time.Time{"n": {ms(30)}}, false},
+	} {
+		all := map[string]history{"n": {fail: failures{hard: 1, any: 1}, failingSince: ms(0)}}
+		for n, a := range tc.others {
+			h := all[n]
+			h.answers = a
+			all[n] = h
+		}
+		if got := heard("n", ms(0), ms(75), all); got != tc.want {
+			t.Errorf("%s: heard = %v, want %v", tc.name, got, tc.want)
 		}
 	}
 }
@@ -291,6 +301,30 @@ func TestCheckerAllSilentIsNotEvidence(t *testing.T) {
 	}
 	if len(holds) != 3 {
 		t.Fatalf("no new hold expected: %v", holds)
+	}
+
+	// node2 is back.
+	for i, n := range nodes {
+		c.record(n, round{out: probeOK, start: at(1600 + i)})
+	}
+	// Another stall: all silent again (held), then it ends: node1 and node3 answer,
+	// but node2's round sent during the stall times out after their answers. That
+	// round was not sent after anyone answered: node2 stays held (before, it was
+	// declared unreachable here), and its next round releases it.
+	for r := 20; r <= 21; r++ {
+		for i, n := range nodes {
+			c.record(n, round{out: probeHard, start: at(100*r + i), took: 75 * time.Millisecond})
+		}
+	}
+	if len(holds) != 6 {
+		t.Fatalf("holds %v, want three more", holds)
+	}
+	c.record("node1", round{out: probeOK, start: at(2200), took: 2 * time.Millisecond})
+	c.record("node3", round{out: probeOK, start: at(2201), took: 2 * time.Millisecond})
+	c.record("node2", round{out: probeHard, start: at(2150), took: 75 * time.Millisecond}) // sent in the stall
+	c.record("node2", round{out: probeOK, start: at(2300), took: 2 * time.Millisecond})
+	if want := []string{"node2=false", "node2=true"}; !slices.Equal(changes, want) {
+		t.Fatalf("changes %v, want %v (node2's cut and return only)", changes, want)
 	}
 }
 
