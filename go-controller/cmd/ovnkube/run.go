@@ -161,6 +161,7 @@ func runLeader(ctx context.Context, cfg *config.Config, cs *clients, reg prometh
 		return err
 	}
 	defer stopRecorder()
+	held := master.HealthHeldCounter(reg)
 	g, ctx := errgroup.WithContext(ctx)
 	nodes := newNodeTargets(cs.kube)
 	checker := healthcheck.NewChecker(healthcheck.CheckerConfig{
@@ -169,7 +170,10 @@ func runLeader(ctx context.Context, cfg *config.Config, cs *clients, reg prometh
 		Timeout:  cfg.ReachabilityTotalTimeout,
 		Targets:  nodes.targets,
 		OnChange: func(string, bool) { nodes.notify() },
-		OnHold:   func(node string, failed, probed int) { reportHold(recorder, node, failed, probed) },
+		OnHold: func(node string, failed, probed int) {
+			held.Inc()
+			reportHold(recorder, node, failed, probed)
+		},
 	})
 	g.Go(func() error { return nodes.run(ctx) })
 	g.Go(func() error { checker.Run(ctx); return nil })
