@@ -50,6 +50,10 @@ type CheckerConfig struct {
 	// the round itself ran late (more than 1.5 times the timeout: the checker was
 	// held up on a loaded machine, so its timeouts prove nothing). Such a node is
 	// given SlowThreshold rounds (about a second with the defaults).
+	//
+	// At either threshold, failures that are silence (timeouts, not an answer
+	// from the node) make the node unreachable only when the master heard another
+	// node meanwhile; otherwise the node is held (see decide, heard).
 	SlowThreshold int
 	// Targets returns the nodes to probe now; it is called once per Interval.
 	Targets func() []Target
