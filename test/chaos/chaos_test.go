@@ -838,6 +838,19 @@ func (h *harness) report() {
 		h.logf("health check: nodes declared unreachable %d, held because no node answered (the master suspected itself) %d",
 			strings.Count(string(b), "is unreachable (no health answer"), strings.Count(string(b), "the master suspects itself"))
 	}
+	// The userspace datapath of Debian's OVS 3.1 sometimes aborts (a conntrack assertion) and its monitor restarts
+	// it: the data plane stops for about a second (test/e2e reruns a failover case when it happens). Listed so that
+	// a failed probe can be matched with one.
+	if b, err := os.ReadFile(filepath.Join(h.c.StateDir(), "log", "ovs-vswitchd.log")); err == nil {
+		var crashes []string
+		for _, l := range strings.Split(string(b), "\n") {
+			if strings.Contains(l, " died, killed ") {
+				ts, _, _ := strings.Cut(l, "|")
+				crashes = append(crashes, ts)
+			}
+		}
+		h.logf("ovs-vswitchd crashes (restarted by its monitor): %d %v", len(crashes), crashes)
+	}
 	if h.c.GatewayMode() == cluster.GatewayLocal {
 		h.logf("host state: %d polls found a node's host not yet as it must be (first: %s)", h.hostPending, h.hostExample)
 	}
