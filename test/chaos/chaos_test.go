@@ -41,7 +41,8 @@ var (
 	flagNB       = flag.String("chaos.nb", cluster.NBRaft, "NB layout: raft or standalone")
 	flagSeed     = flag.Int64("chaos.seed", 0, "random seed (0: from the clock; printed)")
 	flagRace     = flag.Bool("chaos.race", false, "build ovnkube with the race detector (about 5x the CPU and memory)")
-	flagReach    = flag.Duration("chaos.reachability-timeout", time.Second, "ovnkube --egressip-reachability-total-timeout (see docs/reliability.md)")
+	flagMode     = flag.String("chaos.gateway-mode", cluster.GatewayShared, "gateway mode: shared or local (local also checks each node's host state)")
+	flagReach    = flag.Duration("chaos.reachability-timeout", 0, "ovnkube --egressip-reachability-total-timeout (0: ovnkube's default; see docs/reliability.md)")
 	flagConverge = flag.Duration("chaos.converge", 90*time.Second, "how long a check waits for convergence before it counts rows as stale/missing")
 )
 
@@ -151,6 +152,10 @@ type harness struct {
 	changeCount map[string]int
 	checks      int
 	badCheck    []string
+	// hostPending counts polls that found some node's host state (local gateway mode) not yet as it must be
+	// (the checker did look); hostExample is the first such finding.
+	hostPending int
+	hostExample string
 	samples     map[string][]sample
 	podSeq      int
 	deck        []string // fault kinds still to come in this cycle
@@ -176,13 +181,13 @@ func TestChaos(t *testing.T) {
 	defer cancel()
 	dir := filepath.Join(repoRoot(), "_output", "chaos")
 	_ = cluster.Down(ctx, dir)
-	c, err := cluster.Up(ctx, cluster.Config{StateDir: dir, Nodes: 3, GatewayMode: cluster.GatewayShared, NB: *flagNB,
+	c, err := cluster.Up(ctx, cluster.Config{StateDir: dir, Nodes: 3, GatewayMode: *flagMode, NB: *flagNB,
 		RepoRoot: repoRoot(), Logf: t.Logf})
 	if err != nil {
 		t.Fatalf("cluster up: %v", err)
 	}
 	logDir := filepath.Join(dir, "log")
-	results, err := os.Create(filepath.Join(repoRoot(), "_output", "chaos-results.txt"))
+	results, err := os.Create(filepath.Join(repoRoot(), "_output", "chaos-results-"+c.GatewayMode()+".txt"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -212,7 +217,7 @@ func TestChaos(t *testing.T) {
 			t.Errorf("cluster down: %v", err)
 		}
 	})
-	h.logf("chaos: seed %d, duration %s, NB %s (%s)", seed, *flagDuration, *flagNB, c.NBAddress())
+	h.logf("chaos: seed %d, duration %s, %s gateway mode, NB %s (%s)", seed, *flagDuration, c.GatewayMode(), *flagNB, c.NBAddress())
 	rc, err := c.RESTConfig()
 	if err != nil {
 		t.Fatal(err)
@@ -276,11 +281,14 @@ func freePort(t *testing.T) string {
 }
 
 func (h *harness) startOvnkube() {
-	common := []string{"--egress-ip-enable", "--gateway-mode", cluster.GatewayShared, "--kubeconfig", h.c.Kubeconfig(),
+	common := []string{"--egress-ip-enable", "--gateway-mode", h.c.GatewayMode(), "--kubeconfig", h.c.Kubeconfig(),
 		"--cluster-subnets", "10.244.0.0/16", "--loglevel", "2"}
 	master := &proc{name: "master", metrics: freePort(h.t)}
 	master.argv = append([]string{ovnkubeBin}, append(common, "--init-master", "--nb-address", h.c.NBAddress(),
-		"--metrics-bind-address", master.metrics, "--egressip-reachability-total-timeout", flagReach.String())...)
+		"--metrics-bind-address", master.metrics)...)
+	if *flagReach > 0 {
+		master.argv = append(master.argv, "--egressip-reachability-total-timeout", flagReach.String())
+	}
 	if err := h.sup.add(master); err != nil {
 		h.t.Fatal(err)
 	}
@@ -601,11 +609,20 @@ func (h *harness) waitServing(name string) error {
 // last verdict). On success, it classifies the probes made inside the window and closes the window; on failure the
 // window stays open until a later check converges.
 func (h *harness) converge() (verdict, bool) {
-	deadline := time.Now().Add(*flagConverge)
+	start := time.Now()
+	deadline := start.Add(*flagConverge)
 	var v verdict
 	var err error
+	told := false
 	for {
 		v, err = h.chk.check(h.ctx)
+		if err == nil {
+			h.countHostPending(v)
+		}
+		if !told && time.Since(start) > 30*time.Second && (err != nil || !v.ok()) {
+			told = true // what a long re-convergence is waiting for
+			h.logf("not converged after 30s (err %v): %v", err, v)
+		}
 		if err == nil && v.ok() {
 			// Status and NB are right; OVN carries NB to the data path (northd to SB, ovn-controller to
 			// OpenFlow): wait for it, as ovn-nbctl --wait=hv does, before the probes must see it.
@@ -621,6 +638,19 @@ func (h *harness) converge() (verdict, bool) {
 			return v, false // the window stays open: the failed check is reported, not the probes
 		}
 		time.Sleep(250 * time.Millisecond)
+	}
+}
+
+// countHostPending counts a poll whose verdict has host items (local gateway mode).
+func (h *harness) countHostPending(v verdict) {
+	for _, l := range append(slices.Clone(v.missing), v.stale...) {
+		if strings.HasPrefix(l, "host ") {
+			h.hostPending++
+			if h.hostExample == "" {
+				h.hostExample = l
+			}
+			return
+		}
 	}
 }
 
@@ -803,6 +833,27 @@ func (h *harness) report() {
 	h.logf("probes: %d as expected; unexpected source inside the window %d, outside the window %d; failed inside %d, outside %d",
 		p.ok, p.insideWindow, p.outsideWindow, p.failedInside, p.failedOutside)
 	h.logf("checks: %d, with stale/missing rows or wrong status: %d", h.checks, len(h.badCheck))
+	if b, err := os.ReadFile(filepath.Join(h.sup.dir, "ovnkube-master.log")); err == nil {
+		// The master's health check verdicts over every run of it (its log is appended to across restarts).
+		h.logf("health check: nodes declared unreachable %d, held because no node answered (the master suspected itself) %d",
+			strings.Count(string(b), "is unreachable (no health answer"), strings.Count(string(b), "the master suspects itself"))
+	}
+	// The userspace datapath of Debian's OVS 3.1 sometimes aborts (a conntrack assertion) and its monitor restarts
+	// it: the data plane stops for about a second (test/e2e reruns a failover case when it happens). Listed so that
+	// a failed probe can be matched with one.
+	if b, err := os.ReadFile(filepath.Join(h.c.StateDir(), "log", "ovs-vswitchd.log")); err == nil {
+		var crashes []string
+		for _, l := range strings.Split(string(b), "\n") {
+			if strings.Contains(l, " died, killed ") {
+				ts, _, _ := strings.Cut(l, "|")
+				crashes = append(crashes, ts)
+			}
+		}
+		h.logf("ovs-vswitchd crashes (restarted by its monitor): %d %v", len(crashes), crashes)
+	}
+	if h.c.GatewayMode() == cluster.GatewayLocal {
+		h.logf("host state: %d polls found a node's host not yet as it must be (first: %s)", h.hostPending, h.hostExample)
+	}
 	var names []string
 	for n := range h.samples {
 		names = append(names, n)

@@ -1,8 +1,9 @@
 package chaos
 
-// The independent checker: what status and NB must hold, derived from the documented semantics
-// (docs/egressip.md: "Assignment" and "OVN Northbound rows", shared gateway mode), reading the API objects and NB
-// rows directly. It calls nothing of the product.
+// The independent checker: what status, NB and (local gateway mode) the nodes' host state must hold, derived from
+// the documented semantics (docs/egressip.md: "Assignment", "OVN Northbound rows", "Host side, local gateway
+// mode"), reading the API objects, NB rows, and each node's addresses and iptables rules (ip, iptables-save in the
+// node's netns) directly. It calls nothing of the product.
 
 import (
 	"context"
@@ -53,6 +54,8 @@ type checker struct {
 	nb    client.Client // leader-only, monitors Logical_Router, Logical_Router_Policy, NAT
 	c     *cluster.Cluster
 	isCut func(node string) bool
+	// host reads a node's host state (local gateway mode); hostState by default.
+	host func(ctx context.Context, node string) (hostState, error)
 }
 
 func selects(sel metav1.LabelSelector, l map[string]string) bool {
@@ -88,14 +91,18 @@ func (k *checker) check(ctx context.Context) (verdict, error) {
 	if err != nil {
 		return v, err
 	}
+	local := k.c.GatewayMode() == cluster.GatewayLocal
 	eligible := map[string]bool{}
-	joinIP := map[string]string{}
+	nexthop := map[string]string{} // shared: the gateway router's join IP; local: the management port IP
 	for _, n := range nodes.Items {
 		if _, ok := n.Labels[assignableLabel]; ok && nodeReady(&n) && !k.isCut(n.Name) {
 			eligible[n.Name] = true
 		}
 		if a, err := k.c.Node(n.Name); err == nil {
-			joinIP[n.Name] = a.JoinIP.String()
+			nexthop[n.Name] = a.JoinIP.String()
+			if local {
+				nexthop[n.Name] = a.MgmtIP.String()
+			}
 		}
 	}
 	nsLabels := map[string]map[string]string{}
@@ -129,7 +136,7 @@ func (k *checker) check(ctx context.Context) (verdict, error) {
 		}
 		var nh []string
 		for _, it := range e.Status.Items {
-			nh = append(nh, joinIP[it.Node])
+			nh = append(nh, nexthop[it.Node])
 		}
 		sort.Strings(nh)
 		for _, p := range pods.Items {
@@ -140,6 +147,9 @@ func (k *checker) check(ctx context.Context) (verdict, error) {
 			key := p.Namespace + "/" + p.Name
 			servedBy[key] = e
 			want[fmt.Sprintf("reroute %s %s %v (%s)", key, p.Status.PodIP, nh, e.Name)]++
+			if local {
+				continue // no SNAT rows: the holders SNAT (checked on the hosts below)
+			}
 			for _, it := range e.Status.Items {
 				want[fmt.Sprintf("snat GR_%s %s <- %s (%s)", it.Node, it.EgressIP, p.Status.PodIP, e.Name)]++
 			}
@@ -168,6 +178,11 @@ func (k *checker) check(ctx context.Context) (verdict, error) {
 	for line, n := range have {
 		if n > want[line] {
 			v.stale = append(v.stale, fmt.Sprintf("%s (x%d)", line, n))
+		}
+	}
+	if local {
+		if err := k.checkHosts(ctx, eips.Items, nodes.Items, servedBy, pods.Items, &v); err != nil {
+			return v, err
 		}
 	}
 	sort.Strings(v.missing)

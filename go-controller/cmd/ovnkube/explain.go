@@ -297,9 +297,11 @@ type probed map[string]bool
 func (p probed) Reachable(node string) bool { r, ok := p[node]; return !ok || r }
 
 // probe runs the master's health checker (and so the master's rule: unreachable
-// after two hard failures in a row, or ten failures of any kind) against the
-// labelled nodes until each has passed two rounds in a row or been probed twelve
-// times (at most 3 s), and returns the checker's verdicts.
+// after two hard failures in a row, or ten failures of any kind, and for
+// failures that are silence only if another node answered meanwhile; a node held
+// because no node answered is logged on stderr and counts as reachable, as in the
+// master) against the labelled nodes until each has passed two rounds in a row or
+// been probed twelve times (at most 3 s), and returns the checker's verdicts.
 func probe(ctx context.Context, nodes []*corev1.Node, port int, timeout time.Duration) probed {
 	var targets []healthcheck.Target
 	for _, n := range nodes {

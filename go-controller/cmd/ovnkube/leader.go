@@ -7,10 +7,12 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
 	listersv1 "k8s.io/client-go/listers/core/v1"
 	"k8s.io/client-go/tools/cache"
+	"k8s.io/client-go/tools/record"
 
 	"github.com/ovn-egressip/ovn-egressip/go-controller/pkg/egressip/annotations"
 	"github.com/ovn-egressip/ovn-egressip/go-controller/pkg/healthcheck"
@@ -81,3 +83,17 @@ type reachability struct {
 func (r *reachability) Reachable(node string) bool { return r.checker.Reachable(node) }
 
 func (r *reachability) Changes() <-chan struct{} { return r.changes }
+
+// ReasonHealthCheckInconclusive is the reason of the Warning Event on a Node whose
+// health probes failed while no egress node answered either: the master suspects
+// itself and keeps the node's egress IPs where they are (healthcheck held).
+const ReasonHealthCheckInconclusive = "EgressHealthCheckInconclusive"
+
+// reportHold records the Event for a held node (the checker logs it too).
+func reportHold(rec record.EventRecorder, node string, failed, probed int) {
+	ref := &corev1.ObjectReference{Kind: "Node", Name: node, UID: types.UID(node)}
+	rec.Eventf(ref, corev1.EventTypeWarning, ReasonHealthCheckInconclusive,
+		"%d egress health probes of node %s failed in a row, but no egress node (%d probed) answered since: the master "+
+			"suspects itself (held up on a loaded machine, or its own network), not the node, and keeps its egress IPs "+
+			"in place until another node answers", failed, node, probed)
+}

@@ -156,6 +156,12 @@ func runMaster(ctx context.Context, cfg *config.Config, cs *clients, reg prometh
 
 // runLeader runs the master's work: the health checker and the controller.
 func runLeader(ctx context.Context, cfg *config.Config, cs *clients, reg prometheus.Registerer, onSync func(error)) error {
+	recorder, stopRecorder, err := master.NewRecorder(ctx, cs.kube)
+	if err != nil {
+		return err
+	}
+	defer stopRecorder()
+	held := master.HealthHeldCounter(reg)
 	g, ctx := errgroup.WithContext(ctx)
 	nodes := newNodeTargets(cs.kube)
 	checker := healthcheck.NewChecker(healthcheck.CheckerConfig{
@@ -164,6 +170,10 @@ func runLeader(ctx context.Context, cfg *config.Config, cs *clients, reg prometh
 		Timeout:  cfg.ReachabilityTotalTimeout,
 		Targets:  nodes.targets,
 		OnChange: func(string, bool) { nodes.notify() },
+		OnHold: func(node string, failed, probed int) {
+			held.Inc()
+			reportHold(recorder, node, failed, probed)
+		},
 	})
 	g.Go(func() error { return nodes.run(ctx) })
 	g.Go(func() error { checker.Run(ctx); return nil })
@@ -176,6 +186,7 @@ func runLeader(ctx context.Context, cfg *config.Config, cs *clients, reg prometh
 			ClusterSubnets: cfg.ClusterSubnets,
 			JoinSubnets:    cfg.JoinSubnets,
 			Reachability:   &reachability{checker: checker, changes: nodes.changes},
+			Recorder:       recorder,
 			Metrics:        reg,
 			// The nodes keep a moved IP's SNAT for this long: the master reroutes to
 			// the previous holder for as long while the new one is not ready.

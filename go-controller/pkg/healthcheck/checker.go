@@ -50,12 +50,20 @@ type CheckerConfig struct {
 	// the round itself ran late (more than 1.5 times the timeout: the checker was
 	// held up on a loaded machine, so its timeouts prove nothing). Such a node is
 	// given SlowThreshold rounds (about a second with the defaults).
+	//
+	// At either threshold, failures that are silence (timeouts, not an answer
+	// from the node) make the node unreachable only when the master heard another
+	// node meanwhile; otherwise the node is held (see decide, heard).
 	SlowThreshold int
 	// Targets returns the nodes to probe now; it is called once per Interval.
 	Targets func() []Target
 	// OnChange is called (from the checker's goroutine) after a node's
 	// reachability changed, with the new value. Nodes start reachable.
 	OnChange func(node string, reachable bool)
+	// OnHold, when set, is called (from the checker's goroutine) when a node
+	// reached its threshold but is held reachable because the master suspects
+	// itself (see decide): probed is how many nodes are probed. Once per episode.
+	OnHold func(node string, failed, probed int)
 	// Observe, when set, receives every probe's outcome (metrics).
 	Observe func(node string, reachable bool, took time.Duration)
 }
@@ -65,10 +73,9 @@ type CheckerConfig struct {
 type Checker struct {
 	cfg CheckerConfig
 
-	mu          sync.Mutex
-	unreachable map[string]bool
-	failures    map[string]failures // consecutive failed probes per node
-	probers     map[string]*prober
+	mu      sync.Mutex
+	hist    map[string]history // per probed node
+	probers map[string]*prober
 }
 
 // outcome is the verdict of one probe round.
@@ -82,6 +89,94 @@ const (
 
 // failures counts a node's consecutive failed probes.
 type failures struct{ hard, any int }
+
+// verdict is the checker's opinion of a node.
+type verdict int
+
+const (
+	reachable   verdict = iota
+	unreachable         // its IPs move to reachable nodes
+	// held: the node failed enough rounds in a row to be declared unreachable, but
+	// its failures were silence (timeouts), not an answer from the node, and no
+	// other node had answered since they began when its latest round was sent. A
+	// master that hears nothing from any node cannot tell its own trouble (a stall
+	// on a loaded machine, its own network) from theirs, and moving the IPs could
+	// only put them on nodes it does not hear either: the node stays reachable for
+	// the master until it fails a round sent after another node answered (then it
+	// is declared unreachable) or it passes a round.
+	held
+)
+
+// maxAnswers is how many answer times the checker keeps per node (a few hundred
+// milliseconds of answers at the default pace: more than a round lasts).
+const maxAnswers = 16
+
+// history is what the checker keeps of a node's recent rounds.
+type history struct {
+	fail failures
+	// failingSince is the start of the first round of the current run of failures.
+	failingSince time.Time
+	// answers are the end times of the node's latest rounds in which it answered
+	// the master (it passed, or said no itself: definitive), oldest first.
+	answers []time.Time
+	// definitive: the latest round failed on an answer from the node itself (its
+	// health server said not serving, or its kernel refused the health port: the
+	// daemon is gone). That proves the master's path to the node works.
+	definitive bool
+	// witnessed: when the latest failed round began, the master had heard another
+	// node answer since this node's failures began (see heard).
+	witnessed bool
+	state     verdict
+}
+
+// round is one probe round as the checker records it.
+type round struct {
+	out        outcome
+	definitive bool // a failure the node itself answered (see history.definitive)
+	start      time.Time
+	took       time.Duration
+}
+
+// heard tells whether some node other than node answered in a round that ended
+// between since and before (both included): the master was hearing the network
+// then. A round that began before such an answer (e.g. sent while the master was
+// stalled, and timed out because of it) is not witnessed by it.
+func heard(node string, since, before time.Time, all map[string]history) bool {
+	for other, o := range all {
+		if other == node {
+			continue
+		}
+		for _, t := range o.answers {
+			if !t.Before(since) && !t.After(before) {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// decide is the verdict on a node from its history (its latest round included):
+//   - a node whose latest round passed is reachable;
+//   - an unreachable node stays so until a round passes;
+//   - below the thresholds (FailureThreshold hard, SlowThreshold any) nothing
+//     changes;
+//   - at a threshold the node is unreachable if its latest round was a definitive
+//     no from the node itself, or if it was witnessed (the master heard another
+//     node after this node's failures began and before that round began: the
+//     silence is the node's); otherwise it is held (see held).
+func decide(cfg CheckerConfig, h history) verdict {
+	switch {
+	case h.fail.any == 0:
+		return reachable
+	case h.state == unreachable:
+		return unreachable
+	case !h.fail.unreachable(cfg):
+		return h.state
+	case h.definitive || h.witnessed:
+		return unreachable
+	}
+	return held
+}
 
 // unreachable tells whether a node with these consecutive failures is unreachable.
 func (f failures) unreachable(cfg CheckerConfig) bool {
@@ -103,8 +198,9 @@ type observation struct {
 	grpc grpcResult
 	// kernelOK: the node's kernel answered the dial to port 9 (a connection or a refusal).
 	kernelOK bool
-	// listening (checked after a grpcError only): the health port accepted a TCP connection.
-	listening bool
+	// listening (checked after a grpcError only): the health port accepted a TCP
+	// connection; refused: the node's kernel refused it (nothing listens).
+	listening, refused bool
 	// late: the round took much longer than the timeout (more than 1.5 times): the
 	// checker itself was held up (a loaded machine), so its timeouts say nothing
 	// about the node.
@@ -135,6 +231,13 @@ func classify(o observation) outcome {
 	}
 }
 
+// definitive tells whether a failed round's observation is an answer from the
+// node itself (it says it is not serving, or its kernel refused the health port),
+// rather than silence that could also be the master's own doing.
+func definitive(o observation) bool {
+	return o.grpc == grpcNotServing || (o.grpc == grpcError && o.kernelOK && o.refused)
+}
+
 // NewChecker returns a Checker; call Run to start probing.
 func NewChecker(cfg CheckerConfig) *Checker {
 	if cfg.FailureThreshold <= 0 {
@@ -146,14 +249,15 @@ func NewChecker(cfg CheckerConfig) *Checker {
 	if cfg.SlowThreshold < cfg.FailureThreshold {
 		cfg.SlowThreshold = cfg.FailureThreshold
 	}
-	return &Checker{cfg: cfg, unreachable: map[string]bool{}, failures: map[string]failures{}, probers: map[string]*prober{}}
+	return &Checker{cfg: cfg, hist: map[string]history{}, probers: map[string]*prober{}}
 }
 
-// Reachable reports whether node passed its latest probe (nodes never probed are reachable).
+// Reachable reports whether node is not declared unreachable (nodes never probed,
+// and held ones, are reachable).
 func (c *Checker) Reachable(node string) bool {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	return !c.unreachable[node]
+	return c.hist[node].state != unreachable
 }
 
 // Run probes until ctx is done. Each node has its own prober goroutine so a
@@ -194,8 +298,7 @@ func (c *Checker) refresh(ctx context.Context) {
 			p.stop()
 			delete(c.probers, node)
 			if !ok {
-				delete(c.unreachable, node)
-				delete(c.failures, node)
+				delete(c.hist, node)
 			}
 		}
 	}
@@ -211,49 +314,78 @@ func (c *Checker) refresh(ctx context.Context) {
 	}
 }
 
-// record applies one probe round's outcome and returns the node's consecutive
-// failures after it.
-func (c *Checker) record(node string, o outcome, took time.Duration) failures {
+// record applies one probe round and returns the node's consecutive failures
+// after it.
+func (c *Checker) record(node string, r round) failures {
 	if c.cfg.Observe != nil {
-		c.cfg.Observe(node, o == probeOK, took)
+		c.cfg.Observe(node, r.out == probeOK, r.took)
 	}
 	c.mu.Lock()
 	if _, tracked := c.probers[node]; !tracked {
 		c.mu.Unlock()
 		return failures{}
 	}
-	was := !c.unreachable[node]
-	f := c.failures[node]
-	if o == probeOK {
-		f = failures{}
-		delete(c.unreachable, node)
-		delete(c.failures, node)
+	h := c.hist[node]
+	was := h.state
+	end := r.start.Add(r.took)
+	if r.out == probeOK {
+		h.fail = failures{}
+		h.failingSince = time.Time{}
+		h.definitive, h.witnessed = false, false
+		h.answers = appendAnswer(h.answers, end)
 	} else {
-		f.any++
-		if o == probeHard {
-			f.hard++
+		if h.fail.any == 0 {
+			h.failingSince = r.start
+		}
+		h.fail.any++
+		if r.out == probeHard {
+			h.fail.hard++
 		} else {
-			f.hard = 0
+			h.fail.hard = 0
 		}
-		c.failures[node] = f
-		if f.unreachable(c.cfg) {
-			c.unreachable[node] = true
+		h.definitive = r.definitive
+		if r.definitive {
+			h.answers = appendAnswer(h.answers, end)
 		}
+		h.witnessed = heard(node, h.failingSince, r.start, c.hist)
 	}
-	now := !c.unreachable[node]
+	h.state = decide(c.cfg, h)
+	c.hist[node] = h
+	probed := len(c.probers)
 	c.mu.Unlock()
-	if was != now {
-		ok := now
-		if ok {
-			klog.Infof("egress node %s is reachable again", node)
-		} else {
-			klog.Warningf("egress node %s is unreachable (no health answer within %s)", node, c.cfg.Timeout)
+
+	switch {
+	case was == h.state:
+	case h.state == held:
+		klog.Warningf("egress node %s failed %d health probes in a row, but no egress node (%d probed) answered since its "+
+			"failures began: the master suspects itself (stalled on a loaded machine, or its own network), not the node, "+
+			"and keeps the node's egress IPs in place until another node answers or this one does", node, h.fail.any, probed)
+		if c.cfg.OnHold != nil {
+			c.cfg.OnHold(node, h.fail.any, probed)
 		}
+	case was == held && h.state == reachable:
+		klog.Infof("egress node %s answers its health probe again (it was held: the master suspected itself)", node)
+	case h.state == unreachable:
+		klog.Warningf("egress node %s is unreachable (no health answer within %s)", node, c.cfg.Timeout)
 		if c.cfg.OnChange != nil {
-			c.cfg.OnChange(node, ok)
+			c.cfg.OnChange(node, false)
+		}
+	case was == unreachable:
+		klog.Infof("egress node %s is reachable again", node)
+		if c.cfg.OnChange != nil {
+			c.cfg.OnChange(node, true)
 		}
 	}
-	return f
+	return h.fail
+}
+
+// appendAnswer adds an answer time, keeping the latest maxAnswers.
+func appendAnswer(ts []time.Time, t time.Time) []time.Time {
+	ts = append(ts, t)
+	if len(ts) > maxAnswers {
+		ts = append(ts[:0], ts[len(ts)-maxAnswers:]...)
+	}
+	return ts
 }
 
 type prober struct {
@@ -291,11 +423,11 @@ func (p *prober) run(ctx context.Context) {
 	defer t.Stop()
 	for {
 		start := time.Now()
-		o := p.round(ctx, client)
+		o, def := p.round(ctx, client)
 		if ctx.Err() != nil {
 			return
 		}
-		f := p.checker.record(p.node, o, time.Since(start))
+		f := p.checker.record(p.node, round{out: o, definitive: def, start: start, took: time.Since(start)})
 		// A hard failure is confirmed at once rather than an interval later, so a
 		// node cut off is declared unreachable about FailureThreshold timeouts
 		// after it went; after that, and after soft failures, probes go back to
@@ -313,15 +445,16 @@ func (p *prober) run(ctx context.Context) {
 
 // round probes the node once: the gRPC health check (when client is set) and, at
 // the same time, its kernel (probeLegacy), both bounded by the timeout; after a
-// gRPC error, whether the health port still accepts connections.
-func (p *prober) round(ctx context.Context, client healthpb.HealthClient) outcome {
+// gRPC error, whether the health port still accepts connections. It returns the
+// outcome and whether a failure was a definitive answer from the node.
+func (p *prober) round(ctx context.Context, client healthpb.HealthClient) (outcome, bool) {
 	timeout := p.checker.cfg.Timeout
 	start := time.Now()
 	var o observation
 	if client == nil {
 		// Legacy check: the kernel's answer alone decides.
 		if probeLegacy(ctx, p.addr, timeout) {
-			return probeOK
+			return probeOK, false
 		}
 		o.grpc = grpcTimeout
 	} else {
@@ -330,7 +463,7 @@ func (p *prober) round(ctx context.Context, client healthpb.HealthClient) outcom
 		o.grpc = probeGRPC(ctx, client, timeout)
 		o.kernelOK = <-kernel
 		if o.grpc == grpcError && o.kernelOK {
-			o.listening = probeListening(ctx, p.addr, p.checker.cfg.Port, timeout)
+			o.listening, o.refused = probeListening(ctx, p.addr, p.checker.cfg.Port, timeout)
 		}
 	}
 	took := time.Since(start)
@@ -340,7 +473,7 @@ func (p *prober) round(ctx context.Context, client healthpb.HealthClient) outcom
 		klog.V(2).Infof("egress health probe of node %s failed (%s): %+v, took %s",
 			p.node, map[outcome]string{probeSoft: "soft", probeHard: "hard"}[out], o, took)
 	}
-	return out
+	return out, out != probeOK && definitive(o)
 }
 
 // probeGRPC runs one health check.
@@ -360,17 +493,18 @@ func probeGRPC(ctx context.Context, client healthpb.HealthClient, timeout time.D
 	}
 }
 
-// probeListening reports whether a TCP connection to the health port succeeds.
-func probeListening(ctx context.Context, addr netip.Addr, port int, timeout time.Duration) bool {
+// probeListening reports whether a TCP connection to the health port succeeds
+// (accepted) or is refused by the node (refused); neither when it times out.
+func probeListening(ctx context.Context, addr netip.Addr, port int, timeout time.Duration) (accepted, refused bool) {
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	var d net.Dialer
 	c, err := d.DialContext(ctx, "tcp", net.JoinHostPort(addr.String(), strconv.Itoa(port)))
 	if err != nil {
-		return false
+		return false, errors.Is(err, syscall.ECONNREFUSED)
 	}
 	c.Close()
-	return true
+	return true, false
 }
 
 // probeLegacy dials TCP port 9 (discard): a connection or "connection refused"

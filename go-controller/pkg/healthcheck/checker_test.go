@@ -2,8 +2,11 @@ package healthcheck
 
 import (
 	"context"
+	"fmt"
 	"net"
 	"net/netip"
+	"slices"
+	"strconv"
 	"sync"
 	"testing"
 	"time"
@@ -130,31 +133,198 @@ func TestCheckerNeedsConsecutiveFailures(t *testing.T) {
 	c := NewChecker(CheckerConfig{Timeout: time.Second, FailureThreshold: 3, SlowThreshold: 5,
 		OnChange: func(_ string, ok bool) { changes = append(changes, ok) }})
 	c.probers["n"] = &prober{}
+	// A witness that answers all along: the master hears the network, so n's
+	// silence is n's own.
+	c.probers["w"] = &prober{}
+	t0 := time.Now()
+	at := func(i int) time.Time { return t0.Add(time.Duration(i) * 100 * time.Millisecond) }
+	i := 0
+	step := func(o outcome) {
+		c.record("w", round{out: probeOK, start: at(i)})
+		c.record("n", round{out: o, start: at(i)})
+		i++
+	}
 	for _, o := range []outcome{probeHard, probeHard, probeOK, probeHard, probeHard} {
-		c.record("n", o, 0)
+		step(o)
 	}
 	if !c.Reachable("n") || len(changes) != 0 {
 		t.Fatalf("two hard failures in a row out of a threshold of three must not flip the node: %v", changes)
 	}
-	c.record("n", probeHard, 0)
+	step(probeHard)
 	if c.Reachable("n") || len(changes) != 1 || changes[0] {
 		t.Fatalf("the third hard failure in a row makes the node unreachable: %v", changes)
 	}
-	c.record("n", probeOK, 0)
+	step(probeOK)
 	if !c.Reachable("n") || len(changes) != 2 || !changes[1] {
 		t.Fatalf("one success makes it reachable again: %v", changes)
 	}
 	// Soft failures (slow health server, live kernel) need SlowThreshold rounds;
 	// a soft one breaks a run of hard ones.
 	for _, o := range []outcome{probeSoft, probeHard, probeHard, probeSoft} {
-		c.record("n", o, 0)
+		step(o)
 	}
 	if !c.Reachable("n") || len(changes) != 2 {
 		t.Fatalf("four failures, never three hard in a row, must not flip the node: %v", changes)
 	}
-	c.record("n", probeSoft, 0)
+	step(probeSoft)
 	if c.Reachable("n") || len(changes) != 3 || changes[2] {
 		t.Fatalf("the fifth failure in a row (SlowThreshold) makes the node unreachable: %v", changes)
+	}
+}
+
+// TestDecide: the verdict on a node from its history.
+func TestDecide(t *testing.T) {
+	cfg := CheckerConfig{FailureThreshold: 2, SlowThreshold: 10}
+	hard2 := failures{hard: 2, any: 2}
+	for _, tc := range []struct {
+		name string
+		h    history
+		want verdict
+	}{
+		{"latest round passed", history{}, reachable},
+		{"latest round passed, was unreachable", history{state: unreachable}, reachable},
+		{"latest round passed, was held", history{state: held}, reachable},
+		{"one hard failure, witnessed", history{fail: failures{hard: 1, any: 1}, witnessed: true}, reachable},
+		{"nine soft failures, witnessed", history{fail: failures{any: 9}, witnessed: true}, reachable},
+		{"unreachable stays until a round passes", history{fail: failures{any: 1}, state: unreachable}, unreachable},
+		{"two silent rounds, witnessed", history{fail: hard2, witnessed: true}, unreachable},
+		{"ten slow rounds, witnessed", history{fail: failures{any: 10}, witnessed: true}, unreachable},
+		{"two silent rounds, nobody heard: held", history{fail: hard2}, held},
+		{"ten slow or late rounds, nobody heard: held", history{fail: failures{any: 10}}, held},
+		{"daemon gone (definitive), nobody else heard", history{fail: hard2, definitive: true}, unreachable},
+		{"held, a soft round broke the hard run: still held", history{fail: failures{any: 3}, state: held}, held},
+		{"held, then a witnessed failed round", history{fail: failures{hard: 3, any: 3}, state: held, witnessed: true}, unreachable},
+	} {
+		if got := decide(cfg, tc.h); got != tc.want {
+			t.Errorf("%s: decide = %v, want %v", tc.name, got, tc.want)
+		}
+	}
+}
+
+// TestHeard: whether another node answered between a node's first failure and the
+// start of its latest round.
+func TestHeard(t *testing.T) {
+	t0 := time.Unix(1000, 0)
+	ms := func(n int) time.Time { return t0.Add(time.Duration(n) * time.Millisecond) }
+	for _, tc := range []struct {
+		name   string
+		others map[string][]time.Time
+		want   bool
+	}{
+		{"nobody else", nil, false},
+		{"another node answered in between", map[string][]time.Time{"b": {ms(-40), ms(30)}}, true},
+		{"at the window's edges", map[string][]time.Time{"b": {ms(0)}, "c": nil}, true},
+		{"only before the failures began", map[string][]time.Time{"b": {ms(-1)}}, false},
+		{"only after the round began (the round was sent while nobody answered: a stall)", map[string][]time.Time{"b": {ms(76), ms(90)}}, false},
+		{"one of two peers", map[string][]time.Time{"b": {ms(-5)}, "c": {ms(-30), ms(50), ms(100)}}, true},
+		{"its own answers do not count", map[string][]time.Time{"n": {ms(30)}}, false},
+	} {
+		all := map[string]history{"n": {fail: failures{hard: 1, any: 1}, failingSince: ms(0)}}
+		for n, a := range tc.others {
+			h := all[n]
+			h.answers = a
+			all[n] = h
+		}
+		if got := heard("n", ms(0), ms(75), all); got != tc.want {
+			t.Errorf("%s: heard = %v, want %v", tc.name, got, tc.want)
+		}
+	}
+}
+
+// TestCheckerAllSilentIsNotEvidence: a master held up (or cut off itself) sees
+// every node's probes time out at once. That must not make any node unreachable
+// (it emptied every EgressIP's status before); the master says it suspects itself.
+// When the others answer again and one node keeps failing, that one is declared
+// unreachable at its next failed round.
+func TestCheckerAllSilentIsNotEvidence(t *testing.T) {
+	var changes []string
+	var holds []string
+	c := NewChecker(CheckerConfig{Timeout: 75 * time.Millisecond, FailureThreshold: 2, SlowThreshold: 10,
+		OnChange: func(n string, ok bool) { changes = append(changes, fmt.Sprintf("%s=%v", n, ok)) },
+		OnHold:   func(n string, failed, probed int) { holds = append(holds, fmt.Sprintf("%s:%d/%d", n, failed, probed)) },
+	})
+	nodes := []string{"node1", "node2", "node3"}
+	for _, n := range nodes {
+		c.probers[n] = &prober{}
+	}
+	t0 := time.Now()
+	at := func(ms int) time.Time { return t0.Add(time.Duration(ms) * time.Millisecond) }
+	// All pass, then a stall: every node's rounds time out (silent), twice, then
+	// ten late rounds.
+	for _, n := range nodes {
+		c.record(n, round{out: probeOK, start: at(0)})
+	}
+	for r := 1; r <= 2; r++ {
+		for i, n := range nodes {
+			c.record(n, round{out: probeHard, start: at(100*r + i)})
+		}
+	}
+	for r := 3; r <= 12; r++ {
+		for i, n := range nodes {
+			c.record(n, round{out: probeSoft, start: at(100*r + i)})
+		}
+	}
+	for _, n := range nodes {
+		if !c.Reachable(n) {
+			t.Errorf("%s unreachable after a round in which every node was silent", n)
+		}
+	}
+	if len(changes) != 0 {
+		t.Fatalf("reachability changes while every node was silent: %v", changes)
+	}
+	if want := []string{"node1:2/3", "node2:2/3", "node3:2/3"}; !slices.Equal(holds, want) {
+		t.Fatalf("holds %v, want %v (once per node and episode)", holds, want)
+	}
+	// The stall ends: everyone passes; no change.
+	for i, n := range nodes {
+		c.record(n, round{out: probeOK, start: at(1300 + i)})
+	}
+	if len(changes) != 0 {
+		t.Fatalf("changes after the stall: %v", changes)
+	}
+	// node2 is cut off: its rounds are silent while the others answer. It is
+	// unreachable at its FailureThreshold-th failed round.
+	for r := 14; r <= 15; r++ {
+		for i, n := range nodes {
+			o := probeOK
+			if n == "node2" {
+				o = probeHard
+			}
+			c.record(n, round{out: o, start: at(100*r + i)})
+		}
+	}
+	if want := []string{"node2=false"}; !slices.Equal(changes, want) {
+		t.Fatalf("changes %v, want %v", changes, want)
+	}
+	if c.Reachable("node2") || !c.Reachable("node1") || !c.Reachable("node3") {
+		t.Fatal("only node2 is unreachable")
+	}
+	if len(holds) != 3 {
+		t.Fatalf("no new hold expected: %v", holds)
+	}
+
+	// node2 is back.
+	for i, n := range nodes {
+		c.record(n, round{out: probeOK, start: at(1600 + i)})
+	}
+	// Another stall: all silent again (held), then it ends: node1 and node3 answer,
+	// but node2's round sent during the stall times out after their answers. That
+	// round was not sent after anyone answered: node2 stays held (before, it was
+	// declared unreachable here), and its next round releases it.
+	for r := 20; r <= 21; r++ {
+		for i, n := range nodes {
+			c.record(n, round{out: probeHard, start: at(100*r + i), took: 75 * time.Millisecond})
+		}
+	}
+	if len(holds) != 6 {
+		t.Fatalf("holds %v, want three more", holds)
+	}
+	c.record("node1", round{out: probeOK, start: at(2200), took: 2 * time.Millisecond})
+	c.record("node3", round{out: probeOK, start: at(2201), took: 2 * time.Millisecond})
+	c.record("node2", round{out: probeHard, start: at(2150), took: 75 * time.Millisecond}) // sent in the stall
+	c.record("node2", round{out: probeOK, start: at(2300), took: 2 * time.Millisecond})
+	if want := []string{"node2=false", "node2=true"}; !slices.Equal(changes, want) {
+		t.Fatalf("changes %v, want %v (node2's cut and return only)", changes, want)
 	}
 }
 
@@ -210,20 +380,24 @@ func TestCheckerSlowServerOnLiveHost(t *testing.T) {
 	healthpb.RegisterHealthServer(srv, slowHealth{delay: time.Second})
 	go func() { _ = srv.Serve(lis) }()
 	defer srv.Stop()
+	port := lis.Addr().(*net.TCPAddr).Port
+	// A healthy node on the same port of another loopback address: the master
+	// hears it, so n1's slowness is n1's own.
+	witness := startWitness(t, "127.0.0.2", port)
 
 	var mu sync.Mutex
 	failed := 0
 	events := make(chan bool, 16)
 	const slow = 6
 	c := NewChecker(CheckerConfig{
-		Port: lis.Addr().(*net.TCPAddr).Port, Interval: 20 * time.Millisecond, Timeout: 50 * time.Millisecond,
+		Port: port, Interval: 20 * time.Millisecond, Timeout: 50 * time.Millisecond,
 		FailureThreshold: 2, SlowThreshold: slow,
-		Targets:  func() []Target { return []Target{{Node: "n1", Addr: netip.MustParseAddr("127.0.0.1")}} },
+		Targets:  func() []Target { return []Target{{Node: "n1", Addr: netip.MustParseAddr("127.0.0.1")}, witness} },
 		OnChange: func(_ string, ok bool) { events <- ok },
-		Observe: func(_ string, ok bool, _ time.Duration) {
+		Observe: func(node string, ok bool, _ time.Duration) {
 			mu.Lock()
 			defer mu.Unlock()
-			if !ok {
+			if node == "n1" && !ok {
 				failed++
 			}
 		},
@@ -240,18 +414,83 @@ func TestCheckerSlowServerOnLiveHost(t *testing.T) {
 	}
 }
 
+// silentAddr returns an address whose port 9 does not answer (a dial times out:
+// what a cut-off node looks like), or skips the test. Documentation addresses
+// answer in some sandboxes (a gateway that refuses, a proxy that accepts).
+func silentAddr(t *testing.T) netip.Addr {
+	t.Helper()
+	for _, a := range []string{"192.0.2.77", "198.51.100.77", "203.0.113.77"} {
+		ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
+		var d net.Dialer
+		c, err := d.DialContext(ctx, "tcp", net.JoinHostPort(a, "9"))
+		timedOut := ctx.Err() != nil
+		cancel()
+		if err == nil {
+			c.Close()
+		}
+		if timedOut {
+			return netip.MustParseAddr(a)
+		}
+	}
+	t.Skip("no silent address here (every documentation address answers)")
+	return netip.Addr{}
+}
+
+// startWitness serves the health service on addr:port until the test ends and
+// returns it as a target named "witness".
+func startWitness(t *testing.T, addr string, port int) Target {
+	t.Helper()
+	lis, err := net.Listen("tcp", net.JoinHostPort(addr, strconv.Itoa(port)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { _ = ServeListener(ctx, lis); close(done) }()
+	t.Cleanup(func() { cancel(); <-done })
+	return Target{Node: "witness", Addr: netip.MustParseAddr(addr)}
+}
+
 // TestCheckerCutOffNodeIsHard: a node whose network does not answer (an address
-// nothing routes to) is declared unreachable after FailureThreshold rounds.
+// nothing routes to) is declared unreachable after FailureThreshold rounds while
+// another node answers. (On a loaded machine the witness's first answer may come
+// after the node's first rounds: the node is then held until a round sent after
+// that answer, and more rounds are needed; the test says so.)
 func TestCheckerCutOffNodeIsHard(t *testing.T) {
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	port := lis.Addr().(*net.TCPAddr).Port
+	lis.Close()
+	witness := startWitness(t, "127.0.0.1", port)
+	silent := silentAddr(t)
 	events := make(chan bool, 16)
-	rounds := 0
+	rounds, holds := 0, 0
+	witnessOK := false
 	var mu sync.Mutex
 	c := NewChecker(CheckerConfig{
-		Port: 9107, Interval: 20 * time.Millisecond, Timeout: 50 * time.Millisecond,
+		Port: port, Interval: 20 * time.Millisecond, Timeout: 50 * time.Millisecond,
 		FailureThreshold: 2, SlowThreshold: 50,
-		Targets:  func() []Target { return []Target{{Node: "n1", Addr: netip.MustParseAddr("192.0.2.1")}} },
-		OnChange: func(_ string, ok bool) { events <- ok },
-		Observe:  func(string, bool, time.Duration) { mu.Lock(); rounds++; mu.Unlock() },
+		Targets: func() []Target {
+			mu.Lock()
+			defer mu.Unlock()
+			if !witnessOK {
+				return []Target{witness} // n1 is probed once the witness has answered
+			}
+			return []Target{{Node: "n1", Addr: silent}, witness}
+		},
+		OnChange: func(node string, ok bool) { events <- ok },
+		OnHold:   func(string, int, int) { mu.Lock(); holds++; mu.Unlock() },
+		Observe: func(node string, ok bool, _ time.Duration) {
+			mu.Lock()
+			defer mu.Unlock()
+			if node == "n1" {
+				rounds++
+			} else if ok {
+				witnessOK = true
+			}
+		},
 	})
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
@@ -259,7 +498,62 @@ func TestCheckerCutOffNodeIsHard(t *testing.T) {
 	waitFor(t, events, false, 5*time.Second)
 	mu.Lock()
 	defer mu.Unlock()
-	if rounds != 2 {
+	switch {
+	case holds == 0 && rounds != 2:
 		t.Fatalf("declared unreachable after %d rounds, want FailureThreshold = 2", rounds)
+	case holds > 0:
+		t.Logf("the witness did not answer during n1's first rounds (a loaded machine): held, then unreachable after %d rounds", rounds)
+	}
+	if !c.Reachable("witness") || c.Reachable("n1") {
+		t.Fatal("only n1 is unreachable")
+	}
+}
+
+// TestCheckerLoneSilentNodeIsHeld: when the only node probed is silent, the master
+// cannot tell its own trouble from the node's: the node is held (OnHold), not
+// declared unreachable, while its probes keep failing.
+func TestCheckerLoneSilentNodeIsHeld(t *testing.T) {
+	silent := silentAddr(t)
+	holds := make(chan int, 16)
+	var mu sync.Mutex
+	rounds := 0
+	c := NewChecker(CheckerConfig{
+		Port: 9107, Interval: 20 * time.Millisecond, Timeout: 50 * time.Millisecond,
+		FailureThreshold: 2, SlowThreshold: 50,
+		Targets:  func() []Target { return []Target{{Node: "n1", Addr: silent}} },
+		OnChange: func(node string, ok bool) { t.Errorf("reachability of %s changed to %v", node, ok) },
+		OnHold:   func(_ string, failed, _ int) { holds <- failed },
+		Observe:  func(string, bool, time.Duration) { mu.Lock(); rounds++; mu.Unlock() },
+	})
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go c.Run(ctx)
+	select {
+	case n := <-holds:
+		if n != 2 {
+			t.Fatalf("held after %d failed rounds, want 2", n)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("the lone silent node was never held")
+	}
+	// It keeps failing (the checker did look) and stays held, not unreachable.
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		mu.Lock()
+		r := rounds
+		mu.Unlock()
+		if r >= 6 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("only %d rounds", r)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	if !c.Reachable("n1") {
+		t.Fatal("a held node must stay reachable")
+	}
+	if len(holds) != 0 {
+		t.Fatalf("held again within one episode (%d more)", len(holds))
 	}
 }

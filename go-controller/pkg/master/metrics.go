@@ -12,6 +12,7 @@ const (
 	metricNumEgressIPs      = "ovnkube_master_num_egress_ips"
 	metricRebalanceTotal    = "ovnkube_master_egress_ips_rebalance_total"
 	metricUnreachableTotal  = "ovnkube_master_egress_ips_node_unreachable_total"
+	metricHeldTotal         = "ovnkube_master_egress_ips_node_health_held_total"
 	metricAssignLatency     = "ovnkube_master_egress_ips_assign_latency_seconds"
 	metricUnassignLatency   = "ovnkube_master_egress_ips_unassign_latency_seconds"
 	metricSyncsTotal        = "ovnkube_master_egress_ip_syncs_total"
@@ -82,6 +83,20 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 	m.numEgressIPs.WithLabelValues("assigned")
 	m.numEgressIPs.WithLabelValues("unassigned")
 	return m
+}
+
+// HealthHeldCounter is the counter of egress-assignable nodes held reachable
+// because no node answered the health check (the master suspected itself),
+// registered with reg (reused when already registered; nil = not exported). The
+// health checker is outside this package, its metric is named here with the others.
+func HealthHeldCounter(reg prometheus.Registerer) prometheus.Counter {
+	if reg == nil {
+		reg = prometheus.NewRegistry()
+	}
+	return register(reg, prometheus.NewCounter(prometheus.CounterOpts{
+		Name: metricHeldTotal,
+		Help: "Times an egress-assignable node failed its health checks while no node answered, and was held reachable (the master suspected itself).",
+	}))
 }
 
 func register[C prometheus.Collector](reg prometheus.Registerer, c C) C {

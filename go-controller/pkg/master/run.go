@@ -10,6 +10,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/informers"
+	"k8s.io/client-go/kubernetes"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
 	"k8s.io/client-go/tools/cache"
@@ -39,17 +40,12 @@ func Run(ctx context.Context, p Params) error {
 		return fmt.Errorf("master: the EgressIP API (k8s.ovn.org/v1 egressips) is not served; install dist/crds: %w", err)
 	}
 	if s.Recorder == nil {
-		broadcaster := record.NewBroadcaster(record.WithContext(ctx))
-		broadcaster.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: s.Kube.CoreV1().Events("")})
-		defer broadcaster.Shutdown()
-		scheme := runtime.NewScheme()
-		if err := clientgoscheme.AddToScheme(scheme); err != nil {
+		rec, shutdown, err := NewRecorder(ctx, s.Kube)
+		if err != nil {
 			return err
 		}
-		if err := eipscheme.AddToScheme(scheme); err != nil {
-			return err
-		}
-		s.Recorder = broadcaster.NewRecorder(scheme, corev1.EventSource{Component: "ovnkube-master"})
+		defer shutdown()
+		s.Recorder = rec
 	}
 	m := newMetrics(s.Metrics)
 
@@ -102,6 +98,22 @@ func Run(ctx context.Context, p Params) error {
 	c.enqueue()
 	c.run(ctx)
 	return nil
+}
+
+// NewRecorder returns the master's Event recorder (component ovnkube-master,
+// writing to kube; it knows the EgressIP type) and the function that flushes and
+// stops it.
+func NewRecorder(ctx context.Context, kube kubernetes.Interface) (record.EventRecorder, func(), error) {
+	scheme := runtime.NewScheme()
+	if err := clientgoscheme.AddToScheme(scheme); err != nil {
+		return nil, nil, err
+	}
+	if err := eipscheme.AddToScheme(scheme); err != nil {
+		return nil, nil, err
+	}
+	broadcaster := record.NewBroadcaster(record.WithContext(ctx))
+	broadcaster.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: kube.CoreV1().Events("")})
+	return broadcaster.NewRecorder(scheme, corev1.EventSource{Component: "ovnkube-master"}), broadcaster.Shutdown, nil
 }
 
 func forward(ctx context.Context, ch <-chan struct{}, f func()) {
