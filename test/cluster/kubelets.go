@@ -39,6 +39,10 @@ const kubeServiceIP = "10.96.0.1"
 // KubeletImages are the image archives imported into every node's containerd, from Config.Images.
 var KubeletImages = []string{"ovn-egressip.tar", "ovn-egressip-node.tar", "oeip-pause.tar", "oeip-prober.tar"}
 
+// loopbackPlugin is Debian's loopback CNI plugin (containernetworking-plugins): containerd's CRI runs it for every
+// sandbox besides the configured network.
+const loopbackPlugin = "/usr/lib/cni/loopback"
+
 // kubeletSandboxImage is the pod sandbox image (contrib/kubelet/pause; no registry here).
 const kubeletSandboxImage = "docker.io/library/oeip-pause:latest"
 
@@ -84,6 +88,9 @@ func kubeletPreflight(apiserverBin, images string) error {
 		if _, err := exec.LookPath(tool); err != nil {
 			return fmt.Errorf("%s not found: run KUBELET=1 make install-deps", tool)
 		}
+	}
+	if _, err := os.Stat(loopbackPlugin); err != nil {
+		return fmt.Errorf("%s not found (containerd runs it in every sandbox): run KUBELET=1 make install-deps", loopbackPlugin)
 	}
 	for _, a := range KubeletImages {
 		if _, err := os.Stat(filepath.Join(images, a)); err != nil {
@@ -166,6 +173,9 @@ func upKubelets(ctx context.Context, p paths, k pki, apiserverBin, helper, image
 		return err
 	}
 	if err := os.Symlink(helper, filepath.Join(p.cniBin(), CNIType)); err != nil && !os.IsExist(err) {
+		return err
+	}
+	if err := os.Symlink(loopbackPlugin, filepath.Join(p.cniBin(), "loopback")); err != nil && !os.IsExist(err) {
 		return err
 	}
 	kcmPort, err := freeLoopbackPort()
@@ -277,8 +287,11 @@ state = %q
 	if err := os.WriteFile(filepath.Join(dir, "containerd.toml"), []byte(ctdConf), 0o644); err != nil {
 		return err
 	}
+	// Its own UTS namespace with the node's name as hostname, as a host has: the hostNetwork containers share it
+	// (two masters on two nodes must not both be "vm_1" in their Lease identity <hostname>_<pid>).
 	if _, err := startDaemon(p.pidfile("containerd-"+n.Name), filepath.Join(p.log(), "containerd-"+n.Name+".log"), nil,
-		"nsenter", "--net="+netnsPath, "containerd", "--config", filepath.Join(dir, "containerd.toml")); err != nil {
+		"nsenter", "--net="+netnsPath, "unshare", "--uts", "sh", "-c", `hostname "$0" && exec "$@"`, n.Name,
+		"containerd", "--config", filepath.Join(dir, "containerd.toml")); err != nil {
 		return err
 	}
 	if err := poll(ctx, 100*time.Millisecond, func() (bool, error) {
@@ -295,9 +308,9 @@ state = %q
 	}
 	// The kubelet's cgroupRoot must exist in every v1 hierarchy (cpuset with cpus and mems).
 	cg := kubeletCgroup(n.Name)
-	hier, _ := filepath.Glob("/sys/fs/cgroup/*/")
+	hier, _ := filepath.Glob("/sys/fs/cgroup/*")
 	for _, h := range hier {
-		if filepath.Base(h) == "unified" || filepath.Base(h) == "systemd" {
+		if fi, err := os.Stat(h); err != nil || !fi.IsDir() || filepath.Base(h) == "unified" {
 			continue
 		}
 		if err := os.MkdirAll(filepath.Join(h, cg), 0o755); err != nil {
