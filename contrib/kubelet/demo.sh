@@ -53,8 +53,10 @@ for _ in $(seq 60); do
 done
 [[ -n $holder ]] || fail "no master holds the Lease ovn-egressip/ovn-egressip-master"
 show -n ovn-egressip get lease ovn-egressip-master
-masters=$(kubectl -n ovn-egressip get pods -l app=ovnkube-egressip-master -o jsonpath='{range .items[*]}{.metadata.name}{" "}{end}')
-echo "Lease ovn-egressip/ovn-egressip-master held by $holder (master pods: $masters)"
+# identity <hostname>_<pid>: a hostNetwork pod has its node's hostname, and the process is pid 1 in its container
+masters=$(kubectl -n ovn-egressip get pods -l app=ovnkube-egressip-master -o jsonpath='{range .items[*]}{.spec.nodeName}{"_1 "}{end}')
+[[ " $masters" == *" $holder "* ]] || fail "the Lease holder $holder is none of the master pods ($masters)"
+echo "Lease ovn-egressip/ovn-egressip-master held by $holder (the master pods are $masters)"
 
 echo; echo "### 3. The demo on them"
 show label node node2 node3 k8s.ovn.org/egress-assignable= --overwrite
