@@ -131,4 +131,6 @@ echo "$line"
 mkdir -p _output; echo "$line" >>_output/kubelet-demo-results.txt
 ((answered > 0)) || fail "no request of the served pod was answered during the roll"
 ((other == 0)) || fail "$other requests left with another source during the roll"
+echo "Leases in ovn-egressip (directconn's pods are on the pod network: they reach the apiserver through the kubernetes Service's OVN load balancer):"
+show -n ovn-egressip get leases
 echo "kubelet-demo: PASS (cluster up to the end of the roll: $((SECONDS - t0))s)"

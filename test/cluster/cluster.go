@@ -258,7 +258,11 @@ func upOVN(ctx context.Context, p paths, mode, nbLayout, helper string, waitHelp
 		return err
 	}
 	defer nb.close()
-	if err := nb.createRows(ctx, buildTopology(nodes, mode)); err != nil {
+	rows := buildTopology(nodes, mode)
+	if kubelets {
+		rows = withServiceLB(rows, nodes, plans[fams[0]].apiServer.String())
+	}
+	if err := nb.createRows(ctx, rows); err != nil {
 		return fmt.Errorf("NB topology: %w", err)
 	}
 	logf("NB/SB/northd up, NB topology written (%s gateway mode)", mode)

@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/containernetworking/cni/pkg/skel"
+	"github.com/ovn-egressip/ovn-egressip/go-controller/pkg/nbdb"
 	corev1 "k8s.io/api/core/v1"
 )
 
@@ -92,5 +93,31 @@ func TestNodeServiceDNAT(t *testing.T) {
 		if !strings.Contains(got, want) {
 			t.Errorf("nodeServiceDNAT = %q, lacks %q", got, want)
 		}
+	}
+}
+
+func TestWithServiceLB(t *testing.T) {
+	nodes := testNodes(t, 2)
+	rows := withServiceLB(buildTopology(nodes, GatewayShared), nodes, "172.18.0.1")
+	var lbUUID string
+	withLB := map[string]bool{}
+	for _, r := range rows {
+		switch m := r.(type) {
+		case *nbdb.LoadBalancer:
+			if m.Vips["10.96.0.1:443"] != "172.18.0.1:6443" || m.Protocol == nil || *m.Protocol != nbdb.LoadBalancerProtocolTCP {
+				t.Errorf("load balancer %+v", m)
+			}
+			lbUUID = m.UUID
+		case *nbdb.LogicalSwitch:
+			if len(m.LoadBalancer) > 0 {
+				withLB[m.Name] = true
+			}
+		}
+	}
+	if lbUUID == "" {
+		t.Fatal("no load balancer row")
+	}
+	if len(withLB) != 2 || !withLB["node1"] || !withLB["node2"] {
+		t.Errorf("switches with the load balancer: %v, want node1 and node2 only", withLB)
 	}
 }

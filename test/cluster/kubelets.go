@@ -21,6 +21,8 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/ovn-egressip/ovn-egressip/go-controller/pkg/nbdb"
+	"github.com/ovn-org/libovsdb/model"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
@@ -481,4 +483,25 @@ func removeCgroupTree(dir string) {
 		}
 	}
 	_ = os.Remove(dir)
+}
+
+// withServiceLB adds, for the kubelet mode, the kubernetes Service to the NB topology the way OVN-Kubernetes serves
+// Services to pods: an OVN load balancer (10.96.0.1:443 -> the apiserver) on every node switch, so that pods on the
+// pod network (directconn's) reach the apiserver in-cluster. hostNetwork pods are served by nodeServiceDNAT.
+func withServiceLB(rows []model.Model, nodes []NodeAddrs, apiserver string) []model.Model {
+	lb := uuidName("lb", "kubernetes")
+	tcp := nbdb.LoadBalancerProtocolTCP
+	rows = append(rows, &nbdb.LoadBalancer{UUID: lb, Name: "oeip-kubernetes-service", Protocol: &tcp,
+		Vips:        map[string]string{kubeServiceIP + ":443": fmt.Sprintf("%s:%d", apiserver, APIServerPort)},
+		ExternalIDs: harnessIDs("service", "default/kubernetes")})
+	for _, r := range rows {
+		sw, ok := r.(*nbdb.LogicalSwitch)
+		if !ok {
+			continue
+		}
+		if slices.ContainsFunc(nodes, func(n NodeAddrs) bool { return n.Name == sw.Name }) {
+			sw.LoadBalancer = append(sw.LoadBalancer, lb)
+		}
+	}
+	return rows
 }
