@@ -57,6 +57,11 @@ func (c *Cluster) CreatePod(ctx context.Context, spec PodSpec) (*Pod, error) {
 	if spec.Namespace == "" || spec.Name == "" {
 		return nil, errors.New("pod namespace and name are required")
 	}
+	if c.st.Kubelets {
+		// A Pod bound to a node is the kubelet's to run there (it would try to pull the placeholder image and write
+		// the status the harness writes): in the kubelet mode pods are real (kubectl apply; the CNI plugin wires them).
+		return nil, fmt.Errorf("pod %s/%s: the cluster runs kubelets, which run the pods bound to their nodes: create a real pod (kubectl apply; image oeip-prober:latest is there, docs/images.md)", spec.Namespace, spec.Name)
+	}
 	if err := c.ensureNamespace(ctx, spec.Namespace); err != nil {
 		return nil, err
 	}
