@@ -4,7 +4,8 @@
 // `kubectl rollout restart` of the node DaemonSet during which no request of that pod leaves with another source.
 // It skips without root, without the kubelet, kube-controller-manager and kube-scheduler builds (about 11 minutes
 // cold: KUBE_EXTRA="kubelet kube-controller-manager kube-scheduler" contrib/build-kube.sh) or without the image
-// archives (make kubelet-images); make kubelet-test builds what it needs and runs it (about a minute warm).
+// archives (make kubelet-images), or without containerd and Debian's loopback CNI plugin (KUBELET=1 make
+// install-deps); make kubelet-test builds what it needs and runs it (about a minute warm).
 package kubelet
 
 import (
@@ -57,6 +58,11 @@ func TestManifestsOnKubelets(t *testing.T) {
 	for _, a := range cluster.KubeletImages {
 		if _, err := os.Stat(filepath.Join(root, "_output", "images", a)); err != nil {
 			t.Skipf("image archive %s missing (make kubelet-images)", a)
+		}
+	}
+	for _, tool := range []string{"containerd", "ctr", "runc", "nsenter", "/usr/lib/cni/loopback"} {
+		if _, err := exec.LookPath(tool); err != nil {
+			t.Skipf("%s not installed (KUBELET=1 make install-deps)", tool)
 		}
 	}
 	mode := cluster.GatewayLocal // the node daemons program the egress IPs: their roll is what is checked
