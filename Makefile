@@ -9,7 +9,7 @@ SERIAL_PKGS := ./test/cluster/... ./test/e2e/...
 GOTEST_FLAGS ?= -race -count=1
 TEST_TIMEOUT ?= 60m
 
-.PHONY: help build image test-images generate verify test test-unit test-serial test-matrix lint clean bench scale demo chaos
+.PHONY: help build image kubelet-images kubelet-demo kubelet-test test-images generate verify test test-unit test-serial test-matrix lint clean bench scale demo chaos
 
 help:
 	@echo "make demo           bring up the local cluster and run the main job (GATEWAY_MODE=local for local gateway mode)"
@@ -18,6 +18,8 @@ help:
 	@echo "make test-matrix    the end-to-end tests in every gateway mode x IP family (ipv4, ipv6, dual), failover cases included"
 	@echo "make build          build _output/bin/ovnkube and _output/bin/directconn"
 	@echo "make image          OCI archives of the images in _output/images (ovn-egressip: static; ovn-egressip-node: Debian + iptables), docs/images.md"
+	@echo "make kubelet-demo   dist/manifests on real kubelets (containerd + kubelet per node), the demo and a DaemonSet roll on them, checked (docs/images.md)"
+	@echo "make kubelet-test   the same as a Go test (test/e2e/kubelet)"
 	@echo "make generate       regenerate clientset, deepcopy, CRDs and the NB model"
 	@echo "make verify         generated code and go.mod/go.sum are up to date"
 	@echo "make lint           gofmt, go vet, staticcheck"
@@ -35,6 +37,22 @@ build:
 
 image: install-deps
 	./contrib/image/build.sh
+
+# The sandbox (pause) and prober images of the kubelet mode, beside the product's (docs/images.md, "Real kubelets").
+kubelet-images: image
+	./contrib/kubelet/images.sh
+
+# dist/manifests on kubelets: pods Running and Ready, Lease held, the demo, a DaemonSet roll under probing. Not in
+# make test: it needs the kubelet, kube-controller-manager and kube-scheduler builds (about 11 minutes cold).
+kubelet-demo: kubelet-images
+	@KUBELET=1 ./contrib/install-deps.sh
+	./contrib/kubelet/demo.sh
+
+# The same checks as a Go test (test/e2e/kubelet; it skips without the kubelet builds or the archives).
+kubelet-test: kubelet-images
+	@KUBELET=1 ./contrib/install-deps.sh
+	@KUBE_EXTRA="kubelet kube-controller-manager kube-scheduler" ./contrib/build-kube.sh >/dev/null
+	$(GO) test $(GOTEST_FLAGS) -timeout 15m -v -run TestManifestsOnKubelets ./test/e2e/kubelet/
 
 generate:
 	./hack/update-codegen.sh

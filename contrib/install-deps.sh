@@ -16,13 +16,15 @@ declare -A pkg=(
   [ping]=iputils-ping [nc]=netcat-openbsd
   [mmdebstrap]=mmdebstrap [runc]=runc  # make image (the node image's Debian root) and the image smoke test / OVNKUBE_FROM=image
 )
-# KUBELET=1 (contrib/kubelet/try.sh): containerd for a real kubelet
+# KUBELET=1 (contrib/kubelet/try.sh, make kubelet-demo): containerd for a real kubelet
 if [[ ${KUBELET:-} == 1 ]]; then pkg[containerd]=containerd; pkg[ctr]=containerd; pkg[curl]=curl; pkg[python3]=python3; fi
 missing=()
 for prog in "${!pkg[@]}"; do
   command -v "$prog" >/dev/null 2>&1 || missing+=("${pkg[$prog]}")
 done
 [[ -f /usr/share/ovn/ovn-nb.ovsschema ]] || missing+=(ovn-common)
+# the kubelet mode: containerd's CRI runs the loopback CNI plugin in every sandbox (Debian's, beside ours)
+[[ ${KUBELET:-} == 1 && ! -x /usr/lib/cni/loopback ]] && missing+=(containernetworking-plugins)
 if ((${#missing[@]})); then
   mapfile -t missing < <(printf '%s\n' "${missing[@]}" | sort -u)
   if [[ $(id -u) != 0 ]]; then

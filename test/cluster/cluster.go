@@ -53,7 +53,7 @@ func Up(ctx context.Context, cfg Config) (*Cluster, error) {
 	if st, err := readState(p); err == nil {
 		// A cluster made before ovnkube's identities existed has no access/ directory: it is recreated.
 		if st.Nodes == cfg.Nodes && st.GatewayMode == cfg.GatewayMode && st.IPFamily == cfg.IPFamily && st.nbLayout() == cfg.NB &&
-			healthy(p, st) && hasAccess(p) {
+			st.Kubelets == cfg.Kubelets && healthy(p, st) && hasAccess(p) {
 			cfg.Logf("cluster already up (%d nodes, %s gateway mode, %s, %s NB) in %s", st.Nodes, st.GatewayMode, st.IPFamily, st.nbLayout(), p.dir)
 			return Open(cfg.StateDir)
 		}
@@ -97,6 +97,15 @@ func up(ctx context.Context, cfg Config, p paths) (*Cluster, error) {
 	if err != nil {
 		return nil, err
 	}
+	images := cfg.Images
+	if images == "" {
+		images = filepath.Join(root, "_output", "images")
+	}
+	if cfg.Kubelets {
+		if err := kubeletPreflight(bins.APIServer, images); err != nil {
+			return nil, err
+		}
+	}
 	for _, d := range []string{p.run(), p.db(), p.log(), p.bin(), p.etcdData()} {
 		if err := os.MkdirAll(d, 0o755); err != nil {
 			return nil, err
@@ -138,6 +147,7 @@ func up(ctx context.Context, cfg Config, p paths) (*Cluster, error) {
 		Nodes: cfg.Nodes, GatewayMode: cfg.GatewayMode, IPFamily: cfg.IPFamily, NB: cfg.NB, Kubeconfig: p.kubeconfig(),
 		NBAddress: p.nbAddress(cfg.NB), SBAddress: "unix:" + p.sbSock(), OVSDB: "unix:" + p.ovsSock(),
 		APIServer: "https://" + netip.AddrPortFrom(apiIP, APIServerPort).String(), Kubectl: bins.Kubectl,
+		Kubelets: cfg.Kubelets,
 	}
 
 	// The root namespace's two ports come first: kube-apiserver binds its address on oeip-api.
@@ -153,10 +163,19 @@ func up(ctx context.Context, cfg Config, p paths) (*Cluster, error) {
 		return upControlPlane(gctx, p, k, bins, root, helper, waitHelper, nodes, &st, apiIP, logf)
 	})
 	g.Go(func() error {
-		return upOVN(gctx, p, cfg.GatewayMode, cfg.NB, helper, waitHelper, nodes, rootLinks, fams, logf)
+		return upOVN(gctx, p, cfg.GatewayMode, cfg.NB, helper, waitHelper, nodes, rootLinks, fams, cfg.Kubelets, logf)
 	})
 	if err := g.Wait(); err != nil {
 		return nil, err
+	}
+	if cfg.Kubelets {
+		cs, err := newClient(p.kubeconfig())
+		if err != nil {
+			return nil, err
+		}
+		if err := upKubelets(ctx, p, k, bins.APIServer, helper, images, st.APIServer, cs, nodes, logf); err != nil {
+			return nil, err
+		}
 	}
 	if err := writeState(p, st); err != nil {
 		return nil, err
@@ -173,7 +192,7 @@ func upControlPlane(ctx context.Context, p paths, k pki, bins apiserver.Binaries
 		return fmt.Errorf("etcd: %w", err)
 	}
 	st.EtcdURL = etcdURL
-	if err := startAPIServer(p, k, bins.APIServer, etcdURL, apiIP); err != nil {
+	if err := startAPIServer(p, k, bins.APIServer, etcdURL, apiIP, st.Kubelets); err != nil {
 		return fmt.Errorf("kube-apiserver: %w", err)
 	}
 	rctx, cancel := context.WithTimeout(ctx, 60*time.Second)
@@ -208,7 +227,7 @@ func upControlPlane(ctx context.Context, p paths, k pki, bins apiserver.Binaries
 			return fmt.Errorf("service account in %s: %w", ns, err)
 		}
 	}
-	if err := registerNodes(ctx, cs, nodes); err != nil {
+	if err := registerNodes(ctx, cs, nodes, st.Kubelets); err != nil {
 		return err
 	}
 	if err := installAccess(ctx, p, bins.Kubectl, root, st.APIServer, cs, nodes); err != nil {
@@ -217,8 +236,11 @@ func upControlPlane(ctx context.Context, p paths, k pki, bins apiserver.Binaries
 	if err := waitHelper(); err != nil {
 		return err
 	}
-	if _, err := startDaemon(p.pidfile("agent"), filepath.Join(p.log(), "agent.log"), nil, helper, "agent",
-		"--kubeconfig", p.kubeconfig(), "--state", p.dir); err != nil {
+	agentArgs := []string{helper, "agent", "--kubeconfig", p.kubeconfig(), "--state", p.dir}
+	if st.Kubelets {
+		agentArgs = append(agentArgs, "--no-heartbeat")
+	}
+	if _, err := startDaemon(p.pidfile("agent"), filepath.Join(p.log(), "agent.log"), nil, agentArgs...); err != nil {
 		return fmt.Errorf("agent: %w", err)
 	}
 	logf("CRDs from %s established, %d nodes registered, ovnkube's access from dist/manifests applied (node-bound tokens, policy %s enforced), agent (heartbeat, service accounts, tokens) started",
@@ -227,7 +249,7 @@ func upControlPlane(ctx context.Context, p paths, k pki, bins apiserver.Binaries
 }
 
 func upOVN(ctx context.Context, p paths, mode, nbLayout, helper string, waitHelper func() error, nodes []NodeAddrs, rootLinks []veth,
-	fams []int, logf func(string, ...any)) error {
+	fams []int, kubelets bool, logf func(string, ...any)) error {
 	if err := startOVNCentral(ctx, p, nbLayout); err != nil {
 		return fmt.Errorf("OVN central: %w", err)
 	}
@@ -236,7 +258,11 @@ func upOVN(ctx context.Context, p paths, mode, nbLayout, helper string, waitHelp
 		return err
 	}
 	defer nb.close()
-	if err := nb.createRows(ctx, buildTopology(nodes, mode)); err != nil {
+	rows := buildTopology(nodes, mode)
+	if kubelets {
+		rows = withServiceLB(rows, nodes, plans[fams[0]].apiServer.String())
+	}
+	if err := nb.createRows(ctx, rows); err != nil {
 		return fmt.Errorf("NB topology: %w", err)
 	}
 	logf("NB/SB/northd up, NB topology written (%s gateway mode)", mode)
@@ -255,7 +281,11 @@ func upOVN(ctx context.Context, p paths, mode, nbLayout, helper string, waitHelp
 	var jobs []func(context.Context) error
 	for _, n := range nodes {
 		jobs = append(jobs, func(ctx context.Context) error {
-			if err := inNetns(ctx, NodeNetnsName(n.Name), nodeHostScript(n, mode, fams)); err != nil {
+			script := nodeHostScript(n, mode, fams)
+			if kubelets {
+				script += nodeServiceDNAT(plans[fams[0]].apiServer.String())
+			}
+			if err := inNetns(ctx, NodeNetnsName(n.Name), script); err != nil {
 				return fmt.Errorf("node %s host setup: %w", n.Name, err)
 			}
 			return nil
@@ -402,6 +432,9 @@ func healthy(p paths, st State) bool {
 			ds = append(slices.Clone(ds), nbMemberName(i))
 		}
 	}
+	if st.Kubelets {
+		ds = append(slices.Clone(ds), kubeletDaemons(st.Nodes)...)
+	}
 	for _, d := range ds {
 		pid, err := readPid(p.pidfile(d))
 		if err != nil || !alive(pid) {
@@ -458,7 +491,8 @@ func teardown(ctx context.Context, p paths, keepLogs bool) error {
 	if _, err := os.Stat(p.run()); err != nil {
 		return nil // no cluster was brought up from this state directory: touch nothing
 	}
-	var errs []error
+	// The kubelet mode's processes, containers, mounts and sandboxes first (nothing when it did not run).
+	errs := stopKubelets(ctx, p)
 	var pids []int
 	// kube-apiserver first: it shuts down in about a second while etcd runs, but hangs if etcd goes first.
 	for _, d := range []string{"agent", "echo", "kube-apiserver"} {

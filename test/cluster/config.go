@@ -57,6 +57,13 @@ type Config struct {
 	// Helper is the clusterctl binary that runs the node heartbeat agent and the echo server as daemons; empty =
 	// built into <RepoRoot>/_output/bin/clusterctl (while the rest comes up).
 	Helper string
+	// Kubelets: also run kube-controller-manager, kube-scheduler, and per node a containerd and a kubelet inside the
+	// node's namespace (kubelets.go); the kubelets report the nodes. Needs the binaries of contrib/build-kube.sh with
+	// KUBE_EXTRA and the image archives in Images.
+	Kubelets bool
+	// Images is the directory of the OCI archives imported into the kubelets' containerd (KubeletImages); empty =
+	// <RepoRoot>/_output/images.
+	Images string
 	// Logf receives progress lines (may be nil).
 	Logf func(format string, args ...any)
 }
@@ -131,6 +138,8 @@ type State struct {
 	APIServer  string `json:"apiServer"`
 	EtcdURL    string `json:"etcdURL"`
 	Kubectl    string `json:"kubectl"`
+	// Kubelets: the cluster runs kubelets (Config.Kubelets).
+	Kubelets bool `json:"kubelets,omitempty"`
 }
 
 // nbLayout is the NB layout of the state (a state file from before the field existed is standalone).

@@ -49,23 +49,32 @@ func startEtcd(p paths, etcdBin string) (string, error) {
 
 // startAPIServer starts kube-apiserver on ip:APIServerPort (APIServerIP, or APIServerIP6 in IPv6-only clusters)
 // against etcdURL.
-func startAPIServer(p paths, k pki, bin, etcdURL string, ip netip.Addr) error {
-	_, err := startDaemon(p.pidfile("kube-apiserver"), filepath.Join(p.log(), "kube-apiserver.log"), nil, bin,
-		"--etcd-servers="+etcdURL,
-		"--bind-address="+ip.String(), "--advertise-address="+ip.String(),
-		"--secure-port="+strconv.Itoa(APIServerPort),
-		"--tls-cert-file="+k.path("apiserver.crt"), "--tls-private-key-file="+k.path("apiserver.key"),
-		"--client-ca-file="+k.path("ca.crt"),
-		"--authorization-mode=RBAC",
+// With kubelets, the Node authorizer and NodeRestriction admit the kubelets' node identities, and the apiserver
+// reaches the kubelets (logs, exec) with the admin certificate.
+func startAPIServer(p paths, k pki, bin, etcdURL string, ip netip.Addr, kubelets bool) error {
+	authz := []string{"--authorization-mode=RBAC"}
+	if kubelets {
+		authz = []string{"--authorization-mode=Node,RBAC", "--enable-admission-plugins=NodeRestriction",
+			"--kubelet-client-certificate=" + k.path("admin.crt"), "--kubelet-client-key=" + k.path("admin.key"),
+			"--kubelet-preferred-address-types=InternalIP"}
+	}
+	args := append([]string{bin,
+		"--etcd-servers=" + etcdURL,
+		"--bind-address=" + ip.String(), "--advertise-address=" + ip.String(),
+		"--secure-port=" + strconv.Itoa(APIServerPort),
+		"--tls-cert-file=" + k.path("apiserver.crt"), "--tls-private-key-file=" + k.path("apiserver.key"),
+		"--client-ca-file=" + k.path("ca.crt"),
 		"--service-account-issuer=https://kubernetes.default.svc",
-		"--service-account-key-file="+k.path("sa.key"),
-		"--service-account-signing-key-file="+k.path("sa.key"),
-		"--service-cluster-ip-range="+serviceCIDR(ip),
+		"--service-account-key-file=" + k.path("sa.key"),
+		"--service-account-signing-key-file=" + k.path("sa.key"),
+		"--service-cluster-ip-range=" + serviceCIDR(ip),
 		"--allow-privileged=true",
 		"--enable-priority-and-fairness=false",
-		// no controller-manager runs; the endpoints of the kubernetes service are not needed
+		// the endpoints of the kubernetes service are not needed: no kube-proxy runs (the kubelet mode DNATs the
+		// Service address in each node, kubelets.go)
 		"--endpoint-reconciler-type=none",
-	)
+	}, authz...)
+	_, err := startDaemon(p.pidfile("kube-apiserver"), filepath.Join(p.log(), "kube-apiserver.log"), nil, args...)
 	return err
 }
 

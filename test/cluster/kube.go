@@ -86,8 +86,9 @@ func nodeStatus(n NodeAddrs, now metav1.Time) corev1.NodeStatus {
 	}
 }
 
-// registerNodes creates (or updates) the Node objects with their annotations and a Ready status.
-func registerNodes(ctx context.Context, cs kubernetes.Interface, nodes []NodeAddrs) error {
+// registerNodes creates (or updates) the Node objects with their annotations and, unless kubelets run (they write
+// their node's status), a Ready status.
+func registerNodes(ctx context.Context, cs kubernetes.Interface, nodes []NodeAddrs, kubelets bool) error {
 	now := metav1.Now()
 	for _, n := range nodes {
 		obj := nodeObject(n)
@@ -97,6 +98,9 @@ func registerNodes(ctx context.Context, cs kubernetes.Interface, nodes []NodeAdd
 		}
 		if err != nil {
 			return fmt.Errorf("node %s: %w", n.Name, err)
+		}
+		if kubelets {
+			continue
 		}
 		created.Status = nodeStatus(n, now)
 		if _, err := cs.CoreV1().Nodes().UpdateStatus(ctx, created, metav1.UpdateOptions{}); err != nil {
@@ -153,7 +157,7 @@ func ensureServiceAccount(ctx context.Context, cs kubernetes.Interface, namespac
 
 // RunAgent is the harness's stand-in for the kubelet and controller-manager: every interval it refreshes the Ready
 // heartbeat of the harness nodes, and it creates the default ServiceAccount of every namespace. It returns when ctx
-// ends. Errors are reported through logf and retried.
+// ends. Errors are reported through logf and retried. interval 0: no heartbeat (kubelets report their nodes).
 func RunAgent(ctx context.Context, kubeconfig string, interval time.Duration, logf func(string, ...any)) error {
 	cs, err := newClient(kubeconfig)
 	if err != nil {
@@ -175,6 +179,10 @@ func RunAgent(ctx context.Context, kubeconfig string, interval time.Duration, lo
 	}
 	factory.Start(ctx.Done())
 	defer factory.Shutdown()
+	if interval == 0 {
+		<-ctx.Done()
+		return nil
+	}
 	t := time.NewTicker(interval)
 	defer t.Stop()
 	for {

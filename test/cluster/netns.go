@@ -43,14 +43,16 @@ func podLink(namespace, name string) string {
 // veth describes one veth pair: Host stays in the root namespace (attached to an OVS bridge unless Bridge is empty),
 // the peer becomes Ifname in Netns ("" = root namespace, then the peer is named Host+"br").
 type veth struct {
-	Host    string
-	Netns   string
-	Ifname  string
-	MAC     string
-	CIDRs   []string // one per family; IPv6 ones are added with nodad (no tentative period)
-	Bridge  string
-	IfaceID string   // OVN logical port bound to the OVS port (external_ids:iface-id), "" for br-ex ports
-	Routes  []string // "ip route add" arguments inside Netns (or the root ns)
+	Host  string
+	Netns string
+	// NetnsExists: Netns was made by someone else (a container runtime's sandbox): it is not created here.
+	NetnsExists bool
+	Ifname      string
+	MAC         string
+	CIDRs       []string // one per family; IPv6 ones are added with nodad (no tentative period)
+	Bridge      string
+	IfaceID     string   // OVN logical port bound to the OVS port (external_ids:iface-id), "" for br-ex ports
+	Routes      []string // "ip route add" arguments inside Netns (or the root ns)
 }
 
 func (v veth) peerTmp() string { return v.Host + "_" }
@@ -70,7 +72,7 @@ func plumb(ctx context.Context, p paths, vs []veth, attach bool) error {
 	nsSet := map[string]bool{}
 	var jobs []func(context.Context) error
 	for _, v := range vs {
-		if v.Netns != "" && !nsSet[v.Netns] {
+		if v.Netns != "" && !v.NetnsExists && !nsSet[v.Netns] {
 			nsSet[v.Netns] = true
 			jobs = append(jobs, func(ctx context.Context) error { return addNetns(ctx, v.Netns) })
 		}

@@ -57,6 +57,11 @@ func (c *Cluster) CreatePod(ctx context.Context, spec PodSpec) (*Pod, error) {
 	if spec.Namespace == "" || spec.Name == "" {
 		return nil, errors.New("pod namespace and name are required")
 	}
+	if c.st.Kubelets {
+		// A Pod bound to a node is the kubelet's to run there (it would try to pull the placeholder image and write
+		// the status the harness writes): in the kubelet mode pods are real (kubectl apply; the CNI plugin wires them).
+		return nil, fmt.Errorf("pod %s/%s: the cluster runs kubelets, which run the pods bound to their nodes: create a real pod (kubectl apply; image oeip-prober:latest is there, docs/images.md)", spec.Namespace, spec.Name)
+	}
 	if err := c.ensureNamespace(ctx, spec.Namespace); err != nil {
 		return nil, err
 	}
@@ -98,8 +103,32 @@ func podObject(spec PodSpec) *corev1.Pod {
 	}
 }
 
-// plumbPod allocates the address and creates the LSP (under the cluster-wide allocation lock), then the namespace.
+// plumbPod wires a harness pod into OVN: its network namespace is created here.
 func (c *Cluster) plumbPod(ctx context.Context, node NodeAddrs, pod *Pod) error {
+	return c.attach(ctx, node, pod, "eth0", false)
+}
+
+// AttachPod wires the existing network namespace netns (a name under /run/netns, e.g. a containerd sandbox's) into
+// OVN as pod namespace/name on node, with interface ifname: what CreatePod does for the harness's own pods, for the
+// CNI plugin of the kubelet mode (test/cluster/cni.go). One rule for both: the next free address of the node's
+// subnet (per family, the same host part), the OVN-Kubernetes MAC of the primary address, the logical switch port
+// <namespace>_<name> with those addresses, a veth whose root end is the OVS port with iface-id = the LSP name, the
+// default route via the node switch's router IP; it returns when ovn-controller has bound the port.
+func (c *Cluster) AttachPod(ctx context.Context, node, namespace, name, netns, ifname string) (*Pod, error) {
+	n, err := c.Node(node)
+	if err != nil {
+		return nil, err
+	}
+	pod := &Pod{Namespace: namespace, Name: name, Node: n.Name, Netns: netns, LSP: podLSP(namespace, name)}
+	if err := c.attach(ctx, n, pod, ifname, true); err != nil {
+		return nil, err
+	}
+	return pod, nil
+}
+
+// attach allocates the address and creates the LSP (under the cluster-wide allocation lock), then the veth into
+// pod.Netns (created unless netnsExists).
+func (c *Cluster) attach(ctx context.Context, node NodeAddrs, pod *Pod, ifname string, netnsExists bool) error {
 	nb, err := c.nbConn(ctx)
 	if err != nil {
 		return err
@@ -146,11 +175,11 @@ func (c *Cluster) plumbPod(ctx context.Context, node NodeAddrs, pod *Pod) error 
 	if err != nil {
 		return fmt.Errorf("pod %s/%s port: %w", pod.Namespace, pod.Name, err)
 	}
-	v := veth{Host: podLink(pod.Namespace, pod.Name), Netns: pod.Netns, Ifname: "eth0", MAC: pod.MAC,
-		Bridge: BrInt, IfaceID: pod.LSP}
+	v := veth{Host: podLink(pod.Namespace, pod.Name), Netns: pod.Netns, NetnsExists: netnsExists, Ifname: ifname,
+		MAC: pod.MAC, Bridge: BrInt, IfaceID: pod.LSP}
 	for i, f := range node.Families {
 		v.CIDRs = append(v.CIDRs, netip.PrefixFrom(pod.IPs[i], f.Subnet.Bits()).String())
-		v.Routes = append(v.Routes, plans[f.Family].defaultRoute+" via "+f.RouterIP.String()+" dev eth0")
+		v.Routes = append(v.Routes, plans[f.Family].defaultRoute+" via "+f.RouterIP.String()+" dev "+ifname)
 	}
 	if err := plumb(ctx, c.p, []veth{v}, true); err != nil {
 		return fmt.Errorf("pod %s/%s namespace: %w", pod.Namespace, pod.Name, err)
@@ -218,6 +247,16 @@ func (c *Cluster) DeletePod(ctx context.Context, namespace, name string) error {
 			errs = append(errs, err)
 		}
 	}
+	if err := c.DetachPod(ctx, namespace, name); err != nil {
+		errs = append(errs, err)
+	}
+	return errors.Join(errs...)
+}
+
+// DetachPod undoes AttachPod but for the network namespace: the veth's root end, its OVS port and the pod's logical
+// switch port. Missing parts are skipped (it also cleans up a half-wired pod).
+func (c *Cluster) DetachPod(ctx context.Context, namespace, name string) error {
+	var errs []error
 	if l := podLink(namespace, name); linkExists(l) {
 		_, _ = run(ctx, "ip", "link", "del", l)
 	}

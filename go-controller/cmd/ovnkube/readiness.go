@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"net/http"
@@ -62,4 +63,29 @@ func syncState(err error) error {
 		return fmt.Errorf("last sync failed: %w", err)
 	}
 	return nil
+}
+
+// firstSync is closed by the node daemon's first successful sync.
+type firstSync struct {
+	once sync.Once
+	ch   chan struct{}
+}
+
+func newFirstSync() *firstSync { return &firstSync{ch: make(chan struct{})} }
+
+// done records a sync's result: the first success opens the gate, failures do not.
+func (f *firstSync) done(err error) {
+	if err == nil {
+		f.once.Do(func() { close(f.ch) })
+	}
+}
+
+// wait returns nil once a sync succeeded, or ctx's error when ctx ends first.
+func (f *firstSync) wait(ctx context.Context) error {
+	select {
+	case <-f.ch:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
 }

@@ -1,11 +1,13 @@
 package main
 
 import (
+	"context"
 	"errors"
 	"net/http"
 	"net/http/httptest"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 )
@@ -41,5 +43,23 @@ func TestReadyzFollowsRoles(t *testing.T) {
 		if code, _ := get("/healthz"); code != http.StatusOK {
 			t.Errorf("step %d: /healthz = %d, want 200 whatever the readiness", i, code)
 		}
+	}
+}
+
+// The node daemon's health server waits for its first successful sync (runNode): a failed sync does not open the
+// gate, a success does, later results change nothing, and a stop before any success ends the wait.
+func TestFirstSyncGate(t *testing.T) {
+	f := newFirstSync()
+	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
+	f.done(errors.New("iptables: permission denied"))
+	if err := f.wait(ctx); err == nil {
+		t.Fatal("the gate opened after a failed sync")
+	}
+	cancel()
+	f.done(nil)
+	f.done(nil) // a second success must not close the channel again
+	f.done(errors.New("later failure"))
+	if err := f.wait(context.Background()); err != nil {
+		t.Fatalf("the gate is closed after a successful sync: %v", err)
 	}
 }

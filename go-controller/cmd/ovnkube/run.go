@@ -225,11 +225,19 @@ func runNode(ctx context.Context, cfg *config.Config, cs *clients, ready *readin
 		return nil
 	}
 	g, ctx := errgroup.WithContext(ctx)
+	synced := newFirstSync()
 	if cfg.HealthCheckPort != 0 {
 		g.Go(func() error {
 			addr, err := waitManagementIP(ctx, cs.kube, cfg.InitNode)
 			if err != nil {
 				return err
+			}
+			// The health check answers only once this daemon's first sync has programmed the host and published
+			// its egress-ips-ready: a master that sees the node reachable again (after a restart, say a DaemonSet
+			// roll) then reads this daemon's facts, not those its predecessor left, which may name an egress IP
+			// the master took away meanwhile (docs/images.md, "Real kubelets").
+			if err := synced.wait(ctx); err != nil {
+				return nil // stopping before the first sync
 			}
 			return healthcheck.Serve(ctx, addr, cfg.HealthCheckPort)
 		})
@@ -243,7 +251,10 @@ func runNode(ctx context.Context, cfg *config.Config, cs *clients, ready *readin
 			GatewayInterface: cfg.GatewayInterface,
 			ResyncInterval:   cfg.NodeResyncInterval,
 			ReleaseLinger:    releaseLinger(cfg.NodeReleaseLinger),
-			OnSync:           func(err error) { ready.set("node", syncState(err)) },
+			OnSync: func(err error) {
+				ready.set("node", syncState(err))
+				synced.done(err)
+			},
 		})
 	})
 	return g.Wait()

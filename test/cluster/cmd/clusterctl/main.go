@@ -32,6 +32,10 @@ import (
 )
 
 func main() {
+	if cluster.IsCNIInvocation() { // the kubelets' CNI plugin (a link named oeip-cni to this binary)
+		cluster.RunCNI()
+		return
+	}
 	if len(os.Args) < 2 {
 		usage()
 	}
@@ -87,13 +91,16 @@ func cmdUp(ctx context.Context, args []string) error {
 	mode := fs.String("gateway-mode", env("GATEWAY_MODE", cluster.GatewayShared), "shared or local ($GATEWAY_MODE)")
 	family := fs.String("ip-family", env("CLUSTER_IP_FAMILY", cluster.FamilyIPv4), "ipv4, ipv6 or dual ($CLUSTER_IP_FAMILY)")
 	nb := fs.String("nb", env("CLUSTER_NB", cluster.NBStandalone), "NB database: standalone or raft (3-member RAFT cluster) ($CLUSTER_NB)")
+	kubelets := fs.Bool("kubelets", env("CLUSTER_KUBELETS", "") == "1",
+		"also run kube-controller-manager, kube-scheduler, and containerd + a kubelet per node (docs/images.md) ($CLUSTER_KUBELETS=1)")
 	quiet := fs.Bool("quiet", false, "no progress lines")
 	_ = fs.Parse(args)
 	self, err := os.Executable()
 	if err != nil {
 		return err
 	}
-	cfg := cluster.Config{StateDir: *state, Nodes: *nodes, GatewayMode: *mode, IPFamily: *family, NB: *nb, Helper: self}
+	cfg := cluster.Config{StateDir: *state, Nodes: *nodes, GatewayMode: *mode, IPFamily: *family, NB: *nb, Helper: self,
+		Kubelets: *kubelets}
 	if !*quiet {
 		cfg.Logf = func(f string, a ...any) { fmt.Printf(f+"\n", a...) }
 	}
@@ -232,7 +239,11 @@ func cmdAgent(ctx context.Context, args []string) error {
 	kubeconfig := fs.String("kubeconfig", "", "admin kubeconfig")
 	interval := fs.Duration("interval", 10*time.Second, "node heartbeat interval")
 	state := fs.String("state", "", "cluster state directory: also replace ovnkube's tokens before they expire")
+	noHeartbeat := fs.Bool("no-heartbeat", false, "write no node heartbeat (kubelets run: they report their nodes)")
 	_ = fs.Parse(args)
+	if *noHeartbeat {
+		*interval = 0
+	}
 	logf := func(f string, a ...any) { fmt.Fprintf(os.Stderr, time.Now().Format(time.RFC3339)+" "+f+"\n", a...) }
 	if *state != "" {
 		go func() {

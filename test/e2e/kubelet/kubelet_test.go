@@ -1,0 +1,293 @@
+// Package kubelet installs dist/manifests on real kubelets (the local cluster's kubelet mode, docs/images.md "Real
+// kubelets") and checks what an admin would: the master and node pods Running and Ready, a master holding the Lease,
+// an EgressIP serving a pod that is a real container (the oeip-prober image, wired into OVN by the CNI plugin), and a
+// `kubectl rollout restart` of the node DaemonSet during which no request of that pod leaves with another source.
+// It skips without root, without the kubelet, kube-controller-manager and kube-scheduler builds (about 11 minutes
+// cold: KUBE_EXTRA="kubelet kube-controller-manager kube-scheduler" contrib/build-kube.sh) or without the image
+// archives (make kubelet-images), or without containerd and Debian's loopback CNI plugin (KUBELET=1 make
+// install-deps); make kubelet-test builds what it needs and runs it (about a minute warm).
+package kubelet
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/kubernetes"
+
+	"github.com/ovn-egressip/ovn-egressip/test/apiserver"
+	"github.com/ovn-egressip/ovn-egressip/test/cluster"
+)
+
+const (
+	ns         = "ovn-egressip"
+	masterName = "ovnkube-egressip-master"
+	nodeDSName = "ovnkube-egressip-node"
+)
+
+func repoRoot() string {
+	_, file, _, _ := runtime.Caller(0)
+	return filepath.Clean(filepath.Join(filepath.Dir(file), "..", "..", ".."))
+}
+
+func TestManifestsOnKubelets(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("needs root (network namespaces, OVS, containerd, kubelets)")
+	}
+	root := repoRoot()
+	bins, err := apiserver.ResolveBinaries(root)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, b := range []string{"kubelet", "kube-controller-manager", "kube-scheduler"} {
+		if _, err := os.Stat(filepath.Join(filepath.Dir(bins.APIServer), b)); err != nil {
+			t.Skipf("%s not built (KUBE_EXTRA=\"kubelet kube-controller-manager kube-scheduler\" contrib/build-kube.sh, ~11 min cold)", b)
+		}
+	}
+	for _, a := range cluster.KubeletImages {
+		if _, err := os.Stat(filepath.Join(root, "_output", "images", a)); err != nil {
+			t.Skipf("image archive %s missing (make kubelet-images)", a)
+		}
+	}
+	for _, tool := range []string{"containerd", "ctr", "runc", "nsenter", "/usr/lib/cni/loopback"} {
+		if _, err := exec.LookPath(tool); err != nil {
+			t.Skipf("%s not installed (KUBELET=1 make install-deps)", tool)
+		}
+	}
+	mode := cluster.GatewayLocal // the node daemons program the egress IPs: their roll is what is checked
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+	defer cancel()
+	state := t.TempDir()
+	t0 := time.Now()
+	c, err := cluster.Up(ctx, cluster.Config{StateDir: state, GatewayMode: mode, Kubelets: true, RepoRoot: root, Logf: t.Logf})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() {
+		c.Close()
+		if err := cluster.Down(context.Background(), state); err != nil {
+			t.Errorf("cluster down: %v", err)
+		}
+	}()
+	t.Logf("cluster with kubelets up in %v", time.Since(t0).Round(time.Millisecond))
+	cs := c.Client()
+	kubectl := func(args ...string) string {
+		t.Helper()
+		cmd := exec.CommandContext(ctx, c.Kubectl(), args...)
+		cmd.Env = append(os.Environ(), "KUBECONFIG="+c.Kubeconfig())
+		out, err := cmd.CombinedOutput()
+		if err != nil {
+			t.Fatalf("kubectl %v: %v: %s", args, err, out)
+		}
+		return string(out)
+	}
+
+	// The manifests, with the two settings an admin gives this cluster (NB address, gateway mode).
+	dir := t.TempDir()
+	for _, f := range []string{"ovnkube-egressip.yaml", "directconn.yaml"} {
+		b, err := os.ReadFile(filepath.Join(root, "dist", "manifests", f))
+		if err != nil {
+			t.Fatal(err)
+		}
+		s := strings.Replace(string(b), "address = tcp:ovnkube-db.ovn-kubernetes.svc:6641", "address = "+c.NBTCPAddress(), 1)
+		s = strings.Replace(s, "\n    mode = shared\n", "\n    mode = "+mode+"\n", 1)
+		if f == "ovnkube-egressip.yaml" && s == string(b) {
+			t.Fatal("the ConfigMap of dist/manifests/ovnkube-egressip.yaml no longer has the NB address and gateway mode lines this test sets")
+		}
+		if err := os.WriteFile(filepath.Join(dir, f), []byte(s), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	t1 := time.Now()
+	kubectl("apply", "-f", dir)
+	kubectl("-n", ns, "rollout", "status", "daemonset/"+nodeDSName, "--timeout=240s")
+	kubectl("-n", ns, "rollout", "status", "deployment/"+masterName, "--timeout=240s")
+	t.Logf("master Deployment and node DaemonSet ready %v after kubectl apply", time.Since(t1).Round(time.Millisecond))
+	masters := runningReady(ctx, t, cs, "app="+masterName, 2)
+	runningReady(ctx, t, cs, "app="+nodeDSName, 3)
+
+	// The Lease: held by one of the master pods (identity <hostname>_<pid>: the node's name, pid 1 in the container).
+	var holder string
+	if err := wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
+		l, err := cs.CoordinationV1().Leases(ns).Get(ctx, "ovn-egressip-master", metav1.GetOptions{})
+		if err == nil && l.Spec.HolderIdentity != nil {
+			holder = *l.Spec.HolderIdentity
+		}
+		return holder != "", nil
+	}); err != nil {
+		t.Fatal("no master holds the Lease ovn-egressip/ovn-egressip-master")
+	}
+	var masterIDs []string
+	for _, p := range masters {
+		masterIDs = append(masterIDs, p.Spec.NodeName+"_1")
+	}
+	if !slices.Contains(masterIDs, holder) {
+		t.Fatalf("Lease held by %q, not by a master pod (%v)", holder, masterIDs)
+	}
+	t.Logf("Lease held by %s", holder)
+
+	// The demo: an EgressIP for app=web in prod, a served pod on node1 (a real container).
+	kubectl("label", "node", "node2", "node3", "k8s.ovn.org/egress-assignable=", "--overwrite")
+	kubectl("create", "namespace", "prod")
+	kubectl("label", "namespace", "prod", "environment=production")
+	kubectl("apply", "-f", filepath.Join(root, "dist", "examples", "egressip.yaml"))
+	eips := []string{"172.18.0.33", "172.18.0.44"}
+	no := false
+	grace := int64(1)
+	_, err = cs.CoreV1().Pods("prod").Create(ctx, &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: "web-prober", Labels: map[string]string{"app": "web"}},
+		Spec: corev1.PodSpec{
+			NodeSelector:                  map[string]string{"kubernetes.io/hostname": "node1"},
+			AutomountServiceAccountToken:  &no,
+			TerminationGracePeriodSeconds: &grace,
+			Containers: []corev1.Container{{Name: "prober", Image: "oeip-prober:latest", ImagePullPolicy: corev1.PullNever,
+				Args: []string{"-target", "172.18.0.100:9000", "-interval", "20ms"}}},
+		},
+	}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	kubectl("-n", "prod", "wait", "--for=condition=Ready", "pod/web-prober", "--timeout=120s")
+	var before []probe
+	if err := wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
+		before = proberLog(ctx, t, cs)
+		return len(before) >= 20 && countOther(before[len(before)-20:], eips) == 0 && countAnswered(before[len(before)-20:]) == 20, nil
+	}); err != nil {
+		t.Fatalf("the served pod's requests do not leave with an egress IP %v: last ones %v", eips, tail(before, 20))
+	}
+	t.Logf("served pod prod/web-prober: the echo server sees %v", tail(before, 5))
+
+	// The roll: kubectl rollout restart of the node DaemonSet while the pod asks every 20 ms.
+	n0 := len(proberLog(ctx, t, cs))
+	t2 := time.Now()
+	kubectl("-n", ns, "rollout", "restart", "daemonset/"+nodeDSName)
+	kubectl("-n", ns, "rollout", "status", "daemonset/"+nodeDSName, "--timeout=300s")
+	roll := time.Since(t2)
+	time.Sleep(500 * time.Millisecond) // requests after the last pod turned ready
+	during := proberLog(ctx, t, cs)[n0:]
+	answered, other := countAnswered(during), countOther(during, eips)
+	line := fmt.Sprintf("ROLLING RESTART (kubelets, %s): kubectl rollout restart of 3 node daemon pods done in %v; %d requests (lost %d, other source %d)",
+		mode, roll.Round(time.Millisecond), len(during), len(during)-answered, other)
+	t.Log(line)
+	recordResult(line)
+	if answered == 0 {
+		t.Fatal("no request of the served pod was answered during the roll")
+	}
+	if other != 0 {
+		t.Fatalf("%d requests left with another source than %v during the roll", other, eips)
+	}
+}
+
+// runningReady waits for want pods matching selector in ns, each Running and Ready, and returns them.
+func runningReady(ctx context.Context, t *testing.T, cs kubernetes.Interface, selector string, want int) []corev1.Pod {
+	t.Helper()
+	var pods []corev1.Pod
+	err := wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
+		l, err := cs.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{LabelSelector: selector})
+		if err != nil {
+			return false, nil
+		}
+		pods = pods[:0]
+		for _, p := range l.Items {
+			if p.DeletionTimestamp == nil && p.Status.Phase == corev1.PodRunning && podReady(&p) {
+				pods = append(pods, p)
+			}
+		}
+		return len(pods) == want, nil
+	})
+	if err != nil {
+		t.Fatalf("pods %s: %d Running and Ready, want %d", selector, len(pods), want)
+	}
+	return pods
+}
+
+func podReady(p *corev1.Pod) bool {
+	for _, c := range p.Status.Conditions {
+		if c.Type == corev1.PodReady {
+			return c.Status == corev1.ConditionTrue
+		}
+	}
+	return false
+}
+
+// probe is one line of the prober: the source the echo server saw, or "" when the request failed.
+type probe struct{ src string }
+
+func (p probe) String() string {
+	if p.src == "" {
+		return "error"
+	}
+	return p.src
+}
+
+// proberLog reads the prober container's log through the apiserver (the kubelet serves it).
+func proberLog(ctx context.Context, t *testing.T, cs kubernetes.Interface) []probe {
+	t.Helper()
+	b, err := cs.CoreV1().Pods("prod").GetLogs("web-prober", &corev1.PodLogOptions{}).Do(ctx).Raw()
+	if err != nil {
+		t.Fatalf("logs of prod/web-prober: %v", err)
+	}
+	var out []probe
+	sc := bufio.NewScanner(strings.NewReader(string(b)))
+	for sc.Scan() {
+		f := strings.Fields(sc.Text())
+		if len(f) < 3 {
+			continue
+		}
+		if f[2] == "error" {
+			out = append(out, probe{})
+		} else {
+			out = append(out, probe{src: f[2]})
+		}
+	}
+	return out
+}
+
+func countAnswered(ps []probe) int {
+	n := 0
+	for _, p := range ps {
+		if p.src != "" {
+			n++
+		}
+	}
+	return n
+}
+
+func countOther(ps []probe, eips []string) int {
+	n := 0
+	for _, p := range ps {
+		if p.src != "" && !slices.Contains(eips, p.src) {
+			n++
+		}
+	}
+	return n
+}
+
+func tail(ps []probe, n int) []probe {
+	if len(ps) > n {
+		return ps[len(ps)-n:]
+	}
+	return ps
+}
+
+// recordResult appends a measured line to _output/e2e-results.txt (make test-serial prints it).
+func recordResult(line string) {
+	_ = os.MkdirAll(filepath.Join(repoRoot(), "_output"), 0o755)
+	f, err := os.OpenFile(filepath.Join(repoRoot(), "_output", "e2e-results.txt"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	if err != nil {
+		return
+	}
+	defer f.Close()
+	fmt.Fprintln(f, line)
+}
