@@ -292,6 +292,28 @@ func (m *masterProc) saveHeapProfile(ctx context.Context, path string) error {
 	return os.WriteFile(path, b, 0o644)
 }
 
+// cpuProfile starts the master's CPU profile for d and writes it to path when it
+// ends (errors are logged: a profile is a diagnosis, not a measurement).
+func (m *masterProc) cpuProfile(ctx context.Context, t testing.TB, d time.Duration, path string) {
+	go func() {
+		url := fmt.Sprintf("%sprofile?seconds=%d", m.pprof, int(d.Seconds()))
+		req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+		if err == nil {
+			var resp *http.Response
+			if resp, err = m.http.Do(req); err == nil {
+				var b []byte
+				if b, err = io.ReadAll(resp.Body); err == nil {
+					err = os.WriteFile(path, b, 0o644)
+				}
+				resp.Body.Close()
+			}
+		}
+		if err != nil {
+			t.Logf("scale: the master's CPU profile: %v", err)
+		}
+	}()
+}
+
 // scrape reads the master's /metrics.
 func (m *masterProc) scrape(ctx context.Context) (metricSet, error) {
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, m.metrics, nil)

@@ -31,8 +31,18 @@ func (h *harness) phase(ctx context.Context, name string, change func()) Phase {
 	before := h.assignments(ctx)
 	m0 := h.scrape(ctx)
 	c0 := h.cpu()
+	if path := os.Getenv("SCALE_CPU_PROFILE"); path != "" && os.Getenv("SCALE_CPU_PROFILE_PHASE") == name {
+		// SCALE_CPU_PROFILE_PHASE=<phase> SCALE_CPU_PROFILE=<file>: the master's CPU over
+		// the phase's first SCALE_CPU_PROFILE_SECONDS (default 3).
+		d := 3 * time.Second
+		if v, err := time.ParseDuration(os.Getenv("SCALE_CPU_PROFILE_SECONDS") + "s"); err == nil && v >= time.Second {
+			d = v
+		}
+		h.master.cpuProfile(ctx, h.t, d, path)
+	}
 	change()
 	start := time.Now()
+	h.t.Logf("scale: phase %s: its last API write returned at %s", name, start.Format("15:04:05.000000"))
 	p := Phase{Name: name, Change: start.Sub(c0.at)}
 	at, c1 := h.verified(ctx, name, &p)
 	p.Converged = max(0, at.Sub(start))

@@ -189,6 +189,7 @@ func (c *controller) sync(ctx context.Context) error {
 	c.metrics.syncDuration.WithLabelValues(kind).Observe(took.Seconds())
 	if len(writes) > 0 {
 		klog.V(2).InfoS("EgressIP sync wrote status", "kind", kind, "statusWrites", len(writes),
+			"queued", began.Sub(trigger).Round(time.Microsecond),
 			"beforeStatus", statusDone.Sub(began).Round(time.Microsecond), "took", took.Round(time.Microsecond))
 	}
 	return errors.Join(errs...)
