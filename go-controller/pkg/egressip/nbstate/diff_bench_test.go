@@ -1,0 +1,52 @@
+package nbstate
+
+import (
+	"fmt"
+	"testing"
+
+	"github.com/ovn-egressip/ovn-egressip/go-controller/pkg/nbdb"
+)
+
+// BenchmarkDiffMove is the node-loss sync of the 20,000-pod scale run: 3,600 pods
+// whose reroute next hops change and 4,000 SNAT rows that move to another gateway
+// router.
+func BenchmarkDiffMove(b *testing.B) {
+	desired, cur := NewState(), NewCurrent()
+	cur.Routers[ClusterRouter] = "uuid-cluster"
+	for n := 0; n < 100; n++ {
+		cur.Routers[GatewayRouter(fmt.Sprintf("node%d", n))] = fmt.Sprintf("uuid-gr-%d", n)
+	}
+	for i := 0; i < 3600; i++ {
+		eip, pod := fmt.Sprintf("scale-%03d", i/100), fmt.Sprintf("ns/pod-%d", i)
+		ip := fmt.Sprintf("10.128.%d.%d", i/250, i%250+2)
+		ids := IDs{OwnerType: OwnerEgressIP, Name: eip, Rule: RuleReroute, Family: FamilyIPv4, Pod: pod}
+		k := Key{Router: ClusterRouter, IDs: ids}
+		match := "ip4.src == " + ip
+		desired.Policies[k] = &nbdb.LogicalRouterPolicy{Priority: ReroutePriority, Match: match, Action: "reroute",
+			Nexthops: []string{"100.64.0.2", "100.64.0.9"}, ExternalIDs: ids.ExternalIDs()}
+		cur.Rows.Policies[k] = &nbdb.LogicalRouterPolicy{UUID: fmt.Sprintf("p-%d", i), Priority: ReroutePriority, Match: match,
+			Action: "reroute", Nexthops: []string{"100.64.0.2", "100.64.0.3"}, ExternalIDs: ids.ExternalIDs()}
+		if i >= 4000/2 && i < 3600 && i%9 == 0 {
+			continue
+		}
+		for j, eipAddr := range []string{"172.18.64.1", "172.18.64.2"} {
+			if j == 1 && i%2 == 0 {
+				continue
+			}
+			ids := IDs{OwnerType: OwnerEgressIP, Name: eip, Rule: RuleSNAT, Family: FamilyIPv4, Pod: pod, EgressIP: eipAddr}
+			row := func(uuid string) *nbdb.NAT {
+				return &nbdb.NAT{UUID: uuid, Type: "snat", ExternalIP: eipAddr, LogicalIP: ip, ExternalIDs: ids.ExternalIDs()}
+			}
+			desired.NATs[Key{Router: GatewayRouter(fmt.Sprintf("node%d", (i+j)%100)), IDs: ids}] = row("")
+			cur.Rows.NATs[Key{Router: GatewayRouter(fmt.Sprintf("node%d", (i+j+1)%100)), IDs: ids}] = row(fmt.Sprintf("n-%d-%d", i, j))
+		}
+	}
+	b.ReportAllocs()
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		p := Diff(desired, cur)
+		if len(p.Changes) < 3600 {
+			b.Fatalf("%d changes", len(p.Changes))
+		}
+	}
+}
