@@ -300,7 +300,8 @@ func (m *masterProc) cpuProfile(ctx context.Context, t testing.TB, d time.Durati
 		req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
 		if err == nil {
 			var resp *http.Response
-			if resp, err = m.http.Do(req); err == nil {
+			// Not m.http: its timeout is shorter than a profile.
+			if resp, err = http.DefaultClient.Do(req); err == nil {
 				var b []byte
 				if b, err = io.ReadAll(resp.Body); err == nil {
 					err = os.WriteFile(path, b, 0o644)

@@ -31,15 +31,7 @@ func (h *harness) phase(ctx context.Context, name string, change func()) Phase {
 	before := h.assignments(ctx)
 	m0 := h.scrape(ctx)
 	c0 := h.cpu()
-	if path := os.Getenv("SCALE_CPU_PROFILE"); path != "" && os.Getenv("SCALE_CPU_PROFILE_PHASE") == name {
-		// SCALE_CPU_PROFILE_PHASE=<phase> SCALE_CPU_PROFILE=<file>: the master's CPU over
-		// the phase's first SCALE_CPU_PROFILE_SECONDS (default 3).
-		d := 3 * time.Second
-		if v, err := time.ParseDuration(os.Getenv("SCALE_CPU_PROFILE_SECONDS") + "s"); err == nil && v >= time.Second {
-			d = v
-		}
-		h.master.cpuProfile(ctx, h.t, d, path)
-	}
+	h.profile(ctx, name)
 	change()
 	start := time.Now()
 	h.t.Logf("scale: phase %s: its last API write returned at %s", name, start.Format("15:04:05.000000"))
@@ -86,6 +78,21 @@ func (h *harness) verified(ctx context.Context, name string, p *Phase) (time.Tim
 	}
 }
 
+// profile starts the master's CPU profile when SCALE_CPU_PROFILE_PHASE names the
+// phase: SCALE_CPU_PROFILE=<file>, over the phase's first SCALE_CPU_PROFILE_SECONDS
+// (default 3).
+func (h *harness) profile(ctx context.Context, name string) {
+	path := os.Getenv("SCALE_CPU_PROFILE")
+	if path == "" || os.Getenv("SCALE_CPU_PROFILE_PHASE") != name {
+		return
+	}
+	d := 3 * time.Second
+	if v, err := time.ParseDuration(os.Getenv("SCALE_CPU_PROFILE_SECONDS") + "s"); err == nil && v >= time.Second {
+		d = v
+	}
+	h.master.cpuProfile(ctx, h.t, d, path)
+}
+
 // podAdd creates cfg.AddPods pods one at a time (namespaces round robin), each
 // after the previous one's rows were in NB.
 func (h *harness) podAdd(ctx context.Context) Phase {
@@ -94,6 +101,7 @@ func (h *harness) podAdd(ctx context.Context) Phase {
 	h.master.setStage(p.Name)
 	m0 := h.scrape(ctx)
 	c0 := h.cpu()
+	h.profile(ctx, p.Name)
 	for i := 0; i < h.cfg.AddPods; i++ {
 		s, ok := h.freshSlot()
 		if !ok {
