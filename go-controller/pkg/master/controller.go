@@ -22,6 +22,7 @@ import (
 	eiplisters "github.com/ovn-egressip/ovn-egressip/go-controller/pkg/crd/egressip/v1/apis/listers/egressip/v1"
 	"github.com/ovn-egressip/ovn-egressip/go-controller/pkg/egressip/annotations"
 	"github.com/ovn-egressip/ovn-egressip/go-controller/pkg/egressip/nbstate"
+	"github.com/ovn-egressip/ovn-egressip/go-controller/pkg/egressip/selection"
 )
 
 // nodeEventBatch is how long a sync caused by a Node event waits for more of them.
@@ -72,6 +73,8 @@ type controller struct {
 	// parsing every node and assigning again.
 	nodeParser *nodeParser
 	assignMemo assignMemo
+	// compiler keeps each EgressIP's compiled selectors until they change.
+	compiler *selection.Compiler
 }
 
 // newController wires informers (not started) to the queue.
@@ -93,6 +96,7 @@ func newController(s settings, nb nbClient, m *metrics, kubeInf informers.Shared
 		lastNote:  map[string]string{},
 	}
 	c.nodeParser = newNodeParser(s.mode, s.Reachability)
+	c.compiler = selection.NewCompiler()
 	eipInformer := eipInf.K8s().V1().EgressIPs()
 	nodeInformer := kubeInf.Core().V1().Nodes()
 	nsInformer := kubeInf.Core().V1().Namespaces()

@@ -17,7 +17,6 @@ import (
 	egressipv1 "github.com/ovn-egressip/ovn-egressip/go-controller/pkg/crd/egressip/v1"
 	"github.com/ovn-egressip/ovn-egressip/go-controller/pkg/egressip/assign"
 	"github.com/ovn-egressip/ovn-egressip/go-controller/pkg/egressip/nbstate"
-	"github.com/ovn-egressip/ovn-egressip/go-controller/pkg/egressip/selection"
 )
 
 // snapshot is one consistent-enough read of the informer caches: every EgressIP
@@ -144,7 +143,7 @@ func (c *controller) sync(ctx context.Context) error {
 		cp.Status = egressipv1.EgressIPStatus{Items: items}
 		withStatus = append(withStatus, &cp)
 	}
-	rank := selection.Rank(withStatus)
+	rank := c.compiler.Rank(withStatus)
 
 	// Events for what cannot be met.
 	uids := map[types.UID]bool{}

@@ -171,3 +171,39 @@ func TestPodIPsUnmapsAndSkipsGarbage(t *testing.T) {
 		t.Fatalf("PodIPs = %v", got)
 	}
 }
+
+// TestCompilerFollowsSelectorChanges: the Compiler's memory never answers for
+// selectors that changed, even when the EgressIP object is edited in place, and
+// forgets EgressIPs that are gone.
+func TestCompilerFollowsSelectorChanges(t *testing.T) {
+	c := NewCompiler()
+	e := eip("a", 1, metav1.LabelSelector{}, metav1.LabelSelector{MatchLabels: map[string]string{"app": "x"}}, false)
+	n := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "n"}}
+	px := pod("n", "px", map[string]string{"app": "x"}, "10.0.0.1")
+	py := pod("n", "py", map[string]string{"app": "y"}, "10.0.0.2")
+	for i := 0; i < 2; i++ { // compiled, then remembered
+		if s, err := c.Compile(e); err != nil || !s.Matches(n, px) || s.Matches(n, py) {
+			t.Fatalf("round %d: app=x selector: err %v, matches x %v, y %v", i, err, s.Matches(n, px), s.Matches(n, py))
+		}
+	}
+	e.Spec.PodSelector.MatchLabels["app"] = "y" // the same object, edited in place
+	if s, err := c.Compile(e); err != nil || s.Matches(n, px) || !s.Matches(n, py) {
+		t.Fatalf("after the edit: err %v, matches x %v, y %v", err, s.Matches(n, px), s.Matches(n, py))
+	}
+	e.Spec.PodSelector.MatchExpressions = []metav1.LabelSelectorRequirement{{Key: "a", Operator: "Nope"}}
+	if _, err := c.Compile(e); err == nil || !strings.Contains(err.Error(), "spec.podSelector") {
+		t.Fatalf("bad selector: error %v", err)
+	}
+	if _, err := c.Compile(e); err == nil {
+		t.Fatal("bad selector remembered as good")
+	}
+	b := eip("b", 2, metav1.LabelSelector{}, metav1.LabelSelector{}, false)
+	r := c.Rank([]*egressipv1.EgressIP{e, b})
+	if _, ok := r.Errors["a"]; !ok || len(r.Names) != 1 || r.Names[0] != "b" {
+		t.Fatalf("rank: names %v, errors %v", r.Names, r.Errors)
+	}
+	c.Rank([]*egressipv1.EgressIP{b})
+	if _, ok := c.memo["a"]; ok || len(c.memo) != 1 {
+		t.Fatalf("memory after a is gone: %v", c.memo)
+	}
+}
