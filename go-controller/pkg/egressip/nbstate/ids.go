@@ -95,26 +95,19 @@ type IDs struct {
 }
 
 // ExternalIDs renders ids as the external_ids map written to NB (OwnerControllerKey included).
+// Built directly: it runs for every row of a plan and of the Mirror's answers.
 func (ids IDs) ExternalIDs() map[string]string {
-	m := map[string]string{OwnerControllerKey: OwnerController}
-	for k, v := range ids.fields() {
-		if v != "" {
-			m[k] = v
+	m := make(map[string]string, 8)
+	m[OwnerControllerKey] = OwnerController
+	for _, kv := range [...][2]string{
+		{OwnerTypeKey, ids.OwnerType}, {NameKey, ids.Name}, {RuleKey, ids.Rule}, {FamilyKey, ids.Family},
+		{PodKey, ids.Pod}, {NodeKey, ids.Node}, {EgressIPKey, ids.EgressIP},
+	} {
+		if kv[1] != "" {
+			m[kv[0]] = kv[1]
 		}
 	}
 	return m
-}
-
-func (ids IDs) fields() map[string]string {
-	return map[string]string{
-		OwnerTypeKey: ids.OwnerType,
-		NameKey:      ids.Name,
-		RuleKey:      ids.Rule,
-		FamilyKey:    ids.Family,
-		PodKey:       ids.Pod,
-		NodeKey:      ids.Node,
-		EgressIPKey:  ids.EgressIP,
-	}
 }
 
 // Owned reports whether a row's external_ids mark it as ours.
@@ -142,16 +135,22 @@ func ParseIDs(externalIDs map[string]string) (ids IDs, ok bool) {
 
 // String renders ids for logs and sorting: key=value pairs in a fixed order.
 func (ids IDs) String() string {
-	var parts []string
-	for _, kv := range [][2]string{
+	var b strings.Builder
+	b.Grow(len(ids.OwnerType) + len(ids.Name) + len(ids.Rule) + len(ids.Family) + len(ids.Pod) + len(ids.Node) + len(ids.EgressIP) + 64)
+	for _, kv := range [...][2]string{
 		{"owner-type", ids.OwnerType}, {"name", ids.Name}, {"rule", ids.Rule}, {"ip-family", ids.Family},
 		{"pod", ids.Pod}, {"node", ids.Node}, {"egress-ip", ids.EgressIP},
 	} {
 		if kv[1] != "" {
-			parts = append(parts, kv[0]+"="+kv[1])
+			if b.Len() > 0 {
+				b.WriteByte(',')
+			}
+			b.WriteString(kv[0])
+			b.WriteByte('=')
+			b.WriteString(kv[1])
 		}
 	}
-	return strings.Join(parts, ",")
+	return b.String()
 }
 
 // Key identifies one row: its parent router ("" for address sets) and its IDs.

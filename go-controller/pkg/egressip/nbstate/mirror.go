@@ -100,8 +100,14 @@ func (m *Mirror) drop(table string, k Key) {
 // served-pods address sets (cluster rows: few), and routers: the input of Diff for
 // a sync limited to those pods.
 func (m *Mirror) Current(pods map[string]bool, routers map[string]string) Current {
-	cur := NewCurrent()
-	cur.Routers = routers
+	// Sized for the rows handed out (a node loss hands out thousands: growing the
+	// maps cost as much as filling them).
+	n := len(m.byPod[""])
+	for pod := range pods {
+		n += len(m.byPod[pod])
+	}
+	cur := Current{Rows: State{Policies: make(map[Key]*nbdb.LogicalRouterPolicy, n/3+1), NATs: make(map[Key]*nbdb.NAT, 2*n/3+1),
+		AddressSets: map[Key]*nbdb.AddressSet{}}, Routers: routers, ForeignAddressSets: map[string]bool{}}
 	add := func(pod string) {
 		for _, k := range m.byPod[pod] {
 			if p, ok := m.rows.Policies[k]; ok {
