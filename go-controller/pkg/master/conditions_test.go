@@ -19,8 +19,14 @@ import (
 // expectCondition waits until EgressIP name has condition typ with status and reason.
 func (e *env) expectCondition(name, typ string, status metav1.ConditionStatus, reason string) metav1.Condition {
 	e.t.Helper()
+	return e.expectConditionSaying(name, typ, status, reason, "")
+}
+
+// expectConditionSaying is expectCondition, and the message contains says.
+func (e *env) expectConditionSaying(name, typ string, status metav1.ConditionStatus, reason, says string) metav1.Condition {
+	e.t.Helper()
 	var got metav1.Condition
-	e.eventually(fmt.Sprintf("%s condition %s=%s/%s", name, typ, status, reason), func() error {
+	e.eventually(fmt.Sprintf("%s condition %s=%s/%s saying %q", name, typ, status, reason, says), func() error {
 		eip, err := e.eip.K8sV1().EgressIPs().Get(context.Background(), name, metav1.GetOptions{})
 		if err != nil {
 			return err
@@ -30,7 +36,7 @@ func (e *env) expectCondition(name, typ string, status metav1.ConditionStatus, r
 			return fmt.Errorf("no condition %s in %+v", typ, eip.Status.Conditions)
 		}
 		got = *c
-		if c.Status != status || c.Reason != reason {
+		if c.Status != status || c.Reason != reason || !strings.Contains(c.Message, says) {
 			return fmt.Errorf("%s is %s/%s (%s)", typ, c.Status, c.Reason, c.Message)
 		}
 		if c.ObservedGeneration != eip.Generation {
@@ -102,10 +108,9 @@ func TestConditionsLocalGateway(t *testing.T) {
 	}
 	e.create(egressIP("eip-prod", 0, []string{"172.18.0.33"}, prodNS, web))
 	e.expectStatus("eip-prod", "172.18.0.33@node1")
-	c := e.expectCondition("eip-prod", conditions.TypeReady, metav1.ConditionFalse, conditions.ReasonNotProgrammed)
-	if !strings.Contains(c.Message, "egress-ips-ready") {
-		t.Errorf("NotProgrammed message %q does not name the annotation", c.Message)
-	}
+	// First "rows not written yet" (the status written before NB), then, once NB
+	// is written, the annotation the holder has yet to list the IP in.
+	e.expectConditionSaying("eip-prod", conditions.TypeReady, metav1.ConditionFalse, conditions.ReasonNotProgrammed, "egress-ips-ready")
 	e.updateNode("node1", ready("172.18.0.33"))
 	e.expectCondition("eip-prod", conditions.TypeReady, metav1.ConditionTrue, conditions.ReasonProgrammed)
 }

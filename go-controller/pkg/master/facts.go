@@ -22,6 +22,8 @@ type nodeFacts struct {
 	nb     nbstate.Node
 	// readyErr: the EgressIPsReady annotation does not parse (local mode).
 	readyErr error
+	// claims are the node's address claims vetted against status (claimsOf).
+	claims assign.Claims
 }
 
 // parseNode reads a node's labels, conditions and annotations. A labelled node
@@ -74,6 +76,7 @@ func parseNode(n *corev1.Node, mode nbstate.Mode, reach Reachability) nodeFacts 
 		f.readyErr = err
 	}
 	f.assign.ConfigErr = errors.Join(errs...)
+	f.claims = claimsOf(n, f)
 	return f
 }
 

@@ -36,6 +36,29 @@ func newDoubts() *doubts {
 	return &doubts{since: map[doubtKey]time.Time{}, reported: map[doubtKey]bool{}}
 }
 
+// claimsOf is what node n claims about egress addresses (read once per
+// resourceVersion, by nodeParser): its egress network, ready egress IPs, status
+// addresses and host CIDRs.
+func claimsOf(n *corev1.Node, f nodeFacts) assign.Claims {
+	// Egress is zero when the egress config does not parse; a node whose only problem is another annotation
+	// (such as a missing join IP) still claims its egress network address.
+	c := assign.Claims{Node: n.Name, Ready: f.nb.ReadyEgressIPs, Egress: f.assign.Egress.Network,
+		EgressField: annotations.PrimaryIfAddr}
+	if _, ok := n.Annotations[annotations.EgressIPConfig]; ok {
+		c.EgressField = annotations.EgressIPConfig
+	}
+	for _, a := range n.Status.Addresses {
+		if a.Type != corev1.NodeInternalIP && a.Type != corev1.NodeExternalIP {
+			continue
+		}
+		if ip, err := netip.ParseAddr(a.Address); err == nil {
+			c.Status = append(c.Status, ip.Unmap())
+		}
+	}
+	c.HostCIDRs, _ = annotations.ParseHostCIDRs(n) // unparsable: nothing claimed (NodeAddresses skips it too)
+	return c
+}
+
 // vetNodes takes out of facts what the nodes publish that cannot be true
 // (assign.Vet: an egress network or host address that is another node's, an egress
 // IP listed as ready by a node that does not hold it) and reports each such claim
@@ -53,24 +76,8 @@ func (d *doubts) vetNodes(nodes []*corev1.Node, facts []nodeFacts, eips []*egres
 		}
 	}
 	claims := make([]assign.Claims, len(nodes))
-	for i, n := range nodes {
-		// Egress is zero when the egress config does not parse; a node whose only problem is another annotation
-		// (such as a missing join IP) still claims its egress network address.
-		c := assign.Claims{Node: n.Name, Ready: facts[i].nb.ReadyEgressIPs, Egress: facts[i].assign.Egress.Network,
-			EgressField: annotations.PrimaryIfAddr}
-		if _, ok := n.Annotations[annotations.EgressIPConfig]; ok {
-			c.EgressField = annotations.EgressIPConfig
-		}
-		for _, a := range n.Status.Addresses {
-			if a.Type != corev1.NodeInternalIP && a.Type != corev1.NodeExternalIP {
-				continue
-			}
-			if ip, err := netip.ParseAddr(a.Address); err == nil {
-				c.Status = append(c.Status, ip.Unmap())
-			}
-		}
-		c.HostCIDRs, _ = annotations.ParseHostCIDRs(n) // unparsable: nothing claimed (NodeAddresses skips it too)
-		claims[i] = c
+	for i := range nodes {
+		claims[i] = facts[i].claims
 	}
 	found := assign.Vet(claims, holders)
 
