@@ -28,7 +28,7 @@ func (h *harness) phaseContext(ctx context.Context) (context.Context, context.Ca
 func (h *harness) phase(ctx context.Context, name string, change func()) Phase {
 	h.t.Helper()
 	h.master.setStage(name)
-	before := h.assignments(ctx)
+	before := h.tr.assignments() // the informer's: a LIST now would load the apiserver as the phase starts
 	m0 := h.scrape(ctx)
 	c0 := h.cpu()
 	h.profile(ctx, name)
@@ -91,6 +91,19 @@ func (h *harness) profile(ctx context.Context, name string) {
 		d = v
 	}
 	h.master.cpuProfile(ctx, h.t, d, path)
+	if apath := os.Getenv("SCALE_APISERVER_PROFILE"); apath != "" {
+		// The kube-apiserver's CPU over the same time (its /debug/pprof, as admin).
+		go func() {
+			b, err := h.kube.CoreV1().RESTClient().Get().AbsPath("/debug/pprof/profile").
+				Param("seconds", fmt.Sprint(int(d.Seconds()))).Timeout(d + 30*time.Second).DoRaw(ctx)
+			if err == nil {
+				err = os.WriteFile(apath, b, 0o644)
+			}
+			if err != nil {
+				h.t.Logf("scale: the apiserver's CPU profile: %v", err)
+			}
+		}()
+	}
 }
 
 // podAdd creates cfg.AddPods pods one at a time (namespaces round robin), each

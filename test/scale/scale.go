@@ -283,7 +283,7 @@ func Run(t testing.TB, cfg Config) Result {
 		res.Phases = append(res.Phases, h.podAdd(ctx))
 	}
 	if cfg.LostNodes > 0 {
-		victims := h.holders(ctx, cfg.LostNodes)
+		victims := h.holders(cfg.LostNodes)
 		res.Phases = append(res.Phases, h.phase(ctx, "node-loss", func() { h.unlabel(ctx, victims) }))
 	}
 	if cfg.ChurnPods > 0 {
@@ -400,9 +400,9 @@ func (h *harness) createEgressIPs(ctx context.Context) {
 }
 
 // holders returns the first n nodes (by index) holding egress IPs.
-func (h *harness) holders(ctx context.Context, n int) []string {
+func (h *harness) holders(n int) []string {
 	holds := map[string]bool{}
-	for _, node := range h.assignments(ctx) {
+	for _, node := range h.tr.assignments() {
 		holds[node] = true
 	}
 	var out []string

@@ -145,6 +145,21 @@ func (t *tracker) loseNode(node string, at time.Time) {
 }
 
 // setEgressIP records an EgressIP as the informer sees it (nil: deleted).
+// assignments is egress IP -> node from EgressIP status as the harness' informer
+// last saw it: what the harness reads just before a phase's change, without a
+// LIST that would keep the apiserver busy while the master handles the change.
+func (t *tracker) assignments() map[string]string {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	out := map[string]string{}
+	for _, e := range t.eips {
+		for _, it := range e.Status.Items {
+			out[it.EgressIP] = it.Node
+		}
+	}
+	return out
+}
+
 func (t *tracker) setEgressIP(name string, e *egressipv1.EgressIP, at time.Time) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
