@@ -325,7 +325,7 @@ func (c *controller) commit(ctx context.Context, r nbRows, full bool) error {
 		// 2 ms at 20,000 pods), and give the memory back to the system.
 		gcStart := time.Now()
 		// Two collections: encoding/json keeps the transaction's encode buffer
-		// (15-20 MiB at 20,000 pods) in a sync.Pool, which drops an object only
+		// (15-35 MiB at 20,000 pods) in a sync.Pool, which drops an object only
 		// after two collections without use; one would leave it to every later
 		// small transaction, live for the master's lifetime.
 		runtime.GC()
@@ -336,7 +336,8 @@ func (c *controller) commit(ctx context.Context, r nbRows, full bool) error {
 }
 
 // bulkChanges is the plan size after which commit collects garbage at once; a
-// desired state this large is compared and committed with GOGC bulkGCPercent.
+// desired state this large, and at least half the rows we own, is compared and
+// committed with GOGC bulkGCPercent.
 const (
 	bulkChanges   = 10000
 	bulkGCPercent = 25
