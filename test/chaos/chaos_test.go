@@ -43,6 +43,8 @@ var (
 	flagRace     = flag.Bool("chaos.race", false, "build ovnkube with the race detector (about 5x the CPU and memory)")
 	flagMode     = flag.String("chaos.gateway-mode", cluster.GatewayShared, "gateway mode: shared or local (local also checks each node's host state)")
 	flagReach    = flag.Duration("chaos.reachability-timeout", 0, "ovnkube --egressip-reachability-total-timeout (0: ovnkube's default; see docs/reliability.md)")
+	flagKeepLogs = flag.Bool("chaos.keep-logs", false, "keep the processes' logs (in <dir>-logs) when the test passes too")
+	flagTell     = flag.Duration("chaos.tell-after", 30*time.Second, "a check not converged after this long logs what it waits for")
 	flagConverge = flag.Duration("chaos.converge", 90*time.Second, "how long a check waits for convergence before it counts rows as stale/missing")
 )
 
@@ -201,7 +203,7 @@ func TestChaos(t *testing.T) {
 		for n := range h.cut {
 			_ = c.SetNodeLinks(context.Background(), n, true)
 		}
-		if t.Failed() {
+		if t.Failed() || *flagKeepLogs {
 			keep := dir + "-logs"
 			_ = os.RemoveAll(keep)
 			if out, err := exec.Command("cp", "-a", logDir, keep).CombinedOutput(); err == nil {
@@ -608,6 +610,12 @@ func (h *harness) waitServing(name string) error {
 // converge polls the checker until the cluster is what it must be (true) or flagConverge passes (false, with the
 // last verdict). On success, it classifies the probes made inside the window and closes the window; on failure the
 // window stays open until a later check converges.
+//
+// A check counts only when a master leads and its sync queue was idle before the check and still is after it, with
+// nothing added meanwhile (workqueue metrics, metricsutil): the state checked is then the master's answer to every
+// fault and change so far, not a state it has yet to react to. (Without that, a check made while no master led, say
+// a new master waiting out the Lease after an apiserver restart, saw the old rows still right; the master then
+// found a node killed meanwhile unreachable and moved its IP, after the window had closed.)
 func (h *harness) converge() (verdict, bool) {
 	start := time.Now()
 	deadline := start.Add(*flagConverge)
@@ -615,20 +623,28 @@ func (h *harness) converge() (verdict, bool) {
 	var err error
 	told := false
 	for {
+		pid0, q0 := h.masterQueue()
 		v, err = h.chk.check(h.ctx)
 		if err == nil {
 			h.countHostPending(v)
 		}
-		if !told && time.Since(start) > 30*time.Second && (err != nil || !v.ok()) {
+		if err == nil && v.ok() && !h.masterQuiet(q0) {
+			err = fmt.Errorf("master not idle, or finds a node unreachable that is not cut (%s)", q0)
+		}
+		if !told && time.Since(start) > *flagTell && (err != nil || !v.ok()) {
 			told = true // what a long re-convergence is waiting for
-			h.logf("not converged after 30s (err %v): %v", err, v)
+			h.logf("not converged after %s (err %v): %v", *flagTell, err, v)
 		}
 		if err == nil && v.ok() {
 			// Status and NB are right; OVN carries NB to the data path (northd to SB, ovn-controller to
 			// OpenFlow): wait for it, as ovn-nbctl --wait=hv does, before the probes must see it.
 			if err = h.c.WaitDataPath(h.ctx, time.Until(deadline)); err == nil {
-				h.closeWindow(v)
-				return v, true
+				pid1, q1 := h.masterQueue()
+				if pid1 == pid0 && h.masterQuiet(q1) && q1.adds == q0.adds {
+					h.closeWindow(v)
+					return v, true
+				}
+				err = fmt.Errorf("master synced during the check (before %s, after %s)", q0, q1)
 			}
 		}
 		if time.Now().After(deadline) {
@@ -639,6 +655,39 @@ func (h *harness) converge() (verdict, bool) {
 		}
 		time.Sleep(250 * time.Millisecond)
 	}
+}
+
+// masterQuiet: the master leads, its sync queue is idle, and its health check finds every node reachable but
+// those whose links are cut (a node it has yet to find reachable again would make it sync: an EgressIP short of
+// nodes gets its other IPs).
+func (h *harness) masterQuiet(q queueState) bool {
+	if !q.idle() {
+		return false
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	for _, n := range q.unreachable {
+		if !h.cut[n] {
+			return false
+		}
+	}
+	return true
+}
+
+// masterQueue reads the master's pid and its sync queue's metrics (absent while it stands by).
+func (h *harness) masterQueue() (int, queueState) {
+	h.sup.mu.Lock()
+	p := h.sup.procs["master"]
+	h.sup.mu.Unlock()
+	pid := h.sup.pid("master")
+	if p == nil {
+		return pid, queueState{}
+	}
+	q, err := readQueue(h.ctx, p, "egressip-master")
+	if err != nil {
+		return pid, queueState{}
+	}
+	return pid, q
 }
 
 // countHostPending counts a poll whose verdict has host items (local gateway mode).

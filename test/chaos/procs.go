@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"sort"
 	"strconv"
 	"strings"
 	"sync"
@@ -171,6 +172,25 @@ type sample struct {
 // scrape reads go_goroutines, go_gc_heap_live_bytes and process_resident_memory_bytes from p's /metrics.
 func scrape(ctx context.Context, p *proc) sample {
 	s := sample{-1, -1, -1}
+	lines, err := metricLines(ctx, p)
+	if err != nil {
+		return s
+	}
+	for _, line := range lines {
+		for name, dst := range map[string]*float64{"go_goroutines ": &s.goroutines, "go_gc_heap_live_bytes ": &s.heapLive,
+			"process_resident_memory_bytes ": &s.rss} {
+			if v, ok := strings.CutPrefix(line, name); ok {
+				if f, err := strconv.ParseFloat(strings.TrimSpace(v), 64); err == nil {
+					*dst = f
+				}
+			}
+		}
+	}
+	return s
+}
+
+// metricLines reads p's /metrics (text format), one sample per line.
+func metricLines(ctx context.Context, p *proc) ([]string, error) {
 	tr := &http.Transport{DialContext: func(ctx context.Context, network, addr string) (net.Conn, error) {
 		if p.netns == "" {
 			var d net.Dialer
@@ -183,23 +203,67 @@ func scrape(ctx context.Context, p *proc) sample {
 	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+p.metrics+"/metrics", nil)
 	resp, err := hc.Do(req)
 	if err != nil {
-		return s
+		return nil, err
 	}
 	defer resp.Body.Close()
+	var lines []string
 	sc := bufio.NewScanner(resp.Body)
 	sc.Buffer(make([]byte, 1<<20), 1<<20)
 	for sc.Scan() {
-		line := sc.Text()
-		for name, dst := range map[string]*float64{"go_goroutines ": &s.goroutines, "go_gc_heap_live_bytes ": &s.heapLive,
-			"process_resident_memory_bytes ": &s.rss} {
-			if v, ok := strings.CutPrefix(line, name); ok {
-				if f, err := strconv.ParseFloat(strings.TrimSpace(v), 64); err == nil {
-					*dst = f
+		if line := sc.Text(); !strings.HasPrefix(line, "#") {
+			lines = append(lines, line)
+		}
+	}
+	return lines, sc.Err()
+}
+
+// queueState is a reading of one workqueue's metrics (metricsutil: workqueue_*{name=...}).
+type queueState struct {
+	present           bool     // the queue's metrics are served (for the master: it leads)
+	depth, adds, done float64  // waiting items, items added, items processed (work duration count)
+	unreachable       []string // nodes the master's health check finds unreachable (ovnkube_master_egress_node_reachable 0)
+}
+
+func (q queueState) String() string {
+	if !q.present {
+		return "no sync queue: not leading"
+	}
+	return fmt.Sprintf("depth %g, added %g, processed %g, unreachable %v", q.depth, q.adds, q.done, q.unreachable)
+}
+
+// idle: nothing waits and every add was processed.
+func (q queueState) idle() bool { return q.present && q.depth == 0 && q.adds == q.done }
+
+// readQueue reads the workqueue metrics of queue name from p's /metrics.
+func readQueue(ctx context.Context, p *proc, name string) (queueState, error) {
+	lines, err := metricLines(ctx, p)
+	if err != nil {
+		return queueState{}, err
+	}
+	var q queueState
+	seen := 0
+	label := `{name="` + name + `"}`
+	for _, line := range lines {
+		for metric, dst := range map[string]*float64{"workqueue_depth": &q.depth, "workqueue_adds_total": &q.adds,
+			"workqueue_work_duration_seconds_count": &q.done} {
+			if v, ok := strings.CutPrefix(line, metric+label+" "); ok {
+				f, err := strconv.ParseFloat(strings.TrimSpace(v), 64)
+				if err != nil {
+					return queueState{}, fmt.Errorf("%s: %w", line, err)
 				}
+				*dst = f
+				seen++
+			}
+		}
+		if v, ok := strings.CutPrefix(line, `ovnkube_master_egress_node_reachable{node="`); ok {
+			if node, val, ok := strings.Cut(v, `"} `); ok && strings.TrimSpace(val) == "0" {
+				q.unreachable = append(q.unreachable, node)
 			}
 		}
 	}
-	return s
+	sort.Strings(q.unreachable)
+	q.present = seen == 3
+	return q, nil
 }
 
 // rssOf is a process's resident memory from /proc (bytes; -1 when gone).

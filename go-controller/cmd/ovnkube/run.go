@@ -175,6 +175,13 @@ func runLeader(ctx context.Context, cfg *config.Config, cs *clients, reg prometh
 			reportHold(recorder, node, failed, probed)
 		},
 	})
+	defer master.RegisterNodeReachable(reg, func() map[string]bool {
+		out := map[string]bool{}
+		for _, t := range nodes.targets() {
+			out[t.Node] = checker.Reachable(t.Node)
+		}
+		return out
+	})()
 	g.Go(func() error { return nodes.run(ctx) })
 	g.Go(func() error { checker.Run(ctx); return nil })
 	g.Go(func() error {

@@ -86,7 +86,7 @@ func newController(s settings, nb nbClient, m *metrics, kubeInf informers.Shared
 		metrics: m,
 		queue: workqueue.NewTypedRateLimitingQueueWithConfig(
 			workqueue.NewTypedItemExponentialFailureRateLimiter[string](50*time.Millisecond, 10*time.Second),
-			workqueue.TypedRateLimitingQueueConfig[string]{Name: "egressip-master"}),
+			workqueue.TypedRateLimitingQueueConfig[string]{Name: "egressip-master", MetricsProvider: m.queue}),
 		status:    newStatusMemory(),
 		serving:   newServing(),
 		dirty:     newDirty(),

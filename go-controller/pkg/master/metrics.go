@@ -1,9 +1,10 @@
 package master
 
 import (
-	"errors"
-
 	"github.com/prometheus/client_golang/prometheus"
+	"k8s.io/client-go/util/workqueue"
+
+	"github.com/ovn-egressip/ovn-egressip/go-controller/pkg/metricsutil"
 )
 
 // Metric names: the upstream names of DESIGN.md section 8 with the
@@ -13,6 +14,7 @@ const (
 	metricRebalanceTotal    = "ovnkube_master_egress_ips_rebalance_total"
 	metricUnreachableTotal  = "ovnkube_master_egress_ips_node_unreachable_total"
 	metricHeldTotal         = "ovnkube_master_egress_ips_node_health_held_total"
+	metricNodeReachable     = "ovnkube_master_egress_node_reachable"
 	metricAssignLatency     = "ovnkube_master_egress_ips_assign_latency_seconds"
 	metricUnassignLatency   = "ovnkube_master_egress_ips_unassign_latency_seconds"
 	metricSyncsTotal        = "ovnkube_master_egress_ip_syncs_total"
@@ -37,6 +39,10 @@ type metrics struct {
 	// syncDuration{kind="full"|"incremental"}: seconds one sync took, status writes
 	// and NB transaction included.
 	syncDuration *prometheus.HistogramVec
+	// queue: the sync queue's workqueue_* metrics (name "egressip-master"); idle
+	// when workqueue_depth is 0 and workqueue_adds_total equals the count of
+	// workqueue_work_duration_seconds (the chaos harness waits for that).
+	queue workqueue.MetricsProvider
 }
 
 // newMetrics creates the metrics and registers them with reg (nil = a private
@@ -80,6 +86,7 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 			Buckets: []float64{.0005, .001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30},
 		}, []string{"kind"})),
 	}
+	m.queue = metricsutil.NewWorkqueueProvider(reg)
 	m.numEgressIPs.WithLabelValues("assigned")
 	m.numEgressIPs.WithLabelValues("unassigned")
 	return m
@@ -99,15 +106,42 @@ func HealthHeldCounter(reg prometheus.Registerer) prometheus.Counter {
 	}))
 }
 
-func register[C prometheus.Collector](reg prometheus.Registerer, c C) C {
-	if err := reg.Register(c); err != nil {
-		var are prometheus.AlreadyRegisteredError
-		if errors.As(err, &are) {
-			if existing, ok := are.ExistingCollector.(C); ok {
-				return existing
-			}
-		}
-		// A different collector under our name: keep ours unexported rather than fail.
+// RegisterNodeReachable exports ovnkube_master_egress_node_reachable{node}: per
+// egress-assignable node probed by the health check, 1 while it is reachable and
+// 0 while it is not, read from reachable when scraped. unregister removes it (a
+// master that stops leading probes nothing). reg nil = not exported.
+func RegisterNodeReachable(reg prometheus.Registerer, reachable func() map[string]bool) (unregister func()) {
+	if reg == nil {
+		return func() {}
 	}
-	return c
+	c := &nodeReachable{
+		desc: prometheus.NewDesc(metricNodeReachable,
+			"Whether the health check finds an egress-assignable node reachable (1) or not (0).", []string{"node"}, nil),
+		reachable: reachable,
+	}
+	if err := reg.Register(c); err != nil {
+		return func() {}
+	}
+	return func() { reg.Unregister(c) }
+}
+
+type nodeReachable struct {
+	desc      *prometheus.Desc
+	reachable func() map[string]bool
+}
+
+func (c *nodeReachable) Describe(ch chan<- *prometheus.Desc) { ch <- c.desc }
+
+func (c *nodeReachable) Collect(ch chan<- prometheus.Metric) {
+	for node, ok := range c.reachable() {
+		v := 0.0
+		if ok {
+			v = 1
+		}
+		ch <- prometheus.MustNewConstMetric(c.desc, prometheus.GaugeValue, v, node)
+	}
+}
+
+func register[C prometheus.Collector](reg prometheus.Registerer, c C) C {
+	return metricsutil.Register(reg, c)
 }
