@@ -618,10 +618,14 @@ func (c *Cluster) SetNodeReady(ctx context.Context, node string, ready bool) err
 	return setNodeReady(ctx, c.cs, node, ready)
 }
 
-// nbConn returns the (lazily dialled) NB connection.
+// nbConn returns the (lazily dialled) NB connection, dialled again when it was lost (see dialNB).
 func (c *Cluster) nbConn(ctx context.Context) (*nbConn, error) {
 	c.nbMu.Lock()
 	defer c.nbMu.Unlock()
+	if c.nb != nil && !c.nb.c.Connected() {
+		c.nb.close()
+		c.nb = nil
+	}
 	if c.nb == nil {
 		nb, err := dialNB(ctx, c.st.NBAddress)
 		if err != nil {

@@ -7,7 +7,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/cenkalti/backoff/v4"
 	"github.com/go-logr/logr"
 	"github.com/ovn-egressip/ovn-egressip/go-controller/pkg/nbdb"
 	"github.com/ovn-org/libovsdb/client"
@@ -19,7 +18,9 @@ import (
 type nbConn struct{ c client.Client }
 
 // dialNB connects to the NB database at address; with several (a RAFT cluster's members) it talks to the leader
-// only and reconnects by itself, to the new leader when the leader changes.
+// only. It does not reconnect by itself: libovsdb's reconnect purges the cache, writing the cache's database model
+// while an API call of ours reads it (TableCache.Purge vs Mapper, a data race the race detector reported in the
+// chaos test); Cluster.nbConn dials again instead once the connection is lost (the leader changed or went away).
 func dialNB(ctx context.Context, address string) (*nbConn, error) {
 	dbm, err := nbdb.FullDatabaseModel()
 	if err != nil {
@@ -32,11 +33,7 @@ func dialNB(ctx context.Context, address string) (*nbConn, error) {
 		opts = append(opts, client.WithEndpoint(ep))
 	}
 	if len(eps) > 1 {
-		retry := backoff.NewExponentialBackOff()
-		retry.InitialInterval = 50 * time.Millisecond
-		retry.MaxInterval = time.Second
-		retry.MaxElapsedTime = 0
-		opts = append(opts, client.WithLeaderOnly(true), client.WithReconnect(10*time.Second, retry))
+		opts = append(opts, client.WithLeaderOnly(true))
 	}
 	c, err := client.NewOVSDBClient(dbm, opts...)
 	if err != nil {
