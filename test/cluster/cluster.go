@@ -622,7 +622,7 @@ func (c *Cluster) SetNodeReady(ctx context.Context, node string, ready bool) err
 func (c *Cluster) nbConn(ctx context.Context) (*nbConn, error) {
 	c.nbMu.Lock()
 	defer c.nbMu.Unlock()
-	if c.nb != nil && !c.nb.c.Connected() {
+	if c.nb != nil && c.nb.lost.Load() {
 		c.nb.close()
 		c.nb = nil
 	}

@@ -2,9 +2,11 @@ package cluster
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net/netip"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/go-logr/logr"
@@ -15,7 +17,11 @@ import (
 )
 
 // nbConn is a libovsdb connection to the cluster's NB database with Logical_Switch and Logical_Switch_Port monitored.
-type nbConn struct{ c client.Client }
+type nbConn struct {
+	c    client.Client
+	lost atomic.Bool // the server dropped the connection (libovsdb's Connected stays true then)
+	done chan struct{}
+}
 
 // dialNB connects to the NB database at address; with several (a RAFT cluster's members) it talks to the leader
 // only. It does not reconnect by itself: libovsdb's reconnect purges the cache, writing the cache's database model
@@ -39,23 +45,39 @@ func dialNB(ctx context.Context, address string) (*nbConn, error) {
 	if err != nil {
 		return nil, err
 	}
+	n := &nbConn{c: c, done: make(chan struct{})}
+	disconnected := c.DisconnectNotify()
+	go func() {
+		select {
+		case <-disconnected: // the server went away
+			n.lost.Store(true)
+		case <-n.done:
+		}
+	}()
 	if err := c.Connect(ctx); err != nil {
+		n.close()
 		return nil, fmt.Errorf("connect to NB %s: %w", address, err)
 	}
 	if _, err := c.Monitor(ctx, c.NewMonitor(
 		client.WithTable(&nbdb.LogicalSwitch{}),
 		client.WithTable(&nbdb.LogicalSwitchPort{}))); err != nil {
-		c.Close()
+		n.close()
 		return nil, fmt.Errorf("monitor NB: %w", err)
 	}
-	return &nbConn{c: c}, nil
+	return n, nil
 }
 
-func (n *nbConn) close() { n.c.Close() }
+func (n *nbConn) close() {
+	close(n.done)
+	n.c.Close()
+}
 
 func (n *nbConn) transact(ctx context.Context, ops []ovsdb.Operation) error {
 	res, err := n.c.Transact(ctx, ops...)
 	if err != nil {
+		if errors.Is(err, client.ErrNotConnected) {
+			n.lost.Store(true) // in case the notification came before anyone listened
+		}
 		return err
 	}
 	_, err = ovsdb.CheckOperationResults(res, ops)
