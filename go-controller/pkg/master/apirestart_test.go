@@ -157,9 +157,12 @@ func TestControlPlaneRestart(t *testing.T) {
 			t.Fatalf("%s restart: no sync ran", r.name)
 		}
 	}
-	// An EgressIP edit after both restarts is seen: the EgressIP informer resumed too.
+	// An EgressIP edit after both restarts is seen: the EgressIP informer resumed too. Its reflector has its own
+	// backoff (the pods' resuming says nothing of it): the same patience as above (CI saw it miss the default).
 	e.updateEgressIP("eip-prod", func(o *egressipv1.EgressIP) { o.Spec.EgressIPs = []string{"172.18.0.33", "172.18.0.66"} })
+	e.patience = 90 * time.Second
 	e.expectStatus("eip-prod", "172.18.0.33@node1", "172.18.0.66@node2")
+	e.patience = 0
 	got, err := e.eip.K8sV1().EgressIPs().Get(context.Background(), "eip-dev", metav1.GetOptions{})
 	if err != nil {
 		t.Fatal(err)
