@@ -36,9 +36,12 @@ const (
 	// metricSyncDuration is a histogram with label "kind" ("full" or "incremental");
 	// optional: the harness prints "n/a" when the master does not export it.
 	metricSyncDuration = "ovnkube_master_egress_ip_sync_duration_seconds"
-	metricHeapInuse    = "go_memstats_heap_inuse_bytes"
-	metricHeapLive     = "go_gc_heap_live_bytes" // optional (runtime/metrics /gc/heap/live:bytes)
-	metricRSS          = "process_resident_memory_bytes"
+	// metricAssignLatency is a histogram, from the first event of a sync's batch to
+	// its NB commit, of the syncs that assigned or moved egress IPs.
+	metricAssignLatency = "ovnkube_master_egress_ips_assign_latency_seconds"
+	metricHeapInuse     = "go_memstats_heap_inuse_bytes"
+	metricHeapLive      = "go_gc_heap_live_bytes" // optional (runtime/metrics /gc/heap/live:bytes)
+	metricRSS           = "process_resident_memory_bytes"
 )
 
 // memory is the master's memory as its metrics tell (bytes; HeapLive -1: not exported).

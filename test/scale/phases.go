@@ -178,6 +178,8 @@ func (h *harness) counters(ctx context.Context, p *Phase, m0 metricSet) metricSe
 	p.NBTransactions = m1.value(metricNBTransactions) - m0.value(metricNBTransactions)
 	p.StatusUpdates = m1.value(metricStatusUpdates) - m0.value(metricStatusUpdates)
 	p.Syncs = m1.value(metricSyncs) - m0.value(metricSyncs)
+	h0, h1 := m0.histograms(metricAssignLatency, "")[""], m1.histograms(metricAssignLatency, "")[""]
+	p.MasterCommit = histo{Count: h1.Count - h0.Count, Sum: h1.Sum - h0.Sum}
 	return m1
 }
 
