@@ -221,6 +221,10 @@ func runFailover(t *testing.T, mode, family string) {
 			// That is the test bed failing, not the product: a case during which
 			// ovs-vswitchd crashed runs again (its findings are logged, not counted).
 			for attempt := 1; ; attempt++ {
+				// Every node reachable in the master's eyes first: a node whose daemon had not
+				// finished its first sync (its health server answers only after it) would leave
+				// the moving IP nowhere to go (CI saw it unassigned for 300 ms at the first case).
+				e.waitMasterFindsReachable(metrics, e.assignable)
 				crashes := vswitchdCrashes(t, e.dir)
 				var problems []string
 				fail := func(format string, args ...any) { problems = append(problems, fmt.Sprintf(format, args...)) }
@@ -451,6 +455,34 @@ func (e *env) leaderName(t *testing.T) string {
 	}
 	t.Fatal("no live master holds the Lease")
 	return ""
+}
+
+// waitMasterFindsReachable waits until the master's health check finds every one of nodes reachable
+// (ovnkube_master_egress_node_reachable{node} 1).
+func (e *env) waitMasterFindsReachable(metricsAddr string, nodes []string) {
+	e.t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		resp, err := http.Get("http://" + metricsAddr + "/metrics")
+		var body []byte
+		if err == nil {
+			body, _ = io.ReadAll(resp.Body)
+			resp.Body.Close()
+		}
+		var missing []string
+		for _, n := range nodes {
+			if !strings.Contains(string(body), `ovnkube_master_egress_node_reachable{node="`+n+`"} 1`+"\n") {
+				missing = append(missing, n)
+			}
+		}
+		if len(missing) == 0 {
+			return
+		}
+		if time.Now().After(deadline) {
+			e.t.Fatalf("the master's health check does not find %v reachable after 30 s (scrape error: %v)", missing, err)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
 }
 
 // waitHealthy waits until node's egress health server answers from the host
