@@ -253,16 +253,11 @@ func upOVN(ctx context.Context, p paths, mode, nbLayout, helper string, waitHelp
 	if err := startOVNCentral(ctx, p, nbLayout); err != nil {
 		return fmt.Errorf("OVN central: %w", err)
 	}
-	nb, err := dialNB(ctx, p.nbAddress(nbLayout))
-	if err != nil {
-		return err
-	}
-	defer nb.close()
 	rows := buildTopology(nodes, mode)
 	if kubelets {
 		rows = withServiceLB(rows, nodes, plans[fams[0]].apiServer.String())
 	}
-	if err := nb.createRows(ctx, rows); err != nil {
+	if err := createRowsAt(ctx, p.nbAddress(nbLayout), rows); err != nil {
 		return fmt.Errorf("NB topology: %w", err)
 	}
 	logf("NB/SB/northd up, NB topology written (%s gateway mode)", mode)
@@ -308,7 +303,7 @@ func upOVN(ctx context.Context, p paths, mode, nbLayout, helper string, waitHelp
 	}
 	wctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
-	if err := nb.waitPortsUp(wctx, ports...); err != nil {
+	if err := waitPortsUpAt(wctx, p.nbAddress(nbLayout), ports...); err != nil {
 		return err
 	}
 	logf("node namespaces, management ports and external host up; echo server on %v port %d", extVeth(fams).CIDRs, EchoPort)

@@ -67,6 +67,31 @@ func dialNB(ctx context.Context, address string) (*nbConn, error) {
 	return n, nil
 }
 
+// createRowsAt writes rows in one transaction through a connection of its own. A RAFT cluster that has just formed
+// may move its leadership once more, dropping the connection before the transaction is sent (ErrNotConnected: not
+// sent, so not written): it dials again then, for up to 30 s.
+func createRowsAt(ctx context.Context, address string, rows []model.Model) error {
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		err := func() error {
+			nb, err := dialNB(ctx, address)
+			if err != nil {
+				return err
+			}
+			defer nb.close()
+			return nb.createRows(ctx, rows)
+		}()
+		if err == nil || !errors.Is(err, client.ErrNotConnected) || time.Now().After(deadline) {
+			return err
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(200 * time.Millisecond):
+		}
+	}
+}
+
 func (n *nbConn) close() {
 	close(n.done)
 	n.c.Close()
@@ -179,10 +204,38 @@ func (n *nbConn) waitPortsUp(ctx context.Context, names ...string) error {
 				down = append(down, name)
 			}
 		}
+		if len(down) > 0 && n.lost.Load() {
+			return false, client.ErrNotConnected // the cache no longer follows NB
+		}
 		return len(down) == 0, nil
 	})
+	if errors.Is(err, client.ErrNotConnected) {
+		return err
+	}
 	if err != nil {
 		return fmt.Errorf("logical switch ports not up (ovn-controller did not bind them): %s", strings.Join(down, " "))
 	}
 	return nil
+}
+
+// waitPortsUpAt is waitPortsUp through a connection of its own, dialled again when NB drops it (see createRowsAt).
+func waitPortsUpAt(ctx context.Context, address string, names ...string) error {
+	for {
+		err := func() error {
+			nb, err := dialNB(ctx, address)
+			if err != nil {
+				return err
+			}
+			defer nb.close()
+			return nb.waitPortsUp(ctx, names...)
+		}()
+		if err == nil || !errors.Is(err, client.ErrNotConnected) || ctx.Err() != nil {
+			return err
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(200 * time.Millisecond):
+		}
+	}
 }

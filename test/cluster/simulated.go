@@ -24,12 +24,7 @@ func WriteNBTopology(ctx context.Context, nbAddress string, nodes []NodeAddrs, m
 	if mode != GatewayShared && mode != GatewayLocal {
 		return fmt.Errorf("cluster: gateway mode %q is neither %q nor %q", mode, GatewayShared, GatewayLocal)
 	}
-	nb, err := dialNB(ctx, nbAddress)
-	if err != nil {
-		return err
-	}
-	defer nb.close()
-	if err := nb.createRows(ctx, buildTopology(nodes, mode)); err != nil {
+	if err := createRowsAt(ctx, nbAddress, buildTopology(nodes, mode)); err != nil {
 		return fmt.Errorf("NB topology: %w", err)
 	}
 	return nil
