@@ -341,6 +341,9 @@ func runFailover(t *testing.T, mode, family string) {
 					waitHostClean(t, e, from, moving)
 				}
 				e.waitHealthy(from)
+				// and until the master's own probes found it again (after a cut link its gRPC reconnect backs off
+				// up to a second, more on a busy machine: CI once applied "second" before that).
+				e.waitMasterFindsReachable(metrics, e.assignable)
 				e.applyEgressIP("second", []string{eipB[fam]}, map[string]string{"env": "none"}, nil)
 				items = e.waitStatus("second", "assigned to "+from, func(it []egressipv1.EgressIPStatusItem) bool { return holder(it, eipB[fam]) == from })
 				t.Logf("recovered node %s took %v", from, items)
