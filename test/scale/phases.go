@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"runtime"
+	"runtime/pprof"
 	"time"
 )
 
@@ -80,7 +81,8 @@ func (h *harness) verified(ctx context.Context, name string, p *Phase) (time.Tim
 
 // profile starts the master's CPU profile when SCALE_CPU_PROFILE_PHASE names the
 // phase: SCALE_CPU_PROFILE=<file>, over the phase's first SCALE_CPU_PROFILE_SECONDS
-// (default 3).
+// (default 3). SCALE_APISERVER_PROFILE=<file> and SCALE_HARNESS_PROFILE=<file> save
+// the kube-apiserver's and the harness' own CPU profiles over the same time.
 func (h *harness) profile(ctx context.Context, name string) {
 	path := os.Getenv("SCALE_CPU_PROFILE")
 	if path == "" || os.Getenv("SCALE_CPU_PROFILE_PHASE") != name {
@@ -91,6 +93,23 @@ func (h *harness) profile(ctx context.Context, name string) {
 		d = v
 	}
 	h.master.cpuProfile(ctx, h.t, d, path)
+	if hpath := os.Getenv("SCALE_HARNESS_PROFILE"); hpath != "" {
+		// The harness' own CPU over the same time (this process).
+		f, err := os.Create(hpath)
+		if err == nil {
+			if err = pprof.StartCPUProfile(f); err != nil {
+				f.Close()
+			}
+		}
+		if err != nil {
+			h.t.Logf("scale: the harness' CPU profile: %v", err)
+		} else {
+			time.AfterFunc(d, func() {
+				pprof.StopCPUProfile()
+				f.Close()
+			})
+		}
+	}
 	if apath := os.Getenv("SCALE_APISERVER_PROFILE"); apath != "" {
 		// The kube-apiserver's CPU over the same time (its /debug/pprof, as admin).
 		go func() {
