@@ -92,6 +92,35 @@ type planInput struct {
 // and returns the rows to converge, and when a fallback next expires (zero: none;
 // a sync must run then). It reads only in.cache and s: no client, no clock.
 func plan(s *serving, in planInput) (nbRows, time.Time, error) {
+	rowDirty, wake, err := choose(s, in)
+	if err != nil {
+		return nbRows{}, wake, err
+	}
+	return build(s, in, rowDirty), wake, nil
+}
+
+// replan is plan, in an incremental sync, for the same sync planned before as prev
+// with other status (prev planned with every status write landed; some did not):
+// s has prev's changes and takes in's; the rows returned are those of the pods
+// either plan found dirty, as s now serves them.
+func replan(s *serving, in planInput, prev nbRows) (nbRows, time.Time, error) {
+	rowDirty, wake, err := choose(s, in)
+	if err != nil {
+		return nbRows{}, wake, err
+	}
+	for k := range prev.pods {
+		rowDirty[k] = true
+	}
+	r := build(s, in, rowDirty)
+	for ip := range prev.touched {
+		r.touched[ip] = true
+	}
+	return r, wake, nil
+}
+
+// choose updates the memory s with what changed and returns the pods whose rows
+// may have changed.
+func choose(s *serving, in planInput) (map[string]bool, time.Time, error) {
 	families := nbstate.Families(in.nb.ClusterSubnets)
 	reselect := map[string]bool{}
 	rowDirty := map[string]bool{}
@@ -101,7 +130,7 @@ func plan(s *serving, in planInput) (nbRows, time.Time, error) {
 		if len(in.rank.Names) > 0 {
 			pods, err := in.cache.Pods()
 			if err != nil {
-				return nbRows{}, wake, fmt.Errorf("list pods: %w", err)
+				return nil, wake, fmt.Errorf("list pods: %w", err)
 			}
 			for _, p := range pods {
 				reselect[podKey(p.Namespace, p.Name)] = true
@@ -113,7 +142,7 @@ func plan(s *serving, in planInput) (nbRows, time.Time, error) {
 		}
 		for ns := range in.dirty.namespaces {
 			if err := podsIn(in.cache, ns, reselect); err != nil {
-				return nbRows{}, wake, err
+				return nil, wake, err
 			}
 		}
 	}
@@ -142,13 +171,13 @@ func plan(s *serving, in planInput) (nbRows, time.Time, error) {
 		if namespaces == nil {
 			var err error
 			if namespaces, err = in.cache.Namespaces(); err != nil {
-				return nbRows{}, wake, fmt.Errorf("list namespaces: %w", err)
+				return nil, wake, fmt.Errorf("list namespaces: %w", err)
 			}
 		}
 		for _, ns := range namespaces {
 			if in.rank.SelectsNamespace(i, ns) {
 				if err := podsIn(in.cache, ns.Name, reselect); err != nil {
-					return nbRows{}, wake, err
+					return nil, wake, err
 				}
 			}
 		}
@@ -197,13 +226,13 @@ func plan(s *serving, in planInput) (nbRows, time.Time, error) {
 		ns, name, _ := strings.Cut(k, "/")
 		pod, err := in.cache.Pod(ns, name)
 		if err != nil {
-			return nbRows{}, wake, fmt.Errorf("pod %s: %w", k, err)
+			return nil, wake, fmt.Errorf("pod %s: %w", k, err)
 		}
 		eip := ""
 		if pod != nil {
 			nsObj, err := in.cache.Namespace(ns)
 			if err != nil {
-				return nbRows{}, wake, fmt.Errorf("namespace %s: %w", ns, err)
+				return nil, wake, fmt.Errorf("namespace %s: %w", ns, err)
 			}
 			eip = in.rank.Serve(nsObj, pod)
 		}
@@ -219,6 +248,12 @@ func plan(s *serving, in planInput) (nbRows, time.Time, error) {
 		s.coClaimants(s.servedIPs[k], rowDirty)
 	}
 
+	return rowDirty, wake, nil
+}
+
+// build returns the rows of the pods in rowDirty as s serves them (in a full sync,
+// with the served-pods address sets).
+func build(s *serving, in planInput, rowDirty map[string]bool) nbRows {
 	r := nbRows{pods: rowDirty, touched: map[netip.Addr]bool{}, anyEIP: len(in.eips) > 0, desired: nbstate.NewState()}
 	if r.anyEIP {
 		r.desired = nbstate.ClusterRows(in.nb)
@@ -233,11 +268,11 @@ func plan(s *serving, in planInput) (nbRows, time.Time, error) {
 		}
 	}
 	if in.full && r.anyEIP {
-		for _, fam := range families {
+		for _, fam := range nbstate.Families(in.nb.ClusterSubnets) {
 			r.desired.AddressSets[nbstate.ServedPodsKey(fam)] = nbstate.ServedPodsRow(fam, s.servedAddresses(fam))
 		}
 	}
-	return r, wake, nil
+	return r
 }
 
 // podsIn adds the keys of the pods of namespace ns to set.
@@ -256,10 +291,27 @@ func podsIn(cache podCache, ns string, set map[string]bool) error {
 // from the libovsdb cache and one select), an incremental one with the Mirror's rows of r.pods
 // and the shared rows. One transaction; the Mirror follows what was committed.
 func (c *controller) commit(ctx context.Context, r nbRows, full bool) error {
-	tctx, cancelTimeout := context.WithTimeout(ctx, c.s.NBTimeout)
-	defer cancelTimeout()
-	gctx, cancelGuard := c.nb.Guard(tctx)
-	defer cancelGuard()
+	p, err := c.prepare(ctx, r, full)
+	if err != nil {
+		return err
+	}
+	return c.transact(ctx, p)
+}
+
+// prepared is a sync's NB plan, compared and not yet committed.
+type prepared struct {
+	plan nbstate.Plan
+	cur  nbstate.Current // a full sync's reading of NB: the Mirror once committed
+	full bool
+	diff time.Duration
+	// restore sets the garbage collector back (see prepare); transact calls it,
+	// whoever drops a prepared plan must.
+	restore func()
+}
+
+// prepare compares r with NB (commit's first half; it writes nothing).
+func (c *controller) prepare(ctx context.Context, r nbRows, full bool) (prepared, error) {
+	p := prepared{full: full, restore: func() {}}
 	mirrored := 0
 	if c.mirror != nil {
 		mirrored = c.mirror.Len()
@@ -276,49 +328,67 @@ func (c *controller) commit(ctx context.Context, r nbRows, full bool) error {
 		if old := debug.SetGCPercent(bulkGCPercent); old < 0 || old <= bulkGCPercent {
 			debug.SetGCPercent(old)
 		} else {
-			defer debug.SetGCPercent(old)
+			p.restore = func() { debug.SetGCPercent(old) }
 		}
 	}
 
 	began := time.Now()
-	var cur nbstate.Current
-	var err error
 	if full {
-		if cur, err = nbstate.ReadCurrentLive(gctx, c.nb, c.nb); err != nil {
-			return err
+		tctx, cancelTimeout := context.WithTimeout(ctx, c.s.NBTimeout)
+		defer cancelTimeout()
+		gctx, cancelGuard := c.nb.Guard(tctx)
+		defer cancelGuard()
+		cur, err := nbstate.ReadCurrentLive(gctx, c.nb, c.nb)
+		if err != nil {
+			p.restore()
+			return prepared{}, err
 		}
+		p.cur = cur
 		c.foreignSets = cur.ForeignAddressSets
 	} else {
 		routers, err := nbstate.ReadRouters(c.nb)
 		if err != nil {
-			return err
+			p.restore()
+			return prepared{}, err
 		}
-		cur = c.mirror.Current(r.pods, routers)
+		p.cur = c.mirror.Current(r.pods, routers)
 	}
-	plan := nbstate.Diff(r.desired, cur)
+	p.plan = nbstate.Diff(r.desired, p.cur)
 	if !full && r.anyEIP {
-		plan.Changes = append(c.servedChanges(r.touched), plan.Changes...)
+		p.plan.Changes = append(c.servedChanges(r.touched), p.plan.Changes...)
 	}
 	if full {
-		c.noteSkipped(plan.Skipped)
+		c.noteSkipped(p.plan.Skipped)
 	}
-	diffed := time.Now()
-	uuids, err := nbstate.CommitPlan(gctx, c.nb, plan)
+	p.diff = time.Since(began)
+	return p, nil
+}
+
+// transact commits a prepared plan in one transaction (commit's second half); the
+// Mirror follows what was committed.
+func (c *controller) transact(ctx context.Context, p prepared) error {
+	defer p.restore()
+	tctx, cancelTimeout := context.WithTimeout(ctx, c.s.NBTimeout)
+	defer cancelTimeout()
+	gctx, cancelGuard := c.nb.Guard(tctx)
+	defer cancelGuard()
+	began := time.Now()
+	uuids, err := nbstate.CommitPlan(gctx, c.nb, p.plan)
 	if err != nil {
 		return err
 	}
-	committed := time.Now()
-	if full {
-		c.mirror = nbstate.NewMirror(cur)
+	took := time.Since(began)
+	if p.full {
+		c.mirror = nbstate.NewMirror(p.cur)
 	}
-	if err := c.mirror.Commit(plan, uuids); err != nil {
+	if err := c.mirror.Commit(p.plan, uuids); err != nil {
 		return err
 	}
-	if ins, upd, del := plan.Counts(); ins+upd+del > 0 {
-		klog.V(2).InfoS("OVN Northbound rows updated", "inserted", ins, "updated", upd, "deleted", del, "full", full,
-			"diff", diffed.Sub(began).Round(time.Microsecond), "transaction", committed.Sub(diffed).Round(time.Microsecond))
+	if ins, upd, del := p.plan.Counts(); ins+upd+del > 0 {
+		klog.V(2).InfoS("OVN Northbound rows updated", "inserted", ins, "updated", upd, "deleted", del, "full", p.full,
+			"diff", p.diff.Round(time.Microsecond), "transaction", took.Round(time.Microsecond))
 	}
-	if len(plan.Changes) >= bulkChanges {
+	if len(p.plan.Changes) >= bulkChanges {
 		// A bulk transaction leaves hundreds of MiB of garbage (its rows, operations
 		// and JSON): collect it now, while nothing waits, rather than during the
 		// small syncs that follow (their transactions then took 30-60 ms instead of
@@ -330,7 +400,7 @@ func (c *controller) commit(ctx context.Context, r nbRows, full bool) error {
 		// small transaction, live for the master's lifetime.
 		runtime.GC()
 		debug.FreeOSMemory()
-		klog.V(2).InfoS("Memory of a bulk NB transaction released", "changes", len(plan.Changes), "took", time.Since(gcStart).Round(time.Microsecond))
+		klog.V(2).InfoS("Memory of a bulk NB transaction released", "changes", len(p.plan.Changes), "took", time.Since(gcStart).Round(time.Microsecond))
 	}
 	return nil
 }

@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -109,8 +111,52 @@ func (c *controller) sync(ctx context.Context) error {
 	var errs []error
 	var out outcome
 	programmed := decision.kept
-	writeStatuses(ctx, c.s.EgressIP, writes, c.s.StatusWriters)
-	statusDone := time.Now()
+	nbIn := nbstate.Input{Mode: c.s.mode, ClusterSubnets: c.s.ClusterSubnets, JoinSubnets: c.s.JoinSubnets, Nodes: nbNodes}
+	if full {
+		fresh := newServing()
+		fresh.ready = c.serving.ready // timing memory, not derived from NB
+		c.serving = fresh
+	}
+	planFor := func(programmed map[string][]egressipv1.EgressIPStatusItem) planInput {
+		return c.planInput(snap.eips, programmed, d, full, nbIn, began)
+	}
+
+	// The NB rows follow the status written. In an incremental sync they are
+	// planned and compared while the status writes are in flight, as if every
+	// write lands (a node loss: the API round trips and the planning overlap);
+	// the transaction waits for the writes, and is planned again for what did
+	// not land. A full sync plans after the writes.
+	var (
+		rows      nbRows
+		wake      time.Time
+		pre       prepared
+		planErr   error
+		statusAt  time.Time // the status writes done
+		plannedAt time.Time // the rows planned and compared (speculate)
+		speculate = !full && len(writes) > 0
+		assumed   map[string][]egressipv1.EgressIPStatusItem
+	)
+	if speculate {
+		assumed = maps.Clone(programmed)
+		for _, w := range writes {
+			assumed[w.eip.Name] = w.status.Items
+		}
+		wrote := make(chan struct{})
+		go func() {
+			defer close(wrote)
+			writeStatuses(ctx, c.s.EgressIP, writes, c.s.StatusWriters)
+			statusAt = time.Now()
+		}()
+		rows, wake, planErr = plan(c.serving, planFor(assumed))
+		if planErr == nil {
+			pre, planErr = c.prepare(ctx, rows, full)
+		}
+		plannedAt = time.Now()
+		<-wrote
+	} else {
+		writeStatuses(ctx, c.s.EgressIP, writes, c.s.StatusWriters)
+		statusAt = time.Now()
+	}
 	for _, w := range writes {
 		e, want, have := w.eip, w.status.Items, current[w.eip.Name]
 		updated, err := w.updated, w.err
@@ -131,19 +177,26 @@ func (c *controller) sync(ctx context.Context) error {
 		out.add(have, want)
 		klog.InfoS("EgressIP status updated", "egressip", e.Name, "field", "status.items", "items", describe(want), "was", describe(have))
 	}
-
-	// EgressIPs as programmed, in serving order with compiled selectors.
-	withStatus := make([]*egressipv1.EgressIP, 0, len(programmed))
-	for _, e := range snap.eips {
-		items, ok := programmed[e.Name]
-		if !ok {
-			continue
+	in2 := planFor(programmed)
+	switch {
+	case !speculate:
+		rows, wake, planErr = plan(c.serving, in2)
+		if planErr == nil {
+			pre, planErr = c.prepare(ctx, rows, full)
 		}
-		cp := *e // shallow: only Status is replaced, nothing is mutated
-		cp.Status = egressipv1.EgressIPStatus{Items: items}
-		withStatus = append(withStatus, &cp)
+	case planErr == nil && !sameStatus(assumed, programmed):
+		klog.V(2).InfoS("EgressIP status writes did not all land; NB rows planned again", "statusWrites", len(writes))
+		pre.restore()
+		var again time.Time
+		rows, again, planErr = replan(c.serving, in2, rows)
+		wake = earliest(wake, again)
+		if planErr == nil {
+			pre, planErr = c.prepare(ctx, rows, full)
+		}
 	}
-	rank := c.compiler.Rank(withStatus)
+	if !wake.IsZero() {
+		c.queue.AddAfter(syncKey, wake.Sub(began)) // a fallback ends: no event will say so
+	}
 
 	// Events for what cannot be met.
 	uids := map[types.UID]bool{}
@@ -151,25 +204,15 @@ func (c *controller) sync(ctx context.Context) error {
 	for _, e := range snap.eips {
 		uids[e.UID] = true
 		names[e.Name] = true
-		c.reporter.report(e, problems[e.Name], rank.Errors[e.Name])
+		c.reporter.report(e, problems[e.Name], in2.rank.Errors[e.Name])
 	}
 	c.reporter.prune(uids)
 	c.status.prune(names)
 
 	// NB: the rows of what changed (everything in a full sync), one transaction.
-	nbIn := nbstate.Input{Mode: c.s.mode, ClusterSubnets: c.s.ClusterSubnets, JoinSubnets: c.s.JoinSubnets, Nodes: nbNodes}
-	if full {
-		fresh := newServing()
-		fresh.ready = c.serving.ready // timing memory, not derived from NB
-		c.serving = fresh
-	}
-	rows, wake, err := plan(c.serving, planInput{dirty: d, full: full, nb: nbIn, eips: withStatus, rank: rank,
-		now: began, linger: c.s.linger, cache: listerCache{pods: c.pods, namespaces: c.namespaces}})
-	if !wake.IsZero() {
-		c.queue.AddAfter(syncKey, wake.Sub(began)) // a fallback ends: no event will say so
-	}
+	err = planErr
 	if err == nil {
-		err = c.commit(ctx, rows, full)
+		err = c.transact(ctx, pre)
 	}
 	if err != nil {
 		c.requestFull()
@@ -189,9 +232,49 @@ func (c *controller) sync(ctx context.Context) error {
 	if len(writes) > 0 {
 		klog.V(2).InfoS("EgressIP sync wrote status", "kind", kind, "statusWrites", len(writes),
 			"queued", began.Sub(trigger).Round(time.Microsecond),
-			"beforeStatus", statusDone.Sub(began).Round(time.Microsecond), "took", took.Round(time.Microsecond))
+			"statusWritten", statusAt.Sub(began).Round(time.Microsecond), "planned", since(began, plannedAt),
+			"took", took.Round(time.Microsecond))
 	}
 	return errors.Join(errs...)
+}
+
+// planInput is what a sync plans its rows from, for EgressIPs as programmed
+// (name -> status items; an EgressIP not in it has no rows).
+func (c *controller) planInput(eips []*egressipv1.EgressIP, programmed map[string][]egressipv1.EgressIPStatusItem,
+	d dirty, full bool, nbIn nbstate.Input, now time.Time) planInput {
+	withStatus := make([]*egressipv1.EgressIP, 0, len(programmed))
+	for _, e := range eips {
+		items, ok := programmed[e.Name]
+		if !ok {
+			continue
+		}
+		cp := *e // shallow: only Status is replaced, nothing is mutated
+		cp.Status = egressipv1.EgressIPStatus{Items: items}
+		withStatus = append(withStatus, &cp)
+	}
+	return planInput{dirty: d, full: full, nb: nbIn, eips: withStatus, rank: c.compiler.Rank(withStatus),
+		now: now, linger: c.s.linger, cache: listerCache{pods: c.pods, namespaces: c.namespaces}}
+}
+
+// sameStatus says whether two name -> status items maps are equal.
+func sameStatus(a, b map[string][]egressipv1.EgressIPStatusItem) bool {
+	return maps.EqualFunc(a, b, slices.Equal[[]egressipv1.EgressIPStatusItem])
+}
+
+// since is t-began for a log line ("-" when t is zero).
+func since(began, t time.Time) string {
+	if t.IsZero() {
+		return "-"
+	}
+	return t.Sub(began).Round(time.Microsecond).String()
+}
+
+// earliest is the earlier of two times, zero meaning none.
+func earliest(a, b time.Time) time.Time {
+	if a.IsZero() || (!b.IsZero() && b.Before(a)) {
+		return b
+	}
+	return a
 }
 
 // add counts, between two status lists of one EgressIP, the IPs newly assigned,
