@@ -3,7 +3,10 @@ package scale
 import (
 	"context"
 	"fmt"
+	"maps"
+	"slices"
 	"sort"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -36,6 +39,55 @@ type Floor struct {
 	// Machine is the CPU time every process of the machine used meanwhile (from
 	// /proc/stat): how busy the shared machine was while the floor was measured.
 	Machine cpuTime
+
+	// Move is the node-loss phase's changes to those rows, committed the same way
+	// once the rows are in (zero when there were none).
+	Move MoveFloor
+}
+
+// MoveFloor is the raw libovsdb floor of a node loss: the reroute policies' new
+// next hops (one update each) and the SNAT rows' moves between gateway routers
+// (one mutation per router and direction), in ONE transaction.
+type MoveFloor struct {
+	Nexthops, NATs int
+	Ops            int
+	// Commit and Seen as in Floor: until Transact returned, and until the
+	// observer had every policy with its new next hops.
+	Commit, Seen time.Duration
+}
+
+// moves are what a phase changed in rows present before and after it, by row
+// identity (external_ids, which do not name the router): a reroute policy's next
+// hops, a SNAT row's gateway router.
+type moves struct {
+	nexthops map[string][]string // IDs -> next hops after
+	routers  map[string]string   // IDs -> gateway router after
+}
+
+func movesBetween(before, after nbstate.Current) moves {
+	m := moves{nexthops: map[string][]string{}, routers: map[string]string{}}
+	for k, p := range after.Rows.Policies {
+		if old, ok := before.Rows.Policies[k]; ok && hopsOf(old.Nexthops) != hopsOf(p.Nexthops) {
+			m.nexthops[k.IDs.String()] = p.Nexthops
+		}
+	}
+	was := make(map[string]string, len(before.Rows.NATs))
+	for k := range before.Rows.NATs {
+		was[k.IDs.String()] = k.Router
+	}
+	for k := range after.Rows.NATs {
+		if r, ok := was[k.IDs.String()]; ok && r != k.Router {
+			m.routers[k.IDs.String()] = k.Router
+		}
+	}
+	return m
+}
+
+// hopsOf is a set of next hops as one comparable string.
+func hopsOf(hops []string) string {
+	s := slices.Clone(hops)
+	sort.Strings(s)
+	return strings.Join(s, " ")
 }
 
 // floorRows are the owned rows of a converged NB, by parent router.
@@ -72,7 +124,11 @@ func (r floorRows) counts() (policies, nats, sets int) {
 // runFloor starts a fresh NB server with the topology of nodes, commits rows in one
 // transaction from a client monitoring what the master monitors, and times it until
 // a second client's monitor has every row. The server is stopped before it returns.
-func runFloor(ctx context.Context, t testing.TB, nodes []cluster.NodeAddrs, rows floorRows) (Floor, error) {
+//
+// With mv, the same client then commits mv's changes to those rows (rows the
+// phase changed but the floor does not hold are left out) in one transaction and
+// times it until the observer has every policy's new next hops.
+func runFloor(ctx context.Context, t testing.TB, nodes []cluster.NodeAddrs, rows floorRows, mv moves) (Floor, error) {
 	nbs := nbserver.Start(t)
 	defer nbs.Stop()
 	if err := cluster.WriteNBTopology(ctx, nbs.Addr, nodes, cluster.GatewayShared); err != nil {
@@ -85,15 +141,19 @@ func runFloor(ctx context.Context, t testing.TB, nodes []cluster.NodeAddrs, rows
 	// The observer: counts owned rows present, notes when the last one arrived.
 	var mu sync.Mutex
 	present := map[string]bool{}
-	var lastAt time.Time
+	var lastAt, movedAt time.Time
 	all := make(chan struct{})
+	// The move: policy uuid -> its next hops wanted; closed once none is left.
+	var pending map[string]string
+	moved := make(chan struct{})
 	mctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	startMonitor(mctx, t, nbs.Addr, func(evs []rowEvent) {
 		mu.Lock()
 		defer mu.Unlock()
 		for _, ev := range evs {
-			if _, owned := classify(ev.row); owned {
+			info, owned := classify(ev.row)
+			if owned {
 				present[ev.uuid] = true
 			} else {
 				delete(present, ev.uuid)
@@ -101,6 +161,13 @@ func runFloor(ctx context.Context, t testing.TB, nodes []cluster.NodeAddrs, rows
 			if len(present) == want && lastAt.IsZero() {
 				lastAt = ev.at
 				close(all)
+			}
+			if hops, ok := pending[ev.uuid]; ok && info.kind == rowReroute && info.val == hops {
+				delete(pending, ev.uuid)
+				if len(pending) == 0 {
+					movedAt = ev.at
+					close(moved)
+				}
 			}
 		}
 	}, func(map[string]model.Model) {
@@ -149,7 +216,138 @@ func runFloor(ctx context.Context, t testing.TB, nodes []cluster.NodeAddrs, rows
 	case <-ctx.Done():
 		return f, fmt.Errorf("floor: the observer did not see all %d rows: %w", want, context.Cause(ctx))
 	}
+	if len(mv.nexthops)+len(mv.routers) == 0 {
+		return f, nil
+	}
+
+	// The move, from the writer's cache once it has every row.
+	if err := waitCache(ctx, writer, f.Policies, f.NATs); err != nil {
+		return f, err
+	}
+	start = time.Now()
+	ops, wantHops, nats, err := moveOps(writer, mv)
+	if err != nil {
+		return f, err
+	}
+	f.Move.Ops, f.Move.Nexthops, f.Move.NATs = len(ops), len(wantHops), nats
+	if len(wantHops) == 0 {
+		return f, fmt.Errorf("floor: none of the %d policies the node loss changed is in the floor's rows", len(mv.nexthops))
+	}
+	mu.Lock()
+	pending = wantHops
+	mu.Unlock()
+	res, err = writer.Transact(ctx, ops...)
+	if err == nil {
+		_, err = ovsdb.CheckOperationResults(res, ops)
+	}
+	if err != nil {
+		return f, fmt.Errorf("floor: move transaction of %d operations: %w", len(ops), err)
+	}
+	f.Move.Commit = time.Since(start)
+	select {
+	case <-moved:
+		mu.Lock()
+		f.Move.Seen = movedAt.Sub(start)
+		mu.Unlock()
+	case <-ctx.Done():
+		return f, fmt.Errorf("floor: the observer did not see the %d moved policies: %w", len(wantHops), context.Cause(ctx))
+	}
 	return f, nil
+}
+
+// waitCache waits until c's cache holds at least policies policies and nats NAT
+// rows (its monitor's updates follow the transaction's reply).
+func waitCache(ctx context.Context, c client.Client, policies, nats int) error {
+	for {
+		p, n := 0, 0
+		if t := c.Cache().Table(nbdb.LogicalRouterPolicyTable); t != nil {
+			p = len(t.Rows())
+		}
+		if t := c.Cache().Table(nbdb.NATTable); t != nil {
+			n = len(t.Rows())
+		}
+		if p >= policies && n >= nats {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("floor: the writer's cache has %d policies and %d NATs, want %d and %d: %w", p, n, policies, nats, context.Cause(ctx))
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+}
+
+// moveOps builds mv as plain libovsdb operations on the rows in c's cache: an
+// update of each changed policy's next hops, and per gateway router one mutation
+// deleting the SNAT rows that leave it and one inserting those that arrive. It
+// returns them with the next hops each updated policy must show (uuid -> hops) and
+// the number of SNAT rows moved.
+func moveOps(c client.Client, mv moves) ([]ovsdb.Operation, map[string]string, int, error) {
+	var ops []ovsdb.Operation
+	want := map[string]string{}
+	for uuid, row := range c.Cache().Table(nbdb.LogicalRouterPolicyTable).Rows() {
+		p := row.(*nbdb.LogicalRouterPolicy)
+		ids, ok := nbstate.ParseIDs(p.ExternalIDs)
+		if !ok {
+			continue
+		}
+		hops, ok := mv.nexthops[ids.String()]
+		if !ok {
+			continue
+		}
+		upd := &nbdb.LogicalRouterPolicy{UUID: uuid, Nexthops: hops}
+		op, err := c.Where(upd).Update(upd, &upd.Nexthops)
+		if err != nil {
+			return nil, nil, 0, fmt.Errorf("floor: update policy %s: %w", uuid, err)
+		}
+		ops = append(ops, op...)
+		want[uuid] = hopsOf(hops)
+	}
+	leave, arrive := natMoves(c, mv)
+	nats := 0
+	for _, uuids := range leave {
+		nats += len(uuids)
+	}
+	for _, side := range []struct {
+		rows    map[string][]string
+		mutator ovsdb.Mutator
+	}{{arrive, ovsdb.MutateOperationInsert}, {leave, ovsdb.MutateOperationDelete}} {
+		routers := slices.Sorted(maps.Keys(side.rows))
+		for _, router := range routers {
+			lr := &nbdb.LogicalRouter{}
+			op, err := c.WhereAny(lr, model.Condition{Field: &lr.Name, Function: ovsdb.ConditionEqual, Value: router}).
+				Mutate(lr, model.Mutation{Field: &lr.Nat, Mutator: side.mutator, Value: side.rows[router]})
+			if err != nil {
+				return nil, nil, 0, fmt.Errorf("floor: mutate %s: %w", router, err)
+			}
+			ops = append(ops, op...)
+		}
+	}
+	return ops, want, nats, nil
+}
+
+// natMoves returns, per gateway router, the SNAT rows (uuids) mv takes from it
+// and those it brings to it, of the rows in c's cache.
+func natMoves(c client.Client, mv moves) (leave, arrive map[string][]string) {
+	leave, arrive = map[string][]string{}, map[string][]string{}
+	for _, row := range c.Cache().Table(nbdb.LogicalRouterTable).Rows() {
+		lr := row.(*nbdb.LogicalRouter)
+		for _, uuid := range lr.Nat {
+			nr := c.Cache().Table(nbdb.NATTable).Row(uuid)
+			if nr == nil {
+				continue
+			}
+			ids, ok := nbstate.ParseIDs(nr.(*nbdb.NAT).ExternalIDs)
+			if !ok {
+				continue
+			}
+			if to, ok := mv.routers[ids.String()]; ok && to != lr.Name {
+				leave[lr.Name] = append(leave[lr.Name], uuid)
+				arrive[to] = append(arrive[to], uuid)
+			}
+		}
+	}
+	return leave, arrive
 }
 
 // floorOps builds the inserts of every row (named UUIDs) and one mutation per

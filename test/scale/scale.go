@@ -127,6 +127,11 @@ type Result struct {
 	// median Seen of FloorRuns runs (each into a fresh NB); FloorSeen is every run's.
 	Floor     Floor
 	FloorSeen []time.Duration
+	// MoveFloor is the raw libovsdb commit of the node-loss phase's changes (of
+	// the rows the floor holds): the run with the median Seen; MoveFloorSeen is
+	// every run's.
+	MoveFloor     MoveFloor
+	MoveFloorSeen []time.Duration
 	// DroppedEvents counts NB events libovsdb dropped in the harness' monitor (each
 	// drop makes the tracker re-read the cache; times are then upper bounds).
 	DroppedEvents int64
@@ -188,6 +193,15 @@ func (r Result) String() string {
 	fmt.Fprintf(&b, "SCALE %-10s the assign phase's %d rows by plain libovsdb in ONE transaction (%d ops) into a fresh NB: ops built in %v, committed after %v, all in an NB monitor after %v (machine CPU meanwhile %v; median of runs %s); assign / floor = %s\n",
 		"floor", fp.Policies+fp.NATs+fp.AddressSets, fp.Ops, fp.Build.Round(time.Millisecond), fp.Commit.Round(time.Millisecond),
 		fp.Seen.Round(time.Millisecond), fp.Machine.Round(10*time.Millisecond), strings.Join(runs, " "), ratio)
+	if mf := r.MoveFloor; mf.Seen > 0 {
+		var runs []string
+		for _, d := range r.MoveFloorSeen {
+			runs = append(runs, d.Round(time.Millisecond).String())
+		}
+		fmt.Fprintf(&b, "SCALE %-10s then the node-loss phase's changes to those rows (%d policies' next hops, %d SNATs to other gateway routers) by plain libovsdb in ONE transaction (%d ops): committed after %v, all next hops in an NB monitor after %v (median of runs %s); node-loss / floor = %.2f\n",
+			"floor", mf.Nexthops, mf.NATs, mf.Ops, mf.Commit.Round(time.Millisecond), mf.Seen.Round(time.Millisecond),
+			strings.Join(runs, " "), float64(r.Phase("node-loss").Converged)/float64(mf.Seen))
+	}
 	if r.DroppedEvents > 0 {
 		fmt.Fprintf(&b, "SCALE the harness' NB monitor dropped %d events (libovsdb buffer full): its times are upper bounds\n", r.DroppedEvents)
 	}
@@ -287,9 +301,19 @@ func Run(t testing.TB, cfg Config) Result {
 	if cfg.AddPods > 0 {
 		res.Phases = append(res.Phases, h.podAdd(ctx))
 	}
+	var mv moves
 	if cfg.LostNodes > 0 {
 		victims := h.holders(cfg.LostNodes)
+		before, err := h.nb.readCurrent(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
 		res.Phases = append(res.Phases, h.phase(ctx, "node-loss", func() { h.unlabel(ctx, victims) }))
+		after, err := h.nb.readCurrent(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		mv = movesBetween(before, after)
 	}
 	if cfg.ChurnPods > 0 {
 		victims := h.churnVictims(cfg.ChurnPods)
@@ -301,13 +325,16 @@ func Run(t testing.TB, cfg Config) Result {
 
 	var floors []Floor
 	for i := 0; i < cfg.FloorRuns; i++ {
-		f, err := runFloor(ctx, t, h.nodes, floorRows)
+		f, err := runFloor(ctx, t, h.nodes, floorRows, mv)
 		if err != nil {
 			t.Fatalf("scale: %v", err)
 		}
 		floors = append(floors, f)
 		res.FloorSeen = append(res.FloorSeen, f.Seen)
+		res.MoveFloorSeen = append(res.MoveFloorSeen, f.Move.Seen)
 	}
+	sort.Slice(floors, func(i, j int) bool { return floors[i].Move.Seen < floors[j].Move.Seen })
+	res.MoveFloor = floors[len(floors)/2].Move
 	sort.Slice(floors, func(i, j int) bool { return floors[i].Seen < floors[j].Seen })
 	res.Floor = floors[len(floors)/2]
 	res.DroppedEvents = h.nb.drops.Load()

@@ -66,6 +66,9 @@ func TestScaleSmall(t *testing.T) {
 		t.Errorf("floor: %d policies + %d NATs + %d address sets seen after %v; want %d rows (%d NATs) seen",
 			f.Policies, f.NATs, f.AddressSets, f.Seen, res.NBRows, res.Pods*2)
 	}
+	if mf := res.MoveFloor; loss.Moved > 0 && (mf.Nexthops == 0 || mf.NATs == 0 || mf.Seen <= 0) {
+		t.Errorf("node-loss floor: %d policies' next hops and %d SNAT moves seen after %v; want some of each, seen", mf.Nexthops, mf.NATs, mf.Seen)
+	}
 	if res.Master.HeapInuse <= 0 || res.Master.RSS <= 0 || res.MasterPeak.HeapInuse < res.Master.HeapInuse {
 		t.Errorf("master memory from its metrics: %s; largest seen %s", res.Master, res.MasterPeak)
 	}
@@ -116,6 +119,9 @@ func BenchmarkScale(b *testing.B) {
 		}
 		if res.Floor.Seen > 0 {
 			b.ReportMetric(res.Phase("assign").Converged.Seconds()/res.Floor.Seen.Seconds(), "assign/floor")
+		}
+		if res.MoveFloor.Seen > 0 {
+			b.ReportMetric(res.Phase("node-loss").Converged.Seconds()/res.MoveFloor.Seen.Seconds(), "node-loss/floor")
 		}
 	}
 }
