@@ -174,13 +174,14 @@ func runFloor(ctx context.Context, t testing.TB, nodes []cluster.NodeAddrs, rows
 		// The observer dropped events: the row count is unknown; Seen stays 0.
 	})
 
+	// The writer monitors what the master monitors (go-controller/pkg/master/nb.go:
+	// router names, address sets' names and external_ids), so that it decodes
+	// what the master would of its own transaction.
 	writer := nbs.Conn(t)
-	lr := &nbdb.LogicalRouter{}
+	lr, as := &nbdb.LogicalRouter{}, &nbdb.AddressSet{}
 	if _, err := writer.Monitor(ctx, writer.NewMonitor(
-		client.WithTable(lr, &lr.Name, &lr.Policies, &lr.Nat),
-		client.WithTable(&nbdb.LogicalRouterPolicy{}),
-		client.WithTable(&nbdb.NAT{}),
-		client.WithTable(&nbdb.AddressSet{}),
+		client.WithTable(lr, &lr.Name),
+		client.WithTable(as, &as.Name, &as.ExternalIDs),
 	)); err != nil {
 		return Floor{}, fmt.Errorf("floor: monitor: %w", err)
 	}
@@ -190,7 +191,7 @@ func runFloor(ctx context.Context, t testing.TB, nodes []cluster.NodeAddrs, rows
 		return Floor{}, err
 	}
 	start := time.Now()
-	ops, err := floorOps(writer, rows)
+	ops, made, err := floorOps(writer, rows)
 	if err != nil {
 		return Floor{}, err
 	}
@@ -220,12 +221,9 @@ func runFloor(ctx context.Context, t testing.TB, nodes []cluster.NodeAddrs, rows
 		return f, nil
 	}
 
-	// The move, from the writer's cache once it has every row.
-	if err := waitCache(ctx, writer, f.Policies, f.NATs); err != nil {
-		return f, err
-	}
+	// The move, on the rows as inserted (their UUIDs from the transaction's results).
 	start = time.Now()
-	ops, wantHops, nats, err := moveOps(writer, mv)
+	ops, wantHops, nats, err := moveOps(writer, mv, made.inserted(res))
 	if err != nil {
 		return f, err
 	}
@@ -255,65 +253,71 @@ func runFloor(ctx context.Context, t testing.TB, nodes []cluster.NodeAddrs, rows
 	return f, nil
 }
 
-// waitCache waits until c's cache holds at least policies policies and nats NAT
-// rows (its monitor's updates follow the transaction's reply).
-func waitCache(ctx context.Context, c client.Client, policies, nats int) error {
-	for {
-		p, n := 0, 0
-		if t := c.Cache().Table(nbdb.LogicalRouterPolicyTable); t != nil {
-			p = len(t.Rows())
-		}
-		if t := c.Cache().Table(nbdb.NATTable); t != nil {
-			n = len(t.Rows())
-		}
-		if p >= policies && n >= nats {
-			return nil
-		}
-		select {
-		case <-ctx.Done():
-			return fmt.Errorf("floor: the writer's cache has %d policies and %d NATs, want %d and %d: %w", p, n, policies, nats, context.Cause(ctx))
-		case <-time.After(50 * time.Millisecond):
-		}
-	}
+// madeRow is what one insert of floorOps made: its table, identity (IDs) and router.
+type madeRow struct {
+	table, ids, router string
 }
 
-// moveOps builds mv as plain libovsdb operations on the rows in c's cache: an
-// update of each changed policy's next hops, and per gateway router one mutation
+// made are floorOps' inserts, in operation order (the first operations).
+type made []madeRow
+
+// insertedRow is a row of the floor's NB: its UUID and router.
+type insertedRow struct{ uuid, router string }
+
+// inserted maps, per table, each inserted row's identity to its UUID and router,
+// from the bulk transaction's results.
+func (m made) inserted(res []ovsdb.OperationResult) map[string]map[string]insertedRow {
+	out := map[string]map[string]insertedRow{}
+	for i, r := range m {
+		if i >= len(res) || r.ids == "" {
+			continue
+		}
+		if out[r.table] == nil {
+			out[r.table] = map[string]insertedRow{}
+		}
+		out[r.table][r.ids] = insertedRow{uuid: res[i].UUID.GoUUID, router: r.router}
+	}
+	return out
+}
+
+// moveOps builds mv as plain libovsdb operations on the inserted rows: an update
+// of each changed policy's next hops, and per gateway router one mutation
 // deleting the SNAT rows that leave it and one inserting those that arrive. It
 // returns them with the next hops each updated policy must show (uuid -> hops) and
 // the number of SNAT rows moved.
-func moveOps(c client.Client, mv moves) ([]ovsdb.Operation, map[string]string, int, error) {
+func moveOps(c client.Client, mv moves, rows map[string]map[string]insertedRow) ([]ovsdb.Operation, map[string]string, int, error) {
 	var ops []ovsdb.Operation
 	want := map[string]string{}
-	for uuid, row := range c.Cache().Table(nbdb.LogicalRouterPolicyTable).Rows() {
-		p := row.(*nbdb.LogicalRouterPolicy)
-		ids, ok := nbstate.ParseIDs(p.ExternalIDs)
+	ids := slices.Sorted(maps.Keys(mv.nexthops))
+	for _, id := range ids {
+		row, ok := rows[nbdb.LogicalRouterPolicyTable][id]
 		if !ok {
-			continue
+			continue // a pod added after assign: not in the floor
 		}
-		hops, ok := mv.nexthops[ids.String()]
-		if !ok {
-			continue
-		}
-		upd := &nbdb.LogicalRouterPolicy{UUID: uuid, Nexthops: hops}
+		upd := &nbdb.LogicalRouterPolicy{UUID: row.uuid, Nexthops: mv.nexthops[id]}
 		op, err := c.Where(upd).Update(upd, &upd.Nexthops)
 		if err != nil {
-			return nil, nil, 0, fmt.Errorf("floor: update policy %s: %w", uuid, err)
+			return nil, nil, 0, fmt.Errorf("floor: update policy %s: %w", row.uuid, err)
 		}
 		ops = append(ops, op...)
-		want[uuid] = hopsOf(hops)
+		want[row.uuid] = hopsOf(upd.Nexthops)
 	}
-	leave, arrive := natMoves(c, mv)
+	leave, arrive := map[string][]string{}, map[string][]string{}
 	nats := 0
-	for _, uuids := range leave {
-		nats += len(uuids)
+	for id, to := range mv.routers {
+		row, ok := rows[nbdb.NATTable][id]
+		if !ok || row.router == to {
+			continue
+		}
+		leave[row.router] = append(leave[row.router], row.uuid)
+		arrive[to] = append(arrive[to], row.uuid)
+		nats++
 	}
 	for _, side := range []struct {
 		rows    map[string][]string
 		mutator ovsdb.Mutator
 	}{{arrive, ovsdb.MutateOperationInsert}, {leave, ovsdb.MutateOperationDelete}} {
-		routers := slices.Sorted(maps.Keys(side.rows))
-		for _, router := range routers {
+		for _, router := range slices.Sorted(maps.Keys(side.rows)) {
 			lr := &nbdb.LogicalRouter{}
 			op, err := c.WhereAny(lr, model.Condition{Field: &lr.Name, Function: ovsdb.ConditionEqual, Value: router}).
 				Mutate(lr, model.Mutation{Field: &lr.Nat, Mutator: side.mutator, Value: side.rows[router]})
@@ -326,34 +330,17 @@ func moveOps(c client.Client, mv moves) ([]ovsdb.Operation, map[string]string, i
 	return ops, want, nats, nil
 }
 
-// natMoves returns, per gateway router, the SNAT rows (uuids) mv takes from it
-// and those it brings to it, of the rows in c's cache.
-func natMoves(c client.Client, mv moves) (leave, arrive map[string][]string) {
-	leave, arrive = map[string][]string{}, map[string][]string{}
-	for _, row := range c.Cache().Table(nbdb.LogicalRouterTable).Rows() {
-		lr := row.(*nbdb.LogicalRouter)
-		for _, uuid := range lr.Nat {
-			nr := c.Cache().Table(nbdb.NATTable).Row(uuid)
-			if nr == nil {
-				continue
-			}
-			ids, ok := nbstate.ParseIDs(nr.(*nbdb.NAT).ExternalIDs)
-			if !ok {
-				continue
-			}
-			if to, ok := mv.routers[ids.String()]; ok && to != lr.Name {
-				leave[lr.Name] = append(leave[lr.Name], uuid)
-				arrive[to] = append(arrive[to], uuid)
-			}
-		}
-	}
-	return leave, arrive
-}
-
 // floorOps builds the inserts of every row (named UUIDs) and one mutation per
 // router adding its policies and NAT rows.
-func floorOps(c client.Client, rows floorRows) ([]ovsdb.Operation, error) {
+func floorOps(c client.Client, rows floorRows) ([]ovsdb.Operation, made, error) {
 	var models []model.Model
+	var mm made
+	idsOf := func(ext map[string]string) string {
+		if ids, ok := nbstate.ParseIDs(ext); ok {
+			return ids.String()
+		}
+		return ""
+	}
 	n := 0
 	name := func(kind string) string { n++; return fmt.Sprintf("%s%d", kind, n) }
 	var mutations []ovsdb.Operation
@@ -375,12 +362,14 @@ func floorOps(c client.Client, rows floorRows) ([]ovsdb.Operation, error) {
 			cp := *p
 			cp.UUID = name("policy")
 			models = append(models, &cp)
+			mm = append(mm, madeRow{table: nbdb.LogicalRouterPolicyTable, ids: idsOf(p.ExternalIDs), router: router})
 			policies = append(policies, cp.UUID)
 		}
 		for _, nat := range rows.nats[router] {
 			cp := *nat
 			cp.UUID = name("nat")
 			models = append(models, &cp)
+			mm = append(mm, madeRow{table: nbdb.NATTable, ids: idsOf(nat.ExternalIDs), router: router})
 			nats = append(nats, cp.UUID)
 		}
 		lr := &nbdb.LogicalRouter{Name: router}
@@ -393,7 +382,7 @@ func floorOps(c client.Client, rows floorRows) ([]ovsdb.Operation, error) {
 		}
 		ops, err := c.WhereAny(lr, model.Condition{Field: &lr.Name, Function: ovsdb.ConditionEqual, Value: router}).Mutate(lr, muts...)
 		if err != nil {
-			return nil, fmt.Errorf("floor: mutate %s: %w", router, err)
+			return nil, nil, fmt.Errorf("floor: mutate %s: %w", router, err)
 		}
 		mutations = append(mutations, ops...)
 	}
@@ -401,10 +390,11 @@ func floorOps(c client.Client, rows floorRows) ([]ovsdb.Operation, error) {
 		cp := *s
 		cp.UUID = name("set")
 		models = append(models, &cp)
+		mm = append(mm, madeRow{table: nbdb.AddressSetTable})
 	}
 	ops, err := c.Create(models...)
 	if err != nil {
-		return nil, fmt.Errorf("floor: inserts: %w", err)
+		return nil, nil, fmt.Errorf("floor: inserts: %w", err)
 	}
-	return append(ops, mutations...), nil
+	return append(ops, mutations...), mm, nil
 }
