@@ -1,6 +1,7 @@
 package nbstate
 
 import (
+	"encoding/json"
 	"fmt"
 	"testing"
 
@@ -11,10 +12,42 @@ import (
 // whose reroute next hops change and 4,000 SNAT rows that move to another gateway
 // router.
 func BenchmarkDiffMove(b *testing.B) {
+	desired, cur := moveFixture()
+	b.ReportAllocs()
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		p := Diff(desired, cur)
+		if len(p.Changes) < 3600 {
+			b.Fatalf("%d changes", len(p.Changes))
+		}
+	}
+}
+
+// BenchmarkOpsMove turns BenchmarkDiffMove's plan into the operations of its
+// transaction and encodes them as libovsdb sends them (JSON).
+func BenchmarkOpsMove(b *testing.B) {
+	desired, cur := moveFixture()
+	p := Diff(desired, cur)
+	b.ReportAllocs()
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		ops, err := Ops(p)
+		if err != nil {
+			b.Fatal(err)
+		}
+		if _, err := json.Marshal(ops); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+// moveFixture is the node loss of BenchmarkDiffMove: what is desired, and what is
+// (rows with UUIDs as the server gives them).
+func moveFixture() (State, Current) {
 	desired, cur := NewState(), NewCurrent()
-	cur.Routers[ClusterRouter] = "uuid-cluster"
+	cur.Routers[ClusterRouter] = benchUUID(0, 0, 0)
 	for n := 0; n < 100; n++ {
-		cur.Routers[GatewayRouter(fmt.Sprintf("node%d", n))] = fmt.Sprintf("uuid-gr-%d", n)
+		cur.Routers[GatewayRouter(fmt.Sprintf("node%d", n))] = benchUUID(1, n, 0)
 	}
 	for i := 0; i < 3600; i++ {
 		eip, pod := fmt.Sprintf("scale-%03d", i/100), fmt.Sprintf("ns/pod-%d", i)
@@ -24,7 +57,7 @@ func BenchmarkDiffMove(b *testing.B) {
 		match := "ip4.src == " + ip
 		desired.Policies[k] = &nbdb.LogicalRouterPolicy{Priority: ReroutePriority, Match: match, Action: "reroute",
 			Nexthops: []string{"100.64.0.2", "100.64.0.9"}, ExternalIDs: ids.ExternalIDs()}
-		cur.Rows.Policies[k] = &nbdb.LogicalRouterPolicy{UUID: fmt.Sprintf("p-%d", i), Priority: ReroutePriority, Match: match,
+		cur.Rows.Policies[k] = &nbdb.LogicalRouterPolicy{UUID: benchUUID(2, i, 0), Priority: ReroutePriority, Match: match,
 			Action: "reroute", Nexthops: []string{"100.64.0.2", "100.64.0.3"}, ExternalIDs: ids.ExternalIDs()}
 		if i >= 4000/2 && i < 3600 && i%9 == 0 {
 			continue
@@ -38,17 +71,10 @@ func BenchmarkDiffMove(b *testing.B) {
 				return &nbdb.NAT{UUID: uuid, Type: "snat", ExternalIP: eipAddr, LogicalIP: ip, ExternalIDs: ids.ExternalIDs()}
 			}
 			desired.NATs[Key{Router: GatewayRouter(fmt.Sprintf("node%d", (i+j)%100)), IDs: ids}] = row("")
-			cur.Rows.NATs[Key{Router: GatewayRouter(fmt.Sprintf("node%d", (i+j+1)%100)), IDs: ids}] = row(fmt.Sprintf("n-%d-%d", i, j))
+			cur.Rows.NATs[Key{Router: GatewayRouter(fmt.Sprintf("node%d", (i+j+1)%100)), IDs: ids}] = row(benchUUID(3, i, j))
 		}
 	}
-	b.ReportAllocs()
-	b.ResetTimer()
-	for i := 0; i < b.N; i++ {
-		p := Diff(desired, cur)
-		if len(p.Changes) < 3600 {
-			b.Fatalf("%d changes", len(p.Changes))
-		}
-	}
+	return desired, cur
 }
 
 // BenchmarkMirrorCurrent reads the rows of 3,600 pods out of a 20,000-pod Mirror
@@ -59,7 +85,7 @@ func BenchmarkMirrorCurrent(b *testing.B) {
 	for i := 0; i < 20000; i++ {
 		eip, pod := fmt.Sprintf("scale-%03d", i/100), fmt.Sprintf("ns/pod-%d", i)
 		ids := IDs{OwnerType: OwnerEgressIP, Name: eip, Rule: RuleReroute, Family: FamilyIPv4, Pod: pod}
-		cur.Rows.Policies[Key{Router: ClusterRouter, IDs: ids}] = &nbdb.LogicalRouterPolicy{UUID: fmt.Sprintf("p-%d", i),
+		cur.Rows.Policies[Key{Router: ClusterRouter, IDs: ids}] = &nbdb.LogicalRouterPolicy{UUID: benchUUID(2, i, 0),
 			Priority: ReroutePriority, Match: "ip4.src == 10.0.0.1", Action: "reroute", Nexthops: []string{"100.64.0.2"}, ExternalIDs: ids.ExternalIDs()}
 		for j := 0; j < 2; j++ {
 			ids := IDs{OwnerType: OwnerEgressIP, Name: eip, Rule: RuleSNAT, Family: FamilyIPv4, Pod: pod, EgressIP: fmt.Sprintf("172.18.0.%d", j)}
@@ -79,3 +105,6 @@ func BenchmarkMirrorCurrent(b *testing.B) {
 		}
 	}
 }
+
+// benchUUID is a UUID as ovsdb-server gives them, distinct per (kind, i, j).
+func benchUUID(kind, i, j int) string { return fmt.Sprintf("%08x-%04x-4000-8000-%012x", i, j, kind) }
