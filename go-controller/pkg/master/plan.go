@@ -287,17 +287,6 @@ func podsIn(cache podCache, ns string, set map[string]bool) error {
 	return nil
 }
 
-// commit makes NB hold r: a full sync compares with every row we own in NB (read
-// from the libovsdb cache and one select), an incremental one with the Mirror's rows of r.pods
-// and the shared rows. One transaction; the Mirror follows what was committed.
-func (c *controller) commit(ctx context.Context, r nbRows, full bool) error {
-	p, err := c.prepare(ctx, r, full)
-	if err != nil {
-		return err
-	}
-	return c.transact(ctx, p)
-}
-
 // prepared is a sync's NB plan, compared and not yet committed.
 type prepared struct {
 	plan nbstate.Plan
@@ -309,7 +298,9 @@ type prepared struct {
 	restore func()
 }
 
-// prepare compares r with NB (commit's first half; it writes nothing).
+// prepare compares r with NB, and writes nothing: a full sync with every row we own
+// in NB (read from the libovsdb cache and one select), an incremental one with the
+// Mirror's rows of r.pods and the shared rows. transact commits what it returns.
 func (c *controller) prepare(ctx context.Context, r nbRows, full bool) (prepared, error) {
 	p := prepared{full: full, restore: func() {}}
 	mirrored := 0
@@ -364,8 +355,8 @@ func (c *controller) prepare(ctx context.Context, r nbRows, full bool) (prepared
 	return p, nil
 }
 
-// transact commits a prepared plan in one transaction (commit's second half); the
-// Mirror follows what was committed.
+// transact commits a prepared plan in one transaction; the Mirror follows what was
+// committed.
 func (c *controller) transact(ctx context.Context, p prepared) error {
 	defer p.restore()
 	tctx, cancelTimeout := context.WithTimeout(ctx, c.s.NBTimeout)
@@ -405,7 +396,7 @@ func (c *controller) transact(ctx context.Context, p prepared) error {
 	return nil
 }
 
-// bulkChanges is the plan size after which commit collects garbage at once; a
+// bulkChanges is the plan size after which transact collects garbage at once; a
 // desired state this large, and at least half the rows we own, is compared and
 // committed with GOGC bulkGCPercent.
 const (
