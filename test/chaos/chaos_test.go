@@ -579,7 +579,8 @@ func (h *harness) fault(round int) (string, []string, time.Time, error) {
 			return kind, nil, t0, err
 		}
 		what := h.changes(round)
-		// The master must find the node unreachable and move its IPs (checked), then the links come back.
+		// The master must find the node unreachable and move its IPs (checked; with no other egress node left to
+		// answer, it keeps them: the checker's held), then the links come back.
 		if v, ok := h.converge(); !ok {
 			h.badCheck = append(h.badCheck, fmt.Sprintf("round %d, while %s's links were cut: %v", round, n, v))
 		}

@@ -94,9 +94,25 @@ func (k *checker) check(ctx context.Context) (verdict, error) {
 	local := k.c.GatewayMode() == cluster.GatewayLocal
 	eligible := map[string]bool{}
 	nexthop := map[string]string{} // shared: the gateway router's join IP; local: the management port IP
+	// held: a labelled node that is cut while no other labelled node is not. The master declares a silent node
+	// unreachable only once another egress node answered since its failures began (docs/egressip.md, "A master that
+	// hears no node suspects itself"); with no other egress node it keeps the node's IPs in place. Whether another
+	// node it probed answered before a change of this round unlabelled it is a race the harness cannot see, so for
+	// such a node both are right: its items kept, or moved away.
+	held := map[string]bool{}
+	witnesses := 0
 	for _, n := range nodes.Items {
-		if _, ok := n.Labels[assignableLabel]; ok && nodeReady(&n) && !k.isCut(n.Name) {
+		if _, ok := n.Labels[assignableLabel]; ok && !k.isCut(n.Name) {
+			witnesses++
+		}
+	}
+	for _, n := range nodes.Items {
+		_, labelled := n.Labels[assignableLabel]
+		if labelled && nodeReady(&n) && !k.isCut(n.Name) {
 			eligible[n.Name] = true
+		}
+		if labelled && nodeReady(&n) && k.isCut(n.Name) && witnesses == 0 {
+			held[n.Name] = true
 		}
 		if a, err := k.c.Node(n.Name); err == nil {
 			nexthop[n.Name] = a.JoinIP.String()
@@ -121,15 +137,16 @@ func (k *checker) check(ctx context.Context) (verdict, error) {
 			switch {
 			case !slices.Contains(e.Spec.EgressIPs, it.EgressIP):
 				v.statusErrs = append(v.statusErrs, fmt.Sprintf("%s: %s@%s not in spec", e.Name, it.EgressIP, it.Node))
-			case !eligible[it.Node]:
+			case !eligible[it.Node] && !held[it.Node]:
 				v.statusErrs = append(v.statusErrs, fmt.Sprintf("%s: %s@%s: node not eligible", e.Name, it.EgressIP, it.Node))
 			case nodesUsed[it.Node]:
 				v.statusErrs = append(v.statusErrs, fmt.Sprintf("%s: two IPs on %s", e.Name, it.Node))
 			}
 			nodesUsed[it.Node] = true
 		}
-		if w := min(len(e.Spec.EgressIPs), len(eligible)); len(e.Status.Items) != w {
-			v.statusErrs = append(v.statusErrs, fmt.Sprintf("%s: %d status items, want %d", e.Name, len(e.Status.Items), w))
+		w := min(len(e.Spec.EgressIPs), len(eligible))
+		if n := len(e.Status.Items); n != w && (len(held) == 0 || n != min(len(e.Spec.EgressIPs), len(eligible)+len(held))) {
+			v.statusErrs = append(v.statusErrs, fmt.Sprintf("%s: %d status items, want %d", e.Name, n, w))
 		}
 		if len(e.Status.Items) == 0 {
 			continue
