@@ -67,11 +67,15 @@ func dialNB(ctx context.Context, address string) (*nbConn, error) {
 	return n, nil
 }
 
-// createRowsAt writes rows in one transaction through a connection of its own. A RAFT cluster that has just formed
-// may move its leadership once more, dropping the connection before the transaction is sent (ErrNotConnected: not
-// sent, so not written): it dials again then, for up to 30 s.
+// createRowsAt writes rows in one transaction through a connection of its own (see atNB), for up to 30 s.
 func createRowsAt(ctx context.Context, address string, rows []model.Model) error {
-	deadline := time.Now().Add(30 * time.Second)
+	return atNB(ctx, address, time.Now().Add(30*time.Second), func(nb *nbConn) error { return nb.createRows(ctx, rows) })
+}
+
+// atNB runs f on a connection of its own to address. A RAFT cluster that has just formed may move its leadership
+// once more, dropping the connection before a transaction is sent (ErrNotConnected: not sent, so not written): it
+// dials again then and runs f again, until deadline (zero: until ctx ends).
+func atNB(ctx context.Context, address string, deadline time.Time, f func(*nbConn) error) error {
 	for {
 		err := func() error {
 			nb, err := dialNB(ctx, address)
@@ -79,9 +83,9 @@ func createRowsAt(ctx context.Context, address string, rows []model.Model) error
 				return err
 			}
 			defer nb.close()
-			return nb.createRows(ctx, rows)
+			return f(nb)
 		}()
-		if err == nil || !errors.Is(err, client.ErrNotConnected) || time.Now().After(deadline) {
+		if err == nil || !errors.Is(err, client.ErrNotConnected) || ctx.Err() != nil || (!deadline.IsZero() && time.Now().After(deadline)) {
 			return err
 		}
 		select {
@@ -218,24 +222,7 @@ func (n *nbConn) waitPortsUp(ctx context.Context, names ...string) error {
 	return nil
 }
 
-// waitPortsUpAt is waitPortsUp through a connection of its own, dialled again when NB drops it (see createRowsAt).
+// waitPortsUpAt is waitPortsUp through a connection of its own, dialled again when NB drops it (see atNB).
 func waitPortsUpAt(ctx context.Context, address string, names ...string) error {
-	for {
-		err := func() error {
-			nb, err := dialNB(ctx, address)
-			if err != nil {
-				return err
-			}
-			defer nb.close()
-			return nb.waitPortsUp(ctx, names...)
-		}()
-		if err == nil || !errors.Is(err, client.ErrNotConnected) || ctx.Err() != nil {
-			return err
-		}
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-time.After(200 * time.Millisecond):
-		}
-	}
+	return atNB(ctx, address, time.Time{}, func(nb *nbConn) error { return nb.waitPortsUp(ctx, names...) })
 }
