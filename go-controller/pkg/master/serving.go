@@ -44,6 +44,7 @@ type servedPod struct {
 	namespace string
 	name      string
 	ips       []netip.Addr
+	node      string // spec.nodeName: its zone in the interconnect layout
 }
 
 // selectionSig is what an EgressIP's selection of pods depends on: a change means
@@ -101,10 +102,12 @@ func podKey(ns, name string) string { return ns + "/" + name }
 func (s *serving) choose(key string, pod *corev1.Pod, eip string) bool {
 	old, had := s.pods[key]
 	var ips []netip.Addr
+	node := ""
 	if eip != "" {
 		ips = selection.PodIPs(pod)
+		node = pod.Spec.NodeName
 	}
-	if had && old.eip == eip && slices.Equal(old.ips, ips) {
+	if had && old.eip == eip && slices.Equal(old.ips, ips) && old.node == node {
 		return false
 	}
 	if !had && eip == "" {
@@ -124,7 +127,7 @@ func (s *serving) choose(key string, pod *corev1.Pod, eip string) bool {
 		return true
 	}
 	ns, name, _ := strings.Cut(key, "/")
-	s.pods[key] = servedPod{eip: eip, namespace: ns, name: name, ips: ips}
+	s.pods[key] = servedPod{eip: eip, namespace: ns, name: name, ips: ips, node: node}
 	if s.eipPods[eip] == nil {
 		s.eipPods[eip] = map[string]bool{}
 	}
@@ -193,11 +196,11 @@ func lessPod(a, b servedPod) bool {
 
 // rows adds the NB rows of pod key (none when it is not served) to into, and
 // records the IPs they serve; it returns the served IPs before and after.
-func (s *serving) rows(key string, mode nbstate.Mode, rank selection.Ranked, into *nbstate.State) (before, after []netip.Addr) {
+func (s *serving) rows(key string, mode nbstate.Mode, zone string, rank selection.Ranked, into *nbstate.State) (before, after []netip.Addr) {
 	before = s.servedIPs[key]
 	if p, ok := s.pods[key]; ok {
 		var st nbstate.State
-		st, after = nbstate.PodRows(mode, p.eip, s.routes[p.eip], nbstate.Pod{Namespace: p.namespace, Name: p.name, IPs: p.ips},
+		st, after = nbstate.PodRows(mode, zone, p.eip, s.routes[p.eip], nbstate.Pod{Namespace: p.namespace, Name: p.name, IPs: p.ips, Node: p.node},
 			func(ip netip.Addr) bool { return s.winner(ip, key, rank) })
 		for k, v := range st.Policies {
 			into.Policies[k] = v

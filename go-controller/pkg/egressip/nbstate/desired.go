@@ -38,6 +38,14 @@ type Node struct {
 	// nil (annotation absent or unparsable) means none is ready: readiness is never
 	// assumed.
 	ReadyEgressIPs map[netip.Addr]bool
+	// TransitIPs are the node's transit switch addresses (interconnect layout,
+	// node-transit-switch-port-ifaddr), at most one per family: the next hops other
+	// zones reroute to when this node holds an egress IP.
+	TransitIPs []netip.Addr
+	// LingeringEgressIPs (interconnect layout, shared gateway mode) are the egress
+	// IPs the node no longer holds whose SNAT rows its zone still keeps: while no
+	// holder of such an IP's family is ready, zones keep rerouting to this node.
+	LingeringEgressIPs map[netip.Addr]bool
 }
 
 // Assignment says Node holds IP (one status item, parsed).
@@ -50,6 +58,9 @@ type Assignment struct {
 type Pod struct {
 	Namespace, Name string
 	IPs             []netip.Addr
+	// Node is the node the pod runs on: in the interconnect layout it says whether
+	// the pod is of the zone (Input.Zone).
+	Node string
 }
 
 // Key returns the pod's "namespace/name", the value of PodKey in external_ids.
@@ -69,6 +80,9 @@ type EgressIP struct {
 	// Strict (spec.strict): in a family with no route, the served pods' policy
 	// drops instead of letting them leave with a node or gateway router address.
 	Strict bool
+	// IPs are spec.egressIPs, parsed (interconnect layout: the IPs whose lingering
+	// holders are a fallback).
+	IPs []netip.Addr
 }
 
 // Input is everything Desired reads.
@@ -83,7 +97,19 @@ type Input struct {
 	EgressIPs []EgressIP
 	// Nodes are all nodes, by name.
 	Nodes map[string]Node
+	// Zone is, in the interconnect layout, the zone the rows are for: its node's
+	// name (one zone per node). The zone's own pods get reroutes toward every
+	// holder (its own node through the join or management port IP, other nodes
+	// through their transit switch IP once they list the IP ready); pods of other
+	// zones get rows here only when this zone's node holds (or lingers on) their
+	// EgressIP's IP: a reroute to the local next hop and, in shared gateway mode,
+	// the SNAT on this zone's gateway router. "" is the centralized layout: one
+	// zone holding every node.
+	Zone string
 }
+
+// local reports whether node is of the zone of in.
+func (in Input) local(node string) bool { return in.Zone == "" || node == in.Zone }
 
 // State is a set of rows keyed by identity. Rows have no UUID in a desired State;
 // in a Current state they carry the NB UUID.
@@ -127,7 +153,7 @@ func Desired(in Input) State {
 	for _, e := range in.EgressIPs {
 		routes := Routes(in, e)
 		for _, pod := range e.Pods {
-			for _, ip := range addPodRows(&st, in.Mode, e.Name, routes, pod, claim) {
+			for _, ip := range addPodRows(&st, in.Mode, in.Zone, e.Name, routes, pod, claim) {
 				served[Family(ip)] = append(served[Family(ip)], ip.String())
 			}
 		}
@@ -147,70 +173,118 @@ type Holder struct {
 
 // Route is how the served pods of one EgressIP leave in one family: the reroute
 // next hops (sorted) and, in shared gateway mode, the gateway routers that SNAT
-// them (one per holder). Drop (strict EgressIPs with no holder) replaces the
-// reroute with a drop: the pods' traffic leaving the cluster is dropped.
+// them (one per holder of the zone). Drop (strict EgressIPs with no holder)
+// replaces the reroute with a drop: the pods' traffic leaving the cluster is
+// dropped. Local (interconnect layout) are the next hops of the zone's own
+// holders, assigned or lingering (sorted): where the traffic of the EgressIP's
+// pods of other zones goes once it arrives here over the transit switch; empty:
+// no rows here for pods of other zones.
 type Route struct {
 	Nexthops []string
 	SNAT     []Holder
 	Drop     bool
+	Local    []string
 }
 
 // Equal reports whether two routes give the same rows.
 func (r Route) Equal(o Route) bool {
-	return r.Drop == o.Drop && slices.Equal(r.Nexthops, o.Nexthops) && slices.Equal(r.SNAT, o.SNAT)
+	return r.Drop == o.Drop && slices.Equal(r.Nexthops, o.Nexthops) && slices.Equal(r.SNAT, o.SNAT) &&
+		slices.Equal(r.Local, o.Local)
+}
+
+// nexthop returns the next hop toward node n for egress IP ip, if n can be one: a
+// node of the zone through its gateway router join IP (shared gateway mode) or its
+// management port IP (local gateway mode, once n lists ip ready: the host rules
+// are there); a node of another zone through its transit switch IP, once n lists ip
+// ready (its zone has programmed the SNAT or its host the rules). lingering skips
+// the readiness check: n says it still serves ip while it lingers.
+func nexthop(in Input, n Node, ip netip.Addr, lingering bool) (netip.Addr, bool) {
+	candidates, needReady := n.TransitIPs, true
+	if in.local(n.Name) {
+		candidates, needReady = n.JoinIPs, false
+		if in.Mode == LocalGateway {
+			candidates, needReady = n.ManagementIPs, true
+		}
+	}
+	if needReady && !lingering && !n.ReadyEgressIPs[ip] {
+		return netip.Addr{}, false
+	}
+	for _, nh := range candidates {
+		if nh.Is4() == ip.Is4() {
+			return nh, true
+		}
+	}
+	return netip.Addr{}, false
 }
 
 // Routes returns, per family of the cluster subnets, how e's pods leave: reroute
-// to the nodes holding an IP of e of that family that can be next hops (known node,
-// next hop of that family; in local mode: the node lists the IP as ready), sorted by
-// next hop, with one SNAT per holder in shared mode. In local mode a family with no
-// ready holder falls back to e.Fallback. A family with neither has no route: its
-// pods are not rerouted.
+// to the nodes holding an IP of e of that family that can be next hops (nexthop),
+// sorted by next hop, with one SNAT per holder of the zone in shared mode. A family
+// with no such holder falls back, in local mode, to e.Fallback; in the
+// interconnect layout, to the nodes that list one of e's IPs of that family as
+// lingering. A family with neither has no route for the zone's pods (a drop when
+// e is strict). In the interconnect layout the zone's own holders, and the zone's
+// node while it lingers on one of e's IPs, also give Local and their SNAT rows.
 func Routes(in Input, e EgressIP) map[string]Route {
 	out := map[string]Route{}
-	clusterFamilies := families(in.ClusterSubnets)
 	byFamily := map[string][]Holder{}
+	local := map[string][]Holder{}
 	for _, a := range e.Assigned {
 		n, ok := in.Nodes[a.Node]
 		if !ok {
 			continue
 		}
-		candidates := n.JoinIPs
-		if in.Mode == LocalGateway {
-			candidates = n.ManagementIPs
+		nh, ok := nexthop(in, n, a.IP, false)
+		if !ok {
+			continue
 		}
-		for _, nh := range candidates {
-			if nh.Is4() != a.IP.Is4() {
-				continue
-			}
-			if in.Mode == LocalGateway && !n.ReadyEgressIPs[a.IP] {
-				break
-			}
-			byFamily[Family(a.IP)] = append(byFamily[Family(a.IP)], Holder{Node: a.Node, EgressIP: a.IP, Nexthop: nh})
-			break
+		h := Holder{Node: a.Node, EgressIP: a.IP, Nexthop: nh}
+		byFamily[Family(a.IP)] = append(byFamily[Family(a.IP)], h)
+		if in.local(a.Node) {
+			local[Family(a.IP)] = append(local[Family(a.IP)], h)
 		}
 	}
-	for _, fam := range clusterFamilies {
+	var lingering map[string][]Holder
+	if in.Zone != "" {
+		lingering = lingeringHolders(in, e)
+		if zn, ok := in.Nodes[in.Zone]; ok {
+			for _, ip := range e.IPs {
+				if !zn.LingeringEgressIPs[ip] || slices.Contains(e.Assigned, Assignment{Node: in.Zone, IP: ip}) {
+					continue
+				}
+				if nh, ok := nexthop(in, zn, ip, true); ok {
+					local[Family(ip)] = append(local[Family(ip)], Holder{Node: in.Zone, EgressIP: ip, Nexthop: nh})
+				}
+			}
+		}
+	}
+	for _, fam := range families(in.ClusterSubnets) {
 		hs := byFamily[fam]
 		var r Route
 		switch {
 		case len(hs) > 0:
-			sort.Slice(hs, func(i, j int) bool { return hs[i].Nexthop.Less(hs[j].Nexthop) })
-			for _, h := range hs {
-				r.Nexthops = append(r.Nexthops, h.Nexthop.String())
-			}
-			if in.Mode == SharedGateway {
-				r.SNAT = hs
-			}
+			r.Nexthops = sortedHops(hs)
 		case in.Mode == LocalGateway && len(e.Fallback[fam]) > 0:
 			for _, nh := range e.Fallback[fam] {
 				r.Nexthops = append(r.Nexthops, nh.String())
 			}
 			slices.Sort(r.Nexthops)
 			r.Nexthops = slices.Compact(r.Nexthops)
+		case len(lingering[fam]) > 0:
+			r.Nexthops = sortedHops(lingering[fam])
 		case e.Strict:
 			r.Drop = true
-		default:
+		}
+		switch {
+		case in.Zone != "" && len(local[fam]) > 0:
+			r.Local = sortedHops(local[fam])
+			if in.Mode == SharedGateway {
+				r.SNAT = local[fam]
+			}
+		case in.Zone == "" && in.Mode == SharedGateway:
+			r.SNAT = hs
+		}
+		if len(r.Nexthops) == 0 && !r.Drop && len(r.Local) == 0 {
 			continue
 		}
 		out[fam] = r
@@ -218,18 +292,59 @@ func Routes(in Input, e EgressIP) map[string]Route {
 	return out
 }
 
+// lingeringHolders are, per family, the nodes other than those assigned that list
+// one of e's IPs as lingering, with their next hops (interconnect layout).
+func lingeringHolders(in Input, e EgressIP) map[string][]Holder {
+	var out map[string][]Holder
+	for _, ip := range e.IPs {
+		for name, n := range in.Nodes {
+			if !n.LingeringEgressIPs[ip] || slices.Contains(e.Assigned, Assignment{Node: name, IP: ip}) {
+				continue
+			}
+			if nh, ok := nexthop(in, n, ip, true); ok {
+				if out == nil {
+					out = map[string][]Holder{}
+				}
+				out[Family(ip)] = append(out[Family(ip)], Holder{Node: name, EgressIP: ip, Nexthop: nh})
+			}
+		}
+	}
+	return out
+}
+
+// sortedHops sorts hs by next hop and returns the distinct next hops.
+func sortedHops(hs []Holder) []string {
+	sort.Slice(hs, func(i, j int) bool {
+		if hs[i].Nexthop != hs[j].Nexthop {
+			return hs[i].Nexthop.Less(hs[j].Nexthop)
+		}
+		return hs[i].EgressIP.Less(hs[j].EgressIP)
+	})
+	out := make([]string, 0, len(hs))
+	for _, h := range hs {
+		out = append(out, h.Nexthop.String())
+	}
+	return slices.Compact(out)
+}
+
 // PodRows returns the rows of one pod served by EgressIP name, whose routes are
 // Routes' result, and the pod IPs it serves: per family with a route, the pod's
 // first IP of that family (when claim allows it: another pod may have it) gets a
 // reroute policy (priority 100) on ovn_cluster_router and, in shared mode, one SNAT
 // per holder on GR_<node>. claim is asked once per IP about to be served.
-func PodRows(mode Mode, name string, routes map[string]Route, pod Pod, claim func(netip.Addr) bool) (State, []netip.Addr) {
+//
+// In the interconnect layout (zone not ""), a pod of another zone gets rows only
+// where its route has Local next hops (this zone's node holds its IP): the
+// reroute to them and the SNAT rows; its IPs are not returned (the served-pods
+// address sets hold the zone's own pods).
+func PodRows(mode Mode, zone string, name string, routes map[string]Route, pod Pod, claim func(netip.Addr) bool) (State, []netip.Addr) {
 	st := NewState()
-	ips := addPodRows(&st, mode, name, routes, pod, claim)
+	ips := addPodRows(&st, mode, zone, name, routes, pod, claim)
 	return st, ips
 }
 
-func addPodRows(st *State, mode Mode, name string, routes map[string]Route, pod Pod, claim func(netip.Addr) bool) []netip.Addr {
+func addPodRows(st *State, mode Mode, zone string, name string, routes map[string]Route, pod Pod, claim func(netip.Addr) bool) []netip.Addr {
+	own := zone == "" || pod.Node == zone
 	var served []netip.Addr
 	podKey := pod.Key()
 	seenFamily := [2]bool{}
@@ -244,19 +359,25 @@ func addPodRows(st *State, mode Mode, name string, routes map[string]Route, pod 
 		}
 		seenFamily[fi] = true
 		r, ok := routes[fam]
-		if !ok || !claim(ip) {
+		hops := r.Nexthops
+		if !own {
+			hops = r.Local
+		}
+		if !ok || (len(hops) == 0 && (!own || !r.Drop)) || !claim(ip) {
 			continue
 		}
-		served = append(served, ip)
+		if own {
+			served = append(served, ip)
+		}
 		ids := IDs{OwnerType: OwnerEgressIP, Name: name, Rule: RuleReroute, Family: fam, Pod: podKey}
 		pol := &nbdb.LogicalRouterPolicy{
 			Priority:    ReroutePriority,
 			Match:       fam + ".src == " + ip.String(),
 			Action:      nbdb.LogicalRouterPolicyActionReroute,
-			Nexthops:    r.Nexthops,
+			Nexthops:    hops,
 			ExternalIDs: ids.ExternalIDs(),
 		}
-		if r.Drop {
+		if own && len(hops) == 0 && r.Drop {
 			// Same row (identity), other action: traffic inside the cluster is
 			// allowed first by the no-reroute policies (priority 102).
 			pol.Action, pol.Nexthops = nbdb.LogicalRouterPolicyActionDrop, nil
