@@ -75,6 +75,8 @@ type controller struct {
 	assignMemo assignMemo
 	// compiler keeps each EgressIP's compiled selectors until they change.
 	compiler *selection.Compiler
+	// zone is a zone controller's memory of its node's released egress IPs (zone.go).
+	zone zoneMemory
 }
 
 // newController wires informers (not started) to the queue.
@@ -95,7 +97,7 @@ func newController(s settings, nb nbClient, m *metrics, kubeInf informers.Shared
 		reachable: map[string]bool{},
 		lastNote:  map[string]string{},
 	}
-	c.nodeParser = newNodeParser(s.mode, s.Reachability)
+	c.nodeParser = newNodeParser(factsLayout{mode: s.mode, interconnect: s.interconnect, joins: s.JoinSubnets}, s.Reachability)
 	c.compiler = selection.NewCompiler()
 	eipInformer := eipInf.K8s().V1().EgressIPs()
 	nodeInformer := kubeInf.Core().V1().Nodes()
@@ -296,7 +298,7 @@ func nodeChanged(old, new any) bool {
 // podChanged reports whether a pod update can change whether or how it is served.
 func podChanged(old, new any) bool {
 	o, n := old.(*corev1.Pod), new.(*corev1.Pod)
-	return !maps.Equal(o.Labels, n.Labels) || o.Spec.HostNetwork != n.Spec.HostNetwork ||
+	return !maps.Equal(o.Labels, n.Labels) || o.Spec.HostNetwork != n.Spec.HostNetwork || o.Spec.NodeName != n.Spec.NodeName ||
 		o.Status.Phase != n.Status.Phase || o.Status.PodIP != n.Status.PodIP ||
 		!reflect.DeepEqual(o.Status.PodIPs, n.Status.PodIPs)
 }

@@ -37,7 +37,10 @@ type statusInput struct {
 	// routers are the names of the logical routers NB has: an item is programmed
 	// only when the routers its rows hang on exist (rows for a missing router are
 	// skipped, and written once it appears).
+	// nil: no NB (the cluster manager), no router is checked.
 	routers map[string]bool
+	// interconnect: every item waits for its holder's ready list (both modes).
+	interconnect bool
 	mode    nbstate.Mode
 	now     metav1.Time
 	// assign is assign.Assign, or a memo of it (nil: assign.Assign).
@@ -132,18 +135,22 @@ func statusFor(in statusInput, eip *egressipv1.EgressIP, cur egressipv1.EgressIP
 			notProg[it.EgressIP] = "OVN Northbound rows not written yet"
 			continue
 		}
-		if !in.routers[nbstate.ClusterRouter] {
+		if in.routers != nil && !in.routers[nbstate.ClusterRouter] {
 			notProg[it.EgressIP] = "logical router " + nbstate.ClusterRouter + " not in OVN Northbound"
 			continue
 		}
-		if gr := nbstate.GatewayRouter(it.Node); in.mode == nbstate.SharedGateway && !in.routers[gr] {
+		if gr := nbstate.GatewayRouter(it.Node); in.routers != nil && in.mode == nbstate.SharedGateway && !in.routers[gr] {
 			notProg[it.EgressIP] = "gateway router " + gr + " of node " + it.Node + " not in OVN Northbound"
 			continue
 		}
-		if in.mode == nbstate.LocalGateway {
+		if in.mode == nbstate.LocalGateway || in.interconnect {
+			list := annotations.EgressIPsReady
+			if in.mode == nbstate.SharedGateway {
+				list = annotations.EgressIPsSNATReady // written by the holder's zone controller
+			}
 			ip, err := netip.ParseAddr(it.EgressIP)
 			if err != nil || !in.nbNodes[it.Node].ReadyEgressIPs[ip] {
-				notProg[it.EgressIP] = "node " + it.Node + " does not list it in " + annotations.EgressIPsReady
+				notProg[it.EgressIP] = "node " + it.Node + " does not list it in " + list
 			}
 		}
 	}

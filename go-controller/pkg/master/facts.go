@@ -33,6 +33,25 @@ type nodeFacts struct {
 // becomes a reroute next hop only once its IP is there). reach is only asked
 // about labelled nodes.
 func parseNode(n *corev1.Node, mode nbstate.Mode, reach Reachability) nodeFacts {
+	return parseNodeIn(n, factsLayout{mode: mode}, reach)
+}
+
+// factsLayout is how node facts are read: the gateway mode and, in the
+// interconnect layout, the join subnets the gateway router join IP is derived in.
+type factsLayout struct {
+	mode         nbstate.Mode
+	interconnect bool
+	joins        []netip.Prefix
+}
+
+// parseNodeIn is parseNode for a layout. In the interconnect layout the gateway
+// router join IP comes from k8s.ovn.org/node-id (no fallback to the deprecated
+// annotation), the transit switch IPs are read, and a labelled node missing either
+// cannot host egress IPs (its error names the annotation); the ready list is the
+// zone's SNAT-ready list in shared gateway mode, the node daemon's in local mode,
+// and the lingering list is read too.
+func parseNodeIn(n *corev1.Node, lay factsLayout, reach Reachability) nodeFacts {
+	mode := lay.mode
 	f := nodeFacts{
 		assign: assign.Node{
 			Name:      n.Name,
@@ -53,21 +72,39 @@ func parseNode(n *corev1.Node, mode nbstate.Mode, reach Reachability) nodeFacts 
 		errs = append(errs, err)
 	}
 	f.assign.Egress = cfg
-	gr, errGR := annotations.ParseGatewayRouterIPs(n)
-	for _, p := range gr.Prefixes() {
-		f.nb.JoinIPs = append(f.nb.JoinIPs, p.Addr())
+	var errGR error
+	if lay.interconnect {
+		f.nb.JoinIPs, errGR = annotations.GatewayRouterJoinIPs(n, lay.joins, false)
+		var errTS error
+		if f.nb.TransitIPs, errTS = annotations.ParseTransitIPs(n); errTS != nil {
+			errs = append(errs, errTS)
+		}
+	} else {
+		gr, err := annotations.ParseGatewayRouterIPs(n)
+		errGR = err
+		for _, p := range gr.Prefixes() {
+			f.nb.JoinIPs = append(f.nb.JoinIPs, p.Addr())
+		}
 	}
 	subnets, errSubnets := annotations.ParseNodeSubnets(n)
 	for _, s := range subnets {
 		f.nb.ManagementIPs = append(f.nb.ManagementIPs, annotations.ManagementIP(s))
 	}
-	if mode == nbstate.SharedGateway && errGR != nil {
+	if (mode == nbstate.SharedGateway || lay.interconnect) && errGR != nil {
 		errs = append(errs, errGR)
 	}
 	if mode == nbstate.LocalGateway && errSubnets != nil {
 		errs = append(errs, errSubnets)
 	}
-	if mode == nbstate.LocalGateway {
+	switch {
+	case lay.interconnect && mode == nbstate.SharedGateway:
+		// The holder's zone controller lists what it has programmed (SNATs) and
+		// what it still keeps while an IP it released lingers.
+		ready, err := annotations.ParseIPList(n, annotations.EgressIPsSNATReady)
+		lingering, errL := annotations.ParseIPList(n, annotations.EgressIPsLingering)
+		f.nb.ReadyEgressIPs, f.nb.LingeringEgressIPs = ready, lingering
+		f.readyErr = errors.Join(err, errL)
+	case mode == nbstate.LocalGateway:
 		// Absent: the node has listed nothing ready yet (new, restarting, or its
 		// write not in our cache yet). Unparsable: nothing is ready there (the
 		// error names the annotation). Readiness is never assumed.
@@ -87,7 +124,7 @@ func parseNode(n *corev1.Node, mode nbstate.Mode, reach Reachability) nodeFacts 
 // returned share their maps and slices with the cache: callers replace, never
 // modify them (vetNodes and assign.Distrust copy).
 type nodeParser struct {
-	mode  nbstate.Mode
+	lay   factsLayout
 	reach Reachability
 	seen  map[string]parsedNode
 }
@@ -98,8 +135,8 @@ type parsedNode struct {
 	facts nodeFacts
 }
 
-func newNodeParser(mode nbstate.Mode, reach Reachability) *nodeParser {
-	return &nodeParser{mode: mode, reach: reach, seen: map[string]parsedNode{}}
+func newNodeParser(lay factsLayout, reach Reachability) *nodeParser {
+	return &nodeParser{lay: lay, reach: reach, seen: map[string]parsedNode{}}
 }
 
 // parse returns the facts of nodes, in order, and forgets nodes not among them.
@@ -110,7 +147,7 @@ func (p *nodeParser) parse(nodes []*corev1.Node) []nodeFacts {
 		names[n.Name] = true
 		c, ok := p.seen[n.Name]
 		if !ok || n.ResourceVersion == "" || c.uid != n.UID || c.rv != n.ResourceVersion {
-			c = parsedNode{uid: n.UID, rv: n.ResourceVersion, facts: parseNode(n, p.mode, p.reach)}
+			c = parsedNode{uid: n.UID, rv: n.ResourceVersion, facts: parseNodeIn(n, p.lay, p.reach)}
 			p.seen[n.Name] = c
 			out[i] = c.facts
 			continue

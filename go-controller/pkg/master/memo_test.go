@@ -26,7 +26,7 @@ import (
 // on every call, and nodes that went are forgotten.
 func TestNodeParser(t *testing.T) {
 	reach := newFakeReach()
-	p := newNodeParser(nbstate.SharedGateway, reach)
+	p := newNodeParser(factsLayout{mode: nbstate.SharedGateway}, reach)
 	versioned := func(i int, rv string, uid types.UID) *corev1.Node {
 		n := node(i, true)
 		n.ResourceVersion, n.UID = rv, uid
@@ -64,7 +64,7 @@ func TestNodeParser(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			p := newNodeParser(nbstate.SharedGateway, reach)
+			p := newNodeParser(factsLayout{mode: nbstate.SharedGateway}, reach)
 			if f := p.parse([]*corev1.Node{versioned(1, tc.beforeRV, "u1")}); f[0].assign.ConfigErr != nil {
 				t.Fatalf("first parse: %v", f[0].assign.ConfigErr)
 			}

@@ -55,8 +55,35 @@ type ReachabilityNotifier interface {
 	Changes() <-chan struct{}
 }
 
-// Params are Run's inputs. Kube, EgressIP, NBAddress and GatewayMode are required.
+// Role is the part of the egress IP work a master process does.
+type Role string
+
+const (
+	// RoleMaster is all of it, for one NB that holds every node (the centralized
+	// layout, --init-master): assignment, status, conditions, Events and NB rows.
+	RoleMaster Role = ""
+	// RoleClusterManager is the interconnect layout's cluster manager
+	// (--init-cluster-manager): assignment, health-checked nodes, status items,
+	// conditions, Events and metrics. It connects to no NB and writes no row. An
+	// item is programmed once its holder lists it ready (the zone's SNAT-ready list
+	// in shared gateway mode, the node daemon's ready list in local mode).
+	RoleClusterManager Role = "cluster-manager"
+	// RoleZone is the interconnect layout's zone controller
+	// (--init-ovnkube-controller NODE): the NB rows of Params.Zone's zone, from the
+	// EgressIP status it reads and never writes (nbstate.Input.Zone). In shared
+	// gateway mode it publishes which egress IPs its node's gateway router SNATs
+	// (annotations.EgressIPsSNATReady, EgressIPsLingering).
+	RoleZone Role = "zone"
+)
+
+// Params are Run's inputs. Kube, EgressIP, NBAddress (but for RoleClusterManager)
+// and GatewayMode are required.
 type Params struct {
+	// Role: RoleMaster (default), RoleClusterManager or RoleZone.
+	Role Role
+	// Zone is the node whose zone a RoleZone controller programs (one zone per node).
+	Zone string
+
 	// Kube is the core client (Nodes, Namespaces, Pods, Events).
 	Kube kubernetes.Interface
 	// EgressIP is the EgressIP client (informer + status subresource writes).
@@ -123,6 +150,9 @@ type settings struct {
 	Params
 	mode      nbstate.Mode
 	endpoints []string
+	// interconnect: a cluster manager or a zone controller (node facts of the
+	// interconnect layout); noNB: the cluster manager.
+	interconnect, noNB bool
 	linger    time.Duration // ReleaseLinger, 0 = none
 }
 
@@ -137,16 +167,25 @@ func (p Params) validate() (settings, error) {
 	default:
 		return s, fmt.Errorf("master: gateway mode %q: want %q or %q", p.GatewayMode, nbstate.SharedGateway, nbstate.LocalGateway)
 	}
-	eps, err := ovsdbaddr.ParseList(p.NBAddress)
-	if err != nil {
-		return s, fmt.Errorf("master: NB address: %w", err)
-	}
-	for _, ep := range eps {
-		if strings.HasPrefix(ep, "ssl:") && p.NBTLS == nil {
-			return s, fmt.Errorf("master: NB address %s needs a TLS configuration", ep)
+	switch p.Role {
+	case RoleMaster:
+	case RoleClusterManager:
+		s.interconnect, s.noNB = true, true
+	case RoleZone:
+		s.interconnect = true
+		if p.Zone == "" {
+			return s, fmt.Errorf("master: a zone controller needs its zone (the node name)")
 		}
+	default:
+		return s, fmt.Errorf("master: role %q: want %q, %q or %q", p.Role, RoleMaster, RoleClusterManager, RoleZone)
 	}
-	s.endpoints = eps
+	if s.noNB {
+		if p.NBAddress != "" {
+			return s, fmt.Errorf("master: the cluster manager writes no NB rows: no NB address is used (got %q)", p.NBAddress)
+		}
+	} else if err := s.parseNB(); err != nil {
+		return s, err
+	}
 	if len(p.ClusterSubnets) == 0 {
 		return s, fmt.Errorf("master: at least one cluster subnet is required")
 	}
@@ -180,6 +219,20 @@ func (p Params) validate() (settings, error) {
 		s.Reachability = allReachable{}
 	}
 	return s, nil
+}
+
+func (s *settings) parseNB() error {
+	eps, err := ovsdbaddr.ParseList(s.NBAddress)
+	if err != nil {
+		return fmt.Errorf("master: NB address: %w", err)
+	}
+	for _, ep := range eps {
+		if strings.HasPrefix(ep, "ssl:") && s.NBTLS == nil {
+			return fmt.Errorf("master: NB address %s needs a TLS configuration", ep)
+		}
+	}
+	s.endpoints = eps
+	return nil
 }
 
 type allReachable struct{}

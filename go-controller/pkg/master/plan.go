@@ -197,6 +197,9 @@ func choose(s *serving, in planInput) (map[string]bool, time.Time, error) {
 	// Routes: a change makes every pod of that EgressIP dirty.
 	for _, e := range in.eips {
 		ne := toNB(e.Name, e.Status.Items, nil)
+		if in.nb.Zone != "" {
+			ne.IPs = specIPs(e) // a lingering holder of one of them is a fallback
+		}
 		routes := nbstate.Routes(in.nb, ne) // ready holders only: what the fallback remembers
 		if in.nb.Mode == nbstate.LocalGateway {
 			fb, expires := s.fallback(e.Name, routes, families, in.now, in.linger)
@@ -436,6 +439,17 @@ func (c *controller) servedChanges(touched map[netip.Addr]bool) []nbstate.Change
 		if len(add)+len(del) > 0 {
 			out = append(out, nbstate.Change{Op: nbstate.Update, Table: nbdb.AddressSetTable, Key: key, UUID: row.UUID,
 				AddAddresses: add, DelAddresses: del})
+		}
+	}
+	return out
+}
+
+// specIPs parses spec.egressIPs (unparsable entries are skipped: admission rejects them).
+func specIPs(e *egressipv1.EgressIP) []netip.Addr {
+	out := make([]netip.Addr, 0, len(e.Spec.EgressIPs))
+	for _, s := range e.Spec.EgressIPs {
+		if ip, err := netip.ParseAddr(s); err == nil {
+			out = append(out, ip.Unmap())
 		}
 	}
 	return out

@@ -49,22 +49,29 @@ func Run(ctx context.Context, p Params) error {
 	}
 	m := newMetrics(s.Metrics)
 
-	nb, err := newNBClient(s)
-	if err != nil {
-		return fmt.Errorf("master: NB client: %w", err)
-	}
-	defer nb.Close()
-	if err := connectNB(ctx, nb, s.NBTimeout, s.NBAddress); err != nil {
-		if ctx.Err() != nil {
-			return nil
+	var conn *nbConn
+	if !s.noNB {
+		nb, err := newNBClient(s)
+		if err != nil {
+			return fmt.Errorf("master: NB client: %w", err)
 		}
-		return fmt.Errorf("master: %w", err)
+		defer nb.Close()
+		if err := connectNB(ctx, nb, s.NBTimeout, s.NBAddress); err != nil {
+			if ctx.Err() != nil {
+				return nil
+			}
+			return fmt.Errorf("master: %w", err)
+		}
+		conn = newNBConn(nb, m.nbTransactions)
 	}
 
 	kubeInf := informers.NewSharedInformerFactory(s.Kube, 0)
 	eipInf := eipinformers.NewSharedInformerFactory(s.EgressIP, 0)
-	conn := newNBConn(nb, m.nbTransactions)
-	c, err := newController(s, conn, m, kubeInf, eipInf)
+	var nbc nbClient
+	if conn != nil {
+		nbc = conn
+	}
+	c, err := newController(s, nbc, m, kubeInf, eipInf)
 	if err != nil {
 		return fmt.Errorf("master: %w", err)
 	}
@@ -75,9 +82,11 @@ func Run(ctx context.Context, p Params) error {
 	if !cache.WaitForCacheSync(ctx.Done(), c.synced...) {
 		return nil // ctx ended
 	}
-	klog.InfoS("Egress IP master started", "gatewayMode", s.mode, "nb", s.NBAddress)
+	klog.InfoS("Egress IP master started", "role", roleName(s.Role), "zone", s.Zone, "gatewayMode", s.mode, "nb", s.NBAddress)
 
-	watchNB(ctx, conn, nbProbeInterval, c.resync)
+	if conn != nil {
+		watchNB(ctx, conn, nbProbeInterval, c.resync)
+	}
 	if n, ok := s.Reachability.(ReachabilityNotifier); ok {
 		go forward(ctx, n.Changes(), c.enqueue)
 	}
@@ -98,6 +107,14 @@ func Run(ctx context.Context, p Params) error {
 	c.enqueue()
 	c.run(ctx)
 	return nil
+}
+
+// roleName names a role in logs.
+func roleName(r Role) string {
+	if r == RoleMaster {
+		return "master"
+	}
+	return string(r)
 }
 
 // NewRecorder returns the master's Event recorder (component ovnkube-master,

@@ -64,7 +64,7 @@ func (c *controller) sync(ctx context.Context) error {
 	c.metrics.syncs.Inc()
 	d := c.takeDirty()
 	full := d.full || c.mirror == nil
-	if !c.nb.Connected() {
+	if c.nb != nil && !c.nb.Connected() {
 		c.requestFull()
 		return errors.New("not connected to OVN Northbound")
 	}
@@ -85,8 +85,12 @@ func (c *controller) sync(ctx context.Context) error {
 		st, _ := c.status.current(e)
 		return st.Items
 	}
-	if wait := c.doubts.vetNodes(snap.nodes, facts, snap.eips, believedItems, c.s.Recorder, began, c.s.doubtGrace); wait > 0 {
-		c.queue.AddAfter(syncKey, wait) // a doubt's report falls due: no event will say so
+	// Node claims are vetted, and reported, by whoever assigns: a zone controller
+	// takes the status and the facts as they are.
+	if c.s.Role != RoleZone {
+		if wait := c.doubts.vetNodes(snap.nodes, facts, snap.eips, believedItems, c.s.Recorder, began, c.s.doubtGrace); wait > 0 {
+			c.queue.AddAfter(syncKey, wait) // a doubt's report falls due: no event will say so
+		}
 	}
 	for i, n := range snap.nodes {
 		f := facts[i]
@@ -102,7 +106,15 @@ func (c *controller) sync(ctx context.Context) error {
 	// yet; once NB is written they are updated (decideConditions, below).
 	now := metav1.NewTime(began)
 	in := c.statusInput(snap.eips, assignNodes, nbNodes, now)
-	decision := decideStatus(in)
+	var decision statusDecision
+	if c.s.Role == RoleZone {
+		decision = readStatus(in)
+		if wake := c.zoneLinger(decision.kept, nbNodes, began); !wake.IsZero() {
+			c.queue.AddAfter(syncKey, wake.Sub(began)) // a linger ends: no event will say so
+		}
+	} else {
+		decision = decideStatus(in)
+	}
 	problems, writes := decision.problems, decision.writes
 	current := map[string][]egressipv1.EgressIPStatusItem{}
 	for _, e := range snap.eips {
@@ -111,7 +123,7 @@ func (c *controller) sync(ctx context.Context) error {
 	var errs []error
 	var out outcome
 	programmed := decision.kept
-	nbIn := nbstate.Input{Mode: c.s.mode, ClusterSubnets: c.s.ClusterSubnets, JoinSubnets: c.s.JoinSubnets, Nodes: nbNodes}
+	nbIn := nbstate.Input{Mode: c.s.mode, ClusterSubnets: c.s.ClusterSubnets, JoinSubnets: c.s.JoinSubnets, Nodes: nbNodes, Zone: c.s.Zone}
 	if full {
 		fresh := newServing()
 		fresh.ready = c.serving.ready // timing memory, not derived from NB
@@ -133,7 +145,7 @@ func (c *controller) sync(ctx context.Context) error {
 		planErr   error
 		statusAt  time.Time // the status writes done
 		plannedAt time.Time // the rows planned and compared (speculate)
-		speculate = !full && len(writes) > 0
+		speculate = !full && len(writes) > 0 && !c.s.noNB
 		assumed   map[string][]egressipv1.EgressIPStatusItem
 	)
 	if speculate {
@@ -179,6 +191,9 @@ func (c *controller) sync(ctx context.Context) error {
 	}
 	in2 := planFor(programmed)
 	switch {
+	case c.s.noNB:
+		// The cluster manager writes no rows: what its status says is what the
+		// zones program (its conditions wait for the holders' ready lists).
 	case !speculate:
 		rows, wake, planErr = plan(c.serving, in2)
 		if planErr == nil {
@@ -204,20 +219,26 @@ func (c *controller) sync(ctx context.Context) error {
 	for _, e := range snap.eips {
 		uids[e.UID] = true
 		names[e.Name] = true
-		c.reporter.report(e, problems[e.Name], in2.rank.Errors[e.Name])
+		if c.s.Role != RoleZone {
+			c.reporter.report(e, problems[e.Name], in2.rank.Errors[e.Name])
+		}
 	}
 	c.reporter.prune(uids)
 	c.status.prune(names)
 
 	// NB: the rows of what changed (everything in a full sync), one transaction.
 	err = planErr
-	if err == nil {
+	if err == nil && !c.s.noNB {
 		err = c.transact(ctx, pre)
 	}
-	if err != nil {
+	switch {
+	case err != nil:
 		c.requestFull()
 		errs = append(errs, fmt.Errorf("program OVN Northbound: %w", err))
-	} else {
+	case c.s.Role == RoleZone:
+		c.committed = programmed
+		errs = append(errs, c.publishZone(ctx, snap.nodes, programmed))
+	default:
 		c.observe(out, trigger)
 		c.committed = programmed
 		errs = append(errs, c.writeConditions(ctx, c.statusInput(snap.eips, assignNodes, nbNodes, now), programmed, problems))
@@ -405,10 +426,13 @@ func describe(items []egressipv1.EgressIPStatusItem) string {
 // current of each EgressIP (statusMemory), the nodes, the items committed to NB.
 func (c *controller) statusInput(eips []*egressipv1.EgressIP, nodes []assign.Node, nbNodes map[string]nbstate.Node, now metav1.Time) statusInput {
 	in := statusInput{eips: eips, believed: make(map[string]believed, len(eips)), nodes: nodes, nbNodes: nbNodes,
-		committed: c.committed, mode: c.s.mode, now: now, routers: map[string]bool{}, assign: c.assignMemo.assign}
+		committed: c.committed, mode: c.s.mode, now: now, routers: map[string]bool{}, assign: c.assignMemo.assign,
+		interconnect: c.s.interconnect}
 	// From the NB cache (router names only); unreadable: no router, nothing
-	// counts as programmed.
-	if routers, err := nbstate.ReadRouters(c.nb); err == nil {
+	// counts as programmed. The cluster manager has no NB (routers stays nil).
+	if c.s.noNB {
+		in.routers = nil
+	} else if routers, err := nbstate.ReadRouters(c.nb); err == nil {
 		for name := range routers {
 			in.routers[name] = true
 		}

@@ -1,0 +1,177 @@
+package master
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/netip"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/klog/v2"
+
+	egressipv1 "github.com/ovn-egressip/ovn-egressip/go-controller/pkg/crd/egressip/v1"
+	"github.com/ovn-egressip/ovn-egressip/go-controller/pkg/egressip/annotations"
+	"github.com/ovn-egressip/ovn-egressip/go-controller/pkg/egressip/assign"
+	"github.com/ovn-egressip/ovn-egressip/go-controller/pkg/egressip/nbstate"
+)
+
+// lingerGrace is how long, after a zone stops listing an egress IP as lingering,
+// its SNAT rows for that IP stay: the time the other zones have to see the Node
+// update and stop rerouting to it (docs/interconnect.md, "Moves across zones").
+const lingerGrace = 2 * time.Second
+
+// readStatus is a zone controller's status decision: the status every EgressIP
+// has (written by the cluster manager), nothing to write.
+func readStatus(in statusInput) statusDecision {
+	d := statusDecision{kept: make(map[string][]egressipv1.EgressIPStatusItem, len(in.eips)), problems: map[string][]assign.Problem{}}
+	for _, e := range in.eips {
+		d.kept[e.Name] = in.current(e).status.Items
+	}
+	return d
+}
+
+// lingerTimes are when a released egress IP stops being listed as lingering, and
+// when its rows go.
+type lingerTimes struct{ listUntil, rowsUntil time.Time }
+
+// zoneMemory is a zone controller's memory of the egress IPs its node held and
+// released (shared gateway mode).
+type zoneMemory struct {
+	started  bool
+	held     map[netip.Addr]bool
+	released map[netip.Addr]lingerTimes
+}
+
+// heldBy returns the egress IPs the status gives node.
+func heldBy(items map[string][]egressipv1.EgressIPStatusItem, node string) map[netip.Addr]bool {
+	out := map[netip.Addr]bool{}
+	for _, its := range items {
+		for _, it := range its {
+			if it.Node != node {
+				continue
+			}
+			if ip, err := netip.ParseAddr(it.EgressIP); err == nil {
+				out[ip.Unmap()] = true
+			}
+		}
+	}
+	return out
+}
+
+// zoneLinger updates, in shared gateway mode, what the zone's node lingers on: an
+// egress IP the status took away from it keeps its SNAT rows (and the reroutes of
+// its pods to this gateway router) for the release linger plus lingerGrace, and is
+// listed as lingering for the release linger. A restarted controller takes what
+// its node still lists (ready or lingering) but does not hold as released now. It
+// sets the zone node's LingeringEgressIPs in nodes to the IPs whose rows stay, and
+// returns when the next linger step falls due (zero: none).
+func (c *controller) zoneLinger(items map[string][]egressipv1.EgressIPStatusItem, nodes map[string]nbstate.Node, now time.Time) time.Time {
+	if c.s.mode != nbstate.SharedGateway {
+		return time.Time{}
+	}
+	zm := &c.zone
+	held := heldBy(items, c.s.Zone)
+	self, ok := nodes[c.s.Zone]
+	if !zm.started {
+		zm.started, zm.released = true, map[netip.Addr]lingerTimes{}
+		zm.held = map[netip.Addr]bool{}
+		if ok {
+			for ip := range self.ReadyEgressIPs {
+				zm.held[ip] = true
+			}
+			for ip := range self.LingeringEgressIPs {
+				zm.held[ip] = true
+			}
+		}
+	}
+	for ip := range zm.held {
+		if !held[ip] {
+			if _, was := zm.released[ip]; !was && c.s.linger > 0 {
+				until := now.Add(c.s.linger)
+				zm.released[ip] = lingerTimes{listUntil: until, rowsUntil: until.Add(lingerGrace)}
+				klog.InfoS("Egress IP released by this zone's node; its SNAT rows stay while it lingers", "zone", c.s.Zone, "ip", ip,
+					"listedFor", c.s.linger, "rowsFor", c.s.linger+lingerGrace)
+			}
+		}
+	}
+	zm.held = held
+	var wake time.Time
+	rows := map[netip.Addr]bool{}
+	for ip, t := range zm.released {
+		switch {
+		case held[ip] || !now.Before(t.rowsUntil):
+			delete(zm.released, ip)
+		default:
+			rows[ip] = true
+			next := t.rowsUntil
+			if now.Before(t.listUntil) {
+				next = t.listUntil
+			}
+			wake = earliest(wake, next)
+		}
+	}
+	if ok {
+		self.LingeringEgressIPs = rows
+		nodes[c.s.Zone] = self
+	}
+	return wake
+}
+
+// publishZone writes, after a committed transaction in shared gateway mode, the
+// zone node's SNAT-ready list (the IPs it holds, whose SNAT rows for every pod they
+// serve are now in NB; none while its gateway router is not in NB) and its
+// lingering list, when they differ from what the Node carries.
+func (c *controller) publishZone(ctx context.Context, nodes []*corev1.Node, items map[string][]egressipv1.EgressIPStatusItem) error {
+	if c.s.mode != nbstate.SharedGateway {
+		return nil
+	}
+	var self *corev1.Node
+	for _, n := range nodes {
+		if n.Name == c.s.Zone {
+			self = n
+		}
+	}
+	if self == nil {
+		return nil // not registered yet: the Node's add event syncs again
+	}
+	ready := heldBy(items, c.s.Zone)
+	routers, err := nbstate.ReadRouters(c.nb)
+	_, gr := routers[nbstate.GatewayRouter(c.s.Zone)]
+	_, cr := routers[nbstate.ClusterRouter]
+	if err != nil || !gr || !cr {
+		ready = map[netip.Addr]bool{} // no row of ours could be written
+	}
+	now := time.Now()
+	lingering := map[netip.Addr]bool{}
+	for ip, t := range c.zone.released {
+		if now.Before(t.listUntil) {
+			lingering[ip] = true
+		}
+	}
+	want := map[string]string{
+		annotations.EgressIPsSNATReady: annotations.FormatEgressIPsReady(ready),
+		annotations.EgressIPsLingering: annotations.FormatEgressIPsReady(lingering),
+	}
+	patch := map[string]any{}
+	for k, v := range want {
+		if self.Annotations[k] != v {
+			patch[k] = v
+		}
+	}
+	if len(patch) == 0 {
+		return nil
+	}
+	body, err := json.Marshal(map[string]any{"metadata": map[string]any{"annotations": patch}})
+	if err != nil {
+		return err
+	}
+	if _, err := c.s.Kube.CoreV1().Nodes().Patch(ctx, c.s.Zone, types.MergePatchType, body, metav1.PatchOptions{}); err != nil {
+		return fmt.Errorf("node %s: publish %s and %s: %w", c.s.Zone, annotations.EgressIPsSNATReady, annotations.EgressIPsLingering, err)
+	}
+	klog.V(2).InfoS("Zone published its egress IPs", "node", c.s.Zone, "snatReady", want[annotations.EgressIPsSNATReady],
+		"lingering", want[annotations.EgressIPsLingering])
+	return nil
+}
