@@ -85,6 +85,12 @@ func run(ctx context.Context, cfg *config.Config, rc *rest.Config) error {
 	if cfg.InitMaster {
 		roles = append(roles, "master")
 	}
+	if cfg.InitClusterManager {
+		roles = append(roles, "cluster-manager")
+	}
+	if cfg.InitZone != "" {
+		roles = append(roles, "ovnkube-controller")
+	}
 	if cfg.InitNode != "" {
 		roles = append(roles, "node")
 	}
@@ -107,7 +113,13 @@ func run(ctx context.Context, cfg *config.Config, rc *rest.Config) error {
 		})
 	}
 	if cfg.InitMaster {
-		g.Go(func() error { return runMaster(ctx, cfg, cs, reg, ready) })
+		g.Go(func() error { return runMaster(ctx, cfg, cs, reg, ready, master.RoleMaster) })
+	}
+	if cfg.InitClusterManager {
+		g.Go(func() error { return runMaster(ctx, cfg, cs, reg, ready, master.RoleClusterManager) })
+	}
+	if cfg.InitZone != "" {
+		g.Go(func() error { return runZone(ctx, cfg, cs, reg, ready) })
 	}
 	if cfg.InitNode != "" {
 		g.Go(func() error { return runNode(ctx, cfg, cs, ready) })
@@ -133,20 +145,28 @@ func metricsMux(reg *prometheus.Registry, ready *readiness, enablePprof bool) *h
 	return mux
 }
 
-func runMaster(ctx context.Context, cfg *config.Config, cs *clients, reg prometheus.Registerer, ready *readiness) error {
+// runMaster runs the master (role RoleMaster) or the cluster manager (RoleClusterManager): leader-elected, with
+// the health checker. The cluster manager uses no NB database.
+func runMaster(ctx context.Context, cfg *config.Config, cs *clients, reg prometheus.Registerer, ready *readiness, role master.Role) error {
+	name := "master"
+	if role == master.RoleClusterManager {
+		name = "cluster-manager"
+	}
 	if !cfg.EgressIPEnable {
-		klog.Infof("master: egress IP feature off (--%s not set): no EgressIP informer, handler or NB writer starts", config.FlagEgressIPEnable)
-		ready.set("master", nil)
+		klog.Infof("%s: egress IP feature off (--%s not set): no EgressIP informer, handler or NB writer starts", name, config.FlagEgressIPEnable)
+		ready.set(name, nil)
 		<-ctx.Done()
 		return nil
 	}
-	ready.set("master", errors.New("waiting for the NB database"))
-	if err := config.WaitNBReachable(ctx, cfg.NBAddresses, cfg.NBConnectTimeout); err != nil {
-		return err
+	if role == master.RoleMaster {
+		ready.set(name, errors.New("waiting for the NB database"))
+		if err := config.WaitNBReachable(ctx, cfg.NBAddresses, cfg.NBConnectTimeout); err != nil {
+			return err
+		}
 	}
-	ready.set("master", nil) // standing by, or leading until its first sync says otherwise
+	ready.set(name, nil) // standing by, or leading until its first sync says otherwise
 	lead := func(ctx context.Context) error {
-		return runLeader(ctx, cfg, cs, reg, func(err error) { ready.set("master", syncState(err)) })
+		return runLeader(ctx, cfg, cs, reg, role, func(err error) { ready.set(name, syncState(err)) })
 	}
 	if !cfg.LeaderElection {
 		return lead(ctx)
@@ -154,8 +174,38 @@ func runMaster(ctx context.Context, cfg *config.Config, cs *clients, reg prometh
 	return runWithLeaderElection(ctx, cfg, cs.kube, lead)
 }
 
-// runLeader runs the master's work: the health checker and the controller.
-func runLeader(ctx context.Context, cfg *config.Config, cs *clients, reg prometheus.Registerer, onSync func(error)) error {
+// runZone runs the zone controller of one node (not leader-elected: one per zone, each with its own NB).
+func runZone(ctx context.Context, cfg *config.Config, cs *clients, reg prometheus.Registerer, ready *readiness) error {
+	const name = "ovnkube-controller"
+	if !cfg.EgressIPEnable {
+		klog.Infof("%s: egress IP feature off (--%s not set): no EgressIP informer, handler or NB writer starts", name, config.FlagEgressIPEnable)
+		ready.set(name, nil)
+		<-ctx.Done()
+		return nil
+	}
+	ready.set(name, errors.New("waiting for the zone's NB database"))
+	if err := config.WaitNBReachable(ctx, cfg.NBAddresses, cfg.NBConnectTimeout); err != nil {
+		return err
+	}
+	return master.Run(ctx, master.Params{
+		Role:           master.RoleZone,
+		Zone:           cfg.InitZone,
+		Kube:           cs.kube,
+		EgressIP:       cs.egressIP,
+		NBAddress:      strings.Join(cfg.NBAddresses, ","),
+		GatewayMode:    cfg.GatewayMode,
+		ClusterSubnets: cfg.ClusterSubnets,
+		JoinSubnets:    cfg.JoinSubnets,
+		Metrics:        reg,
+		// The zone keeps the SNAT rows of an egress IP its node released for this long (shared gateway mode); in
+		// local gateway mode its pods stay rerouted to the previous holder for as long, as the master's.
+		ReleaseLinger: releaseLinger(cfg.NodeReleaseLinger),
+		OnSync:        func(err error) { ready.set(name, syncState(err)) },
+	})
+}
+
+// runLeader runs the master's (or the cluster manager's) work: the health checker and the controller.
+func runLeader(ctx context.Context, cfg *config.Config, cs *clients, reg prometheus.Registerer, role master.Role, onSync func(error)) error {
 	recorder, stopRecorder, err := master.NewRecorder(ctx, cs.kube)
 	if err != nil {
 		return err
@@ -185,10 +235,15 @@ func runLeader(ctx context.Context, cfg *config.Config, cs *clients, reg prometh
 	g.Go(func() error { return nodes.run(ctx) })
 	g.Go(func() error { checker.Run(ctx); return nil })
 	g.Go(func() error {
+		nb := strings.Join(cfg.NBAddresses, ",")
+		if role == master.RoleClusterManager {
+			nb = "" // no NB: the zones write the rows
+		}
 		return master.Run(ctx, master.Params{
+			Role:           role,
 			Kube:           cs.kube,
 			EgressIP:       cs.egressIP,
-			NBAddress:      strings.Join(cfg.NBAddresses, ","),
+			NBAddress:      nb,
 			GatewayMode:    cfg.GatewayMode,
 			ClusterSubnets: cfg.ClusterSubnets,
 			JoinSubnets:    cfg.JoinSubnets,
@@ -211,6 +266,9 @@ func runWithLeaderElection(ctx context.Context, cfg *config.Config, kube kuberne
 	host, _ := os.Hostname()
 	if cfg.MasterNode != "" {
 		host = cfg.MasterNode // --init-master NODE
+	}
+	if cfg.ClusterManagerNode != "" {
+		host = cfg.ClusterManagerNode // --init-cluster-manager NODE
 	}
 	return leaderelect.Run(ctx, leaderelect.Config{
 		Client:        kube.CoordinationV1(),

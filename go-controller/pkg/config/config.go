@@ -33,6 +33,15 @@ type Config struct {
 	MasterNode string
 	// InitNode is the Node name the node daemon runs for ("" = no node daemon).
 	InitNode string
+	// InitClusterManager runs the interconnect layout's cluster manager
+	// (assignment, status, conditions, Events; no NB); ClusterManagerNode is the
+	// node name given to it ("" when none), which names it in its Lease.
+	InitClusterManager bool
+	ClusterManagerNode string
+	// InitZone is the node whose zone the zone controller programs
+	// (--init-ovnkube-controller NODE; "" = none): the interconnect layout, one zone
+	// per node, the zone's own NB at --nb-address.
+	InitZone string
 	// EgressIPEnable turns the egress IP feature on; when false no EgressIP
 	// informer, handler or health server starts.
 	EgressIPEnable bool
@@ -85,6 +94,8 @@ const (
 	FlagConfigFile          = "config-file"
 	FlagInitMaster          = "init-master"
 	FlagInitNode            = "init-node"
+	FlagInitClusterManager  = "init-cluster-manager"
+	FlagInitZone            = "init-ovnkube-controller"
 	FlagEgressIPEnable      = "egress-ip-enable"
 	FlagGatewayMode         = "gateway-mode"
 	FlagGatewayInterface    = "gateway-interface"
@@ -117,6 +128,8 @@ func Flags() []cli.Flag {
 		&cli.StringFlag{Name: FlagConfigFile, Usage: "INI config file (sections default, kubernetes, ovnnorth, gateway, logging, metrics, ovnkubernetesfeature); flags win"},
 		&cli.StringFlag{Name: FlagInitMaster, Usage: "run the master (egress IP assignment, status and OVN Northbound rows) on node `NODE`; as upstream OVN-Kubernetes, the node name may follow, or be omitted"},
 		&cli.StringFlag{Name: FlagInitNode, Usage: "run the node daemon for Node `NAME`"},
+		&cli.StringFlag{Name: FlagInitClusterManager, Usage: "interconnect layout: run the cluster manager (egress IP assignment, health checks, status, Events; no OVN Northbound rows) on node `NODE`; the node name may be omitted"},
+		&cli.StringFlag{Name: FlagInitZone, Usage: "interconnect layout: run the zone controller of node `NODE` (its zone's OVN Northbound rows at --nb-address, from the EgressIP status it reads)"},
 		&cli.BoolFlag{Name: FlagEgressIPEnable, Aliases: []string{"enable-egress-ip"}, Usage: "enable the egress IP feature"},
 		&cli.StringFlag{Name: FlagGatewayMode, Value: GatewayModeShared, Usage: "gateway mode: shared or local"},
 		&cli.StringFlag{Name: FlagGatewayInterface, Usage: "node gateway interface (default: the interface of the default route)"},
@@ -217,6 +230,8 @@ func loadConfig(c *cli.Context, role bool) (*Config, error) {
 	cfg := &Config{
 		InitMaster:                  role && c.IsSet(FlagInitMaster) && c.String(FlagInitMaster) != "false",
 		InitNode:                    c.String(FlagInitNode),
+		InitClusterManager:          role && c.IsSet(FlagInitClusterManager) && c.String(FlagInitClusterManager) != "false",
+		InitZone:                    c.String(FlagInitZone),
 		EgressIPEnable:              c.Bool(FlagEgressIPEnable),
 		GatewayMode:                 str(FlagGatewayMode, f.Gateway.Mode),
 		GatewayInterface:            str(FlagGatewayInterface, f.Gateway.Interface),
@@ -247,6 +262,9 @@ func loadConfig(c *cli.Context, role bool) (*Config, error) {
 	}
 	if v := c.String(FlagInitMaster); cfg.InitMaster && v != "true" {
 		cfg.MasterNode = v
+	}
+	if v := c.String(FlagInitClusterManager); cfg.InitClusterManager && v != "true" {
+		cfg.ClusterManagerNode = v
 	}
 	if !c.IsSet(FlagEgressIPEnable) && f.OvnKubernetesFeature.EnableEgressIP != nil {
 		cfg.EgressIPEnable = *f.OvnKubernetesFeature.EnableEgressIP
@@ -301,11 +319,17 @@ func loadConfig(c *cli.Context, role bool) (*Config, error) {
 	if cfg.NodeResyncInterval <= 0 {
 		return nil, fmt.Errorf("invalid --%s %s: must be positive", FlagNodeResync, cfg.NodeResyncInterval)
 	}
-	if role && !cfg.InitMaster && cfg.InitNode == "" {
-		return nil, fmt.Errorf("nothing to do: set --%s and/or --%s NODE", FlagInitMaster, FlagInitNode)
+	if role && !cfg.InitMaster && cfg.InitNode == "" && !cfg.InitClusterManager && cfg.InitZone == "" {
+		return nil, fmt.Errorf("nothing to do: set --%s, --%s, --%s NODE and/or --%s NODE", FlagInitMaster, FlagInitClusterManager, FlagInitZone, FlagInitNode)
 	}
-	if cfg.InitMaster && len(cfg.NBAddresses) == 0 && cfg.EgressIPEnable {
-		return nil, fmt.Errorf("missing --%s: the master needs the OVN Northbound database", FlagNBAddress)
+	if cfg.InitMaster && (cfg.InitClusterManager || cfg.InitZone != "") {
+		return nil, fmt.Errorf("--%s is the centralized layout: it does not go with --%s or --%s (the interconnect layout)", FlagInitMaster, FlagInitClusterManager, FlagInitZone)
+	}
+	if (cfg.InitMaster || cfg.InitZone != "") && len(cfg.NBAddresses) == 0 && cfg.EgressIPEnable {
+		return nil, fmt.Errorf("missing --%s: the master and the zone controller need the OVN Northbound database (the zone's own, for --%s)", FlagNBAddress, FlagInitZone)
+	}
+	if cfg.InitZone != "" && cfg.InitNode != "" && cfg.InitZone != cfg.InitNode {
+		return nil, fmt.Errorf("--%s %s and --%s %s: a zone controller runs beside the node daemon of its own node", FlagInitZone, cfg.InitZone, FlagInitNode, cfg.InitNode)
 	}
 	if err := checkKubeconfig(cfg); err != nil {
 		return nil, err

@@ -293,12 +293,14 @@ func Routes(in Input, e EgressIP) map[string]Route {
 }
 
 // lingeringHolders are, per family, the nodes other than those assigned that list
-// one of e's IPs as lingering, with their next hops (interconnect layout).
+// one of e's IPs as lingering, or still as ready (the status moved the IP away and
+// the old holder's zone has not taken that in yet: its rows are still there), with
+// their next hops (interconnect layout).
 func lingeringHolders(in Input, e EgressIP) map[string][]Holder {
 	var out map[string][]Holder
 	for _, ip := range e.IPs {
 		for name, n := range in.Nodes {
-			if !n.LingeringEgressIPs[ip] || slices.Contains(e.Assigned, Assignment{Node: name, IP: ip}) {
+			if !(n.LingeringEgressIPs[ip] || n.ReadyEgressIPs[ip]) || slices.Contains(e.Assigned, Assignment{Node: name, IP: ip}) {
 				continue
 			}
 			if nh, ok := nexthop(in, n, ip, true); ok {

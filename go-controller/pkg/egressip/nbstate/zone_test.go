@@ -103,6 +103,14 @@ func TestDesiredZone(t *testing.T) {
 			},
 		},
 		{
+			name: "pod zone, new holder not ready, old holder's zone has not seen the move yet (still lists it ready): rerouted to the old holder",
+			mode: SharedGateway, zone: "node1", ready: map[string][]string{"node3": {x}}, eip: eip(false, onNode2),
+			want: []string{
+				`address-set egressip_served_pods_v4 [10.244.1.3]`,
+				`policy ovn_cluster_router 100 reroute "ip4.src == 10.244.1.3" nexthops=[100.88.0.4]`,
+			},
+		},
+		{
 			name: "pod zone, new holder ready: the lingering old holder is no next hop any more",
 			mode: SharedGateway, zone: "node1", ready: map[string][]string{"node2": {x}}, lingering: map[string][]string{"node3": {x}},
 			eip: eip(false, onNode2),

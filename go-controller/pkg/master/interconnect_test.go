@@ -1,0 +1,200 @@
+package master
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/ovn-egressip/ovn-egressip/go-controller/pkg/egressip/annotations"
+	"github.com/ovn-egressip/ovn-egressip/test/nbserver"
+)
+
+// icNode is node(i) as the interconnect layout describes it: node-id i+1 (so its gateway router join IP,
+// derived, is 100.64.0.(i+1), as node() has it) and transit switch IP 100.88.0.(i+1); the deprecated join IP
+// annotation is gone.
+func icNode(i int, assignable bool) *corev1.Node {
+	n := node(i, assignable)
+	delete(n.Annotations, annotations.GatewayRouterLRPIfAddr)
+	n.Annotations[annotations.NodeID] = fmt.Sprint(i + 1)
+	n.Annotations[annotations.NodeTransitSwitchPortIfAddr] = fmt.Sprintf(`{"ipv4":"100.88.0.%d/16"}`, i+1)
+	n.Annotations[annotations.NodeChassisID] = fmt.Sprintf("chassis-%d", i)
+	n.Annotations[annotations.NodeEncapIPs] = fmt.Sprintf(`["172.18.0.1%d"]`, i)
+	return n
+}
+
+// icEnv is a cluster in the interconnect layout: a real kube-apiserver, a cluster manager (no NB) and, per node,
+// a zone controller with an NB database of its own (real ovsdb-servers).
+type icEnv struct {
+	cm    *env
+	zones map[string]*env
+}
+
+func newICEnv(t *testing.T, mode string) *icEnv {
+	cm := newAPIServerEnv(t, nbserver.Start, mode)
+	ic := &icEnv{cm: cm, zones: map[string]*env{}}
+	for i := 1; i <= 3; i++ {
+		z := &env{t: t, api: cm.api, kube: cm.kube, eip: cm.eip}
+		z.init(nbserver.Start, mode)
+		ic.zones[fmt.Sprintf("node%d", i)] = z
+	}
+	return ic
+}
+
+func (ic *icEnv) startCM() {
+	p := ic.cm.params()
+	p.Role, p.NBAddress = RoleClusterManager, ""
+	ic.cm.startWith(p)
+}
+
+func (ic *icEnv) startZone(name string, linger time.Duration) {
+	z := ic.zones[name]
+	p := z.params()
+	p.Role, p.Zone, p.ReleaseLinger = RoleZone, name, linger
+	z.startWith(p)
+}
+
+func icPod(ns, name, ip, node string, labels map[string]string) *corev1.Pod {
+	p := pod(ns, name, ip, labels)
+	p.Spec.NodeName = node
+	return p
+}
+
+// annotation reads one annotation of a Node.
+func (ic *icEnv) annotation(node, key string) string {
+	n, err := ic.cm.kube.CoreV1().Nodes().Get(context.Background(), node, metav1.GetOptions{})
+	if err != nil {
+		ic.cm.t.Fatal(err)
+	}
+	return n.Annotations[key]
+}
+
+// TestInterconnect: a cluster manager and three zone controllers, each zone with its own NB. The holder's zone
+// SNATs every pod its IP serves (its own and other zones'), each pod's zone reroutes it toward the holder (the
+// join IP derived from node-id when local, the transit switch IP when not). A move is make-before-break across
+// zones: a pod's zone reroutes to the new holder only once the new holder's zone lists the IP as SNAT-ready,
+// and the old holder keeps its SNAT rows while it lingers. A stopped zone controller keeps its rows and converges
+// when it starts again. The cluster manager writes no NB row, and no zone writes status.
+func TestInterconnect(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts etcd, kube-apiserver and four ovsdb-servers")
+	}
+	ic := newICEnv(t, "shared")
+	cm := ic.cm
+	cm.create(icNode(1, true))
+	cm.create(icNode(2, true))
+	cm.create(icNode(3, false))
+	cm.create(namespace("prod", prodNS))
+	cm.create(icPod("prod", "web1", "10.244.1.5", "node1", web))
+	cm.create(icPod("prod", "web2", "10.244.3.6", "node3", web))
+	cm.create(icPod("prod", "db", "10.244.2.7", "node2", map[string]string{"app": "db"}))
+	ic.startCM()
+	const linger = 1500 * time.Millisecond
+	for _, name := range []string{"node1", "node2", "node3"} {
+		ic.startZone(name, linger)
+	}
+
+	cm.create(egressIP("eip-prod", 0, []string{"172.18.0.33"}, prodNS, web))
+	cm.expectStatus("eip-prod", "172.18.0.33@node1")
+	z1, z2, z3 := ic.zones["node1"], ic.zones["node2"], ic.zones["node3"]
+	z1.expectRows("holder zone: both pods to its own gateway router, SNAT for both",
+		map[string]string{
+			"prod/web1": rr("eip-prod", "10.244.1.5", "100.64.0.2"),
+			"prod/web2": rr("eip-prod", "10.244.3.6", "100.64.0.2"),
+		},
+		[]string{sn("node1", "172.18.0.33", "10.244.1.5", "eip-prod"), sn("node1", "172.18.0.33", "10.244.3.6", "eip-prod")})
+	z3.expectRows("pod zone: its pod to the holder's transit switch IP, no NAT",
+		map[string]string{"prod/web2": rr("eip-prod", "10.244.3.6", "100.88.0.2")}, nil)
+	z2.expectRows("a zone neither holding nor running a served pod", map[string]string{}, nil)
+	cm.eventually("node1 lists the IP SNAT-ready", func() error {
+		if got := ic.annotation("node1", annotations.EgressIPsSNATReady); got != `["172.18.0.33"]` {
+			return fmt.Errorf("%s = %q", annotations.EgressIPsSNATReady, got)
+		}
+		return nil
+	})
+	cm.eventually("Ready condition once the holder's zone has programmed it", func() error {
+		e, err := cm.eip.K8sV1().EgressIPs().Get(context.Background(), "eip-prod", metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		for _, c := range e.Status.Conditions {
+			if c.Type == "Ready" && c.Status == metav1.ConditionTrue {
+				return nil
+			}
+		}
+		return fmt.Errorf("conditions %+v", e.Status.Conditions)
+	})
+
+	// The move, with the new holder's zone controller down: no zone may reroute to node2 before node2's zone has
+	// programmed the IP. Meanwhile node3's pod stays on node1 while node1 lingers, then leaves without reroute.
+	z2.stop()
+	cm.updateNode("node1", unlabelAssignable)
+	cm.expectStatus("eip-prod", "172.18.0.33@node2")
+	lingered := false
+	cm.eventually("node1's linger ends; node3's pod is not rerouted meanwhile to node2", func() error {
+		got, ok := z3.reroutes()["prod/web2"]
+		if strings.Contains(got, "100.88.0.3") {
+			t.Fatalf("zone node3 reroutes to node2 (%s), whose zone has programmed nothing", got)
+		}
+		if got == rr("eip-prod", "10.244.3.6", "100.88.0.2") && ic.annotation("node1", annotations.EgressIPsLingering) == `["172.18.0.33"]` {
+			lingered = true
+		}
+		if ok {
+			return fmt.Errorf("web2: %s", got)
+		}
+		return nil
+	})
+	if !lingered {
+		t.Error("node3's pod was never seen rerouted to node1 while node1 listed the IP as lingering")
+	}
+	ic.startZone("node2", linger)
+	cm.eventually("node3's pod moves to node2 once its zone has the SNAT", func() error {
+		got := z3.reroutes()["prod/web2"]
+		if !strings.Contains(got, "100.88.0.3") {
+			return fmt.Errorf("web2: %s", got)
+		}
+		if !strings.Contains(strings.Join(z2.snats(), ","), sn("node2", "172.18.0.33", "10.244.3.6", "eip-prod")) {
+			t.Fatalf("zone node3 reroutes to node2 (%s) before node2's zone has the SNAT: %v", got, z2.snats())
+		}
+		return nil
+	})
+	z1.expectRows("old holder's zone: its pod follows to node2; its SNAT rows gone once the linger ends",
+		map[string]string{"prod/web1": rr("eip-prod", "10.244.1.5", "100.88.0.3")}, nil)
+	if ic.annotation("node1", annotations.EgressIPsLingering) != "[]" {
+		t.Errorf("node1 still lists a lingering IP after its rows went: %q", ic.annotation("node1", annotations.EgressIPsLingering))
+	}
+	z2.expectRows("new holder's zone",
+		map[string]string{
+			"prod/web1": rr("eip-prod", "10.244.1.5", "100.64.0.3"),
+			"prod/web2": rr("eip-prod", "10.244.3.6", "100.64.0.3"),
+		},
+		[]string{sn("node2", "172.18.0.33", "10.244.1.5", "eip-prod"), sn("node2", "172.18.0.33", "10.244.3.6", "eip-prod")})
+
+	// Zone node3's controller is down while the IP moves back to node1: its rows stay as they were (its pod
+	// keeps leaving through node2, which lingers), and it converges when it starts.
+	z3.stop()
+	cm.updateNode("node1", labelAssignable)
+	cm.updateNode("node2", unlabelAssignable)
+	cm.expectStatus("eip-prod", "172.18.0.33@node1")
+	z1.expectRows("node1 holds it again", map[string]string{
+		"prod/web1": rr("eip-prod", "10.244.1.5", "100.64.0.2"),
+		"prod/web2": rr("eip-prod", "10.244.3.6", "100.64.0.2"),
+	}, []string{sn("node1", "172.18.0.33", "10.244.1.5", "eip-prod"), sn("node1", "172.18.0.33", "10.244.3.6", "eip-prod")})
+	if got := z3.reroutes()["prod/web2"]; got != rr("eip-prod", "10.244.3.6", "100.88.0.3") {
+		t.Errorf("stopped zone's row changed: %s", got)
+	}
+	ic.startZone("node3", linger)
+	z3.expectRows("restarted zone converged", map[string]string{"prod/web2": rr("eip-prod", "10.244.3.6", "100.88.0.2")}, nil)
+
+	// A labelled node without node-id / transit switch address is not given the IP.
+	bad := icNode(4, true)
+	delete(bad.Annotations, annotations.NodeID)
+	cm.create(bad)
+	cm.updateNode("node1", unlabelAssignable)
+	cm.expectStatus("eip-prod")
+	cm.expectEvent("NoMatchingNodeFound", "172.18.0.33")
+}
