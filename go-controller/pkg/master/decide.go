@@ -41,8 +41,8 @@ type statusInput struct {
 	routers map[string]bool
 	// interconnect: every item waits for its holder's ready list (both modes).
 	interconnect bool
-	mode    nbstate.Mode
-	now     metav1.Time
+	mode         nbstate.Mode
+	now          metav1.Time
 	// assign is assign.Assign, or a memo of it (nil: assign.Assign).
 	assign func([]assign.EgressIP, []assign.Node) assign.Result
 }

@@ -153,7 +153,7 @@ type settings struct {
 	// interconnect: a cluster manager or a zone controller (node facts of the
 	// interconnect layout); noNB: the cluster manager.
 	interconnect, noNB bool
-	linger    time.Duration // ReleaseLinger, 0 = none
+	linger             time.Duration // ReleaseLinger, 0 = none
 }
 
 func (p Params) validate() (settings, error) {
