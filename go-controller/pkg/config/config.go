@@ -404,11 +404,17 @@ func NormalizeArgs(args []string) []string {
 		if a == "--" {
 			break
 		}
-		if a != "--"+FlagInitMaster && a != "-"+FlagInitMaster {
+		flag := ""
+		for _, f := range []string{FlagInitMaster, FlagInitClusterManager} {
+			if a == "--"+f || a == "-"+f {
+				flag = f
+			}
+		}
+		if flag == "" {
 			continue
 		}
 		if i+1 == len(out) || strings.HasPrefix(out[i+1], "-") {
-			out[i] = "--" + FlagInitMaster + "=true"
+			out[i] = "--" + flag + "=true"
 		} else {
 			i++ // the node name
 		}

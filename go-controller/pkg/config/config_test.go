@@ -220,3 +220,35 @@ func TestInitMasterForms(t *testing.T) {
 		}
 	}
 }
+
+// TestInterconnectRoles: --init-cluster-manager [NODE] needs no NB address; --init-ovnkube-controller NODE does
+// (its zone's), goes with --init-node of the same node, and neither goes with --init-master.
+func TestInterconnectRoles(t *testing.T) {
+	kc := kubeconfig(t)
+	cfg, err := load(t, "--init-cluster-manager", "--enable-egress-ip", "--kubeconfig", kc)
+	if err != nil || !cfg.InitClusterManager || cfg.ClusterManagerNode != "" {
+		t.Fatalf("cluster manager without node: %+v %v", cfg, err)
+	}
+	cfg, err = load(t, "--init-cluster-manager", "cp1", "--enable-egress-ip", "--kubeconfig", kc)
+	if err != nil || !cfg.InitClusterManager || cfg.ClusterManagerNode != "cp1" {
+		t.Fatalf("cluster manager on cp1: %+v %v", cfg, err)
+	}
+	cfg, err = load(t, "--init-ovnkube-controller", "node1", "--init-node", "node1", "--enable-egress-ip", "--kubeconfig", kc,
+		"--nb-address", "unix:/var/run/ovn/ovnnb_db.sock")
+	if err != nil || cfg.InitZone != "node1" || cfg.InitNode != "node1" {
+		t.Fatalf("zone controller + node: %+v %v", cfg, err)
+	}
+	for _, tc := range []struct {
+		args []string
+		err  string
+	}{
+		{[]string{"--init-ovnkube-controller", "node1", "--enable-egress-ip"}, "missing --nb-address"},
+		{[]string{"--init-ovnkube-controller", "node1", "--init-node", "node2", "--enable-egress-ip", "--nb-address", "unix:/x"}, "its own node"},
+		{[]string{"--init-master", "--init-cluster-manager", "--enable-egress-ip", "--nb-address", "unix:/x"}, "centralized layout"},
+	} {
+		_, err := load(t, append(tc.args, "--kubeconfig", kc)...)
+		if err == nil || !strings.Contains(err.Error(), tc.err) {
+			t.Errorf("%v: err %v, want %q", tc.args, err, tc.err)
+		}
+	}
+}
