@@ -14,6 +14,11 @@ import (
 // or podSelector cannot be compiled (it then serves no pod).
 const ReasonInvalidSelector = "InvalidSelector"
 
+// ReasonInvalidNodeFacts is the Event reason, on a Node (interconnect layout), for an
+// egress-assignable node whose node facts (node-id, transit switch address, egress
+// network) are absent or do not parse: it cannot hold egress IPs.
+const ReasonInvalidNodeFacts = "InvalidNodeFacts"
+
 // reporter turns problems into Warning Events and log lines, once per problem: a
 // problem is reported when it appears (or its message changes), not on every sync;
 // when it goes away and comes back it is reported again. Only the sync goroutine

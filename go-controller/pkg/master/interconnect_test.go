@@ -196,5 +196,6 @@ func TestInterconnect(t *testing.T) {
 	cm.create(bad)
 	cm.updateNode("node1", unlabelAssignable)
 	cm.expectStatus("eip-prod")
-	cm.expectEvent("NoMatchingNodeFound", "172.18.0.33")
+	cm.expectEvent("NoMatchingNodeFound", "172.18.0.33", "node4: Misconfigured")
+	cm.expectEvent(ReasonInvalidNodeFacts, "node4", annotations.NodeID+" is missing")
 }

@@ -360,6 +360,12 @@ func (c *controller) noteNode(n assign.Node, readyErr error) {
 		note = "unreachable"
 	}
 	if note != c.lastNote[n.Name] {
+		if note != "" && n.ConfigErr != nil && c.s.interconnect && c.s.Role != RoleZone {
+			// The interconnect layout's node facts come from the rest of OVN-Kubernetes:
+			// say on the Node which annotation keeps it from holding egress IPs.
+			c.s.Recorder.Event(&corev1.ObjectReference{Kind: "Node", Name: n.Name, APIVersion: "v1"}, corev1.EventTypeWarning,
+				ReasonInvalidNodeFacts, "node "+n.Name+" cannot host egress IPs: "+n.ConfigErr.Error())
+		}
 		if note != "" {
 			klog.InfoS("Egress-assignable node cannot host egress IPs", "node", n.Name, "reason", note)
 		} else if c.lastNote[n.Name] != "" {
