@@ -119,36 +119,56 @@ func replan(s *serving, in planInput, prev nbRows) (nbRows, time.Time, error) {
 }
 
 // choose updates the memory s with what changed and returns the pods whose rows
-// may have changed.
+// may have changed: the pods to select again (changedPods, changedSelections),
+// the pods of EgressIPs whose routes changed (changedRoutes), and the pods whose
+// selection changed (reselect).
 func choose(s *serving, in planInput) (map[string]bool, time.Time, error) {
-	families := nbstate.Families(in.nb.ClusterSubnets)
-	reselect := map[string]bool{}
 	rowDirty := map[string]bool{}
-	var wake time.Time
+	reselect, err := changedPods(in)
+	if err != nil {
+		return nil, time.Time{}, err
+	}
+	if err := changedSelections(s, in, reselect, rowDirty); err != nil {
+		return nil, time.Time{}, err
+	}
+	wake := changedRoutes(s, in, rowDirty)
+	if err := reselectPods(s, in, reselect, rowDirty); err != nil {
+		return nil, wake, err
+	}
+	return rowDirty, wake, nil
+}
 
+// changedPods are the pods to select again: every pod in a full sync, else the
+// pods and the pods of the namespaces the informers reported.
+func changedPods(in planInput) (map[string]bool, error) {
+	reselect := map[string]bool{}
 	if in.full {
 		if len(in.rank.Names) > 0 {
 			pods, err := in.cache.Pods()
 			if err != nil {
-				return nil, wake, fmt.Errorf("list pods: %w", err)
+				return nil, fmt.Errorf("list pods: %w", err)
 			}
 			for _, p := range pods {
 				reselect[podKey(p.Namespace, p.Name)] = true
 			}
 		}
-	} else {
-		for k := range in.dirty.pods {
-			reselect[k] = true
-		}
-		for ns := range in.dirty.namespaces {
-			if err := podsIn(in.cache, ns, reselect); err != nil {
-				return nil, wake, err
-			}
+		return reselect, nil
+	}
+	for k := range in.dirty.pods {
+		reselect[k] = true
+	}
+	for ns := range in.dirty.namespaces {
+		if err := podsIn(in.cache, ns, reselect); err != nil {
+			return nil, err
 		}
 	}
+	return reselect, nil
+}
 
-	// EgressIPs whose selection changed: the pods they served and the pods of the
-	// namespaces they now select are selected again.
+// changedSelections adds to reselect, for every EgressIP whose selection changed
+// (or that went), the pods it served and the pods of the namespaces it now
+// selects; the pods it served are rowDirty too.
+func changedSelections(s *serving, in planInput, reselect, rowDirty map[string]bool) error {
 	var namespaces []*corev1.Namespace
 	live := make(map[string]bool, len(in.eips))
 	for _, e := range in.eips {
@@ -171,13 +191,13 @@ func choose(s *serving, in planInput) (map[string]bool, time.Time, error) {
 		if namespaces == nil {
 			var err error
 			if namespaces, err = in.cache.Namespaces(); err != nil {
-				return nil, wake, fmt.Errorf("list namespaces: %w", err)
+				return fmt.Errorf("list namespaces: %w", err)
 			}
 		}
 		for _, ns := range namespaces {
 			if in.rank.SelectsNamespace(i, ns) {
 				if err := podsIn(in.cache, ns.Name, reselect); err != nil {
-					return nil, wake, err
+					return err
 				}
 			}
 		}
@@ -193,8 +213,15 @@ func choose(s *serving, in planInput) (map[string]bool, time.Time, error) {
 			}
 		}
 	}
+	return nil
+}
 
-	// Routes: a change makes every pod of that EgressIP dirty.
+// changedRoutes computes every EgressIP's routes (nbstate.Routes, with the local
+// gateway mode fallback and strict drops); a change makes every pod of that
+// EgressIP rowDirty. It returns when a fallback next expires (zero: none).
+func changedRoutes(s *serving, in planInput, rowDirty map[string]bool) time.Time {
+	families := nbstate.Families(in.nb.ClusterSubnets)
+	var wake time.Time
 	for _, e := range in.eips {
 		ne := toNB(e.Name, e.Status.Items, nil)
 		if in.nb.Zone != "" {
@@ -203,9 +230,7 @@ func choose(s *serving, in planInput) (map[string]bool, time.Time, error) {
 		routes := nbstate.Routes(in.nb, ne) // ready holders only: what the fallback remembers
 		if in.nb.Mode == nbstate.LocalGateway {
 			fb, expires := s.fallback(e.Name, routes, families, in.now, in.linger)
-			if !expires.IsZero() && (wake.IsZero() || expires.Before(wake)) {
-				wake = expires
-			}
+			wake = earliest(wake, expires)
 			if fb != nil {
 				ne.Fallback = fb
 				routes = nbstate.Routes(in.nb, ne)
@@ -223,19 +248,24 @@ func choose(s *serving, in planInput) (map[string]bool, time.Time, error) {
 			}
 		}
 	}
+	return wake
+}
 
-	// Selection of the pods that may have changed.
+// reselectPods decides again which EgressIP serves each pod of reselect
+// (selection.Ranked.Serve); a pod whose choice changed, and the pods sharing an IP
+// with a rowDirty pod (which of them has the rows may change), are rowDirty.
+func reselectPods(s *serving, in planInput, reselect, rowDirty map[string]bool) error {
 	for k := range reselect {
 		ns, name, _ := strings.Cut(k, "/")
 		pod, err := in.cache.Pod(ns, name)
 		if err != nil {
-			return nil, wake, fmt.Errorf("pod %s: %w", k, err)
+			return fmt.Errorf("pod %s: %w", k, err)
 		}
 		eip := ""
 		if pod != nil {
 			nsObj, err := in.cache.Namespace(ns)
 			if err != nil {
-				return nil, wake, fmt.Errorf("namespace %s: %w", ns, err)
+				return fmt.Errorf("namespace %s: %w", ns, err)
 			}
 			eip = in.rank.Serve(nsObj, pod)
 		}
@@ -245,13 +275,11 @@ func choose(s *serving, in planInput) (map[string]bool, time.Time, error) {
 			s.coClaimants(old, rowDirty)
 		}
 	}
-	// Pods sharing an IP with a dirty pod: which of them has the rows may change.
 	for k := range rowDirty {
 		s.coClaimants(s.pods[k].ips, rowDirty)
 		s.coClaimants(s.servedIPs[k], rowDirty)
 	}
-
-	return rowDirty, wake, nil
+	return nil
 }
 
 // build returns the rows of the pods in rowDirty as s serves them (in a full sync,

@@ -19,6 +19,7 @@ import (
 	egressipv1 "github.com/ovn-egressip/ovn-egressip/go-controller/pkg/crd/egressip/v1"
 	"github.com/ovn-egressip/ovn-egressip/go-controller/pkg/egressip/assign"
 	"github.com/ovn-egressip/ovn-egressip/go-controller/pkg/egressip/nbstate"
+	"github.com/ovn-egressip/ovn-egressip/go-controller/pkg/egressip/selection"
 )
 
 // snapshot is one consistent-enough read of the informer caches: every EgressIP
@@ -50,7 +51,17 @@ type outcome struct {
 }
 
 // sync converges EgressIP status and the NB rows we own with the caches. It is
-// the only writer of both; the workqueue never runs it twice at once.
+// the only writer of both; the workqueue never runs it twice at once. Each role
+// runs the stages that are its own (docs/egressip.md, "Follow one pod"):
+//
+//	readInputs     the informer caches (snapshot) and what changed (dirty)
+//	readNodes      node facts, vetted (not by a zone controller)
+//	decide         status: assignment (master, cluster manager) or as read (zone)
+//	writeStatus    status writes; in an incremental sync the rows are planned meanwhile (speculate)
+//	planRows       the rows for the status written (not by the cluster manager)
+//	report         Events for what cannot be met (not by a zone controller)
+//	commit         one NB transaction (not by the cluster manager)
+//	afterCommit    conditions (master, cluster manager) or the zone's published lists (zone)
 //
 // Assignment runs over every EgressIP and node (few, and contested IPs need all
 // of them). Selection, desired rows and the NB diff cover only what changed since
@@ -59,204 +70,274 @@ type outcome struct {
 // router appearing, the periodic resync, after any NB error) selects every pod
 // again and compares every row we own in NB, repairing drift.
 func (c *controller) sync(ctx context.Context) error {
-	_, trigger := c.startSync()
-	began := time.Now()
+	r, err := c.readInputs()
+	if err != nil {
+		return err
+	}
+	c.readNodes(r)
+	c.decide(r)
+	c.writeStatus(ctx, r)
+	c.planRows(ctx, r)
+	c.report(r)
+	c.commit(ctx, r)
+	c.afterCommit(ctx, r)
+	c.finish(r)
+	return errors.Join(r.errs...)
+}
+
+// round is one sync's working state, handed from stage to stage.
+type round struct {
+	began, trigger time.Time
+	dirty          dirty
+	full           bool
+	snap           snapshot
+
+	assignNodes []assign.Node
+	nbNodes     map[string]nbstate.Node
+	status      statusInput
+	decision    statusDecision
+	// Status items per EgressIP: believed before this sync, assumed written
+	// (speculation), and written: what the rows follow.
+	believed, assumed, written map[string][]egressipv1.EgressIPStatusItem
+	out                        outcome
+
+	speculated bool
+	rows       nbRows
+	pre        prepared
+	planErr    error
+	rank       selection.Ranked
+	wake       time.Time // a fallback ends: a sync must run then
+	statusAt   time.Time // the status writes done
+	plannedAt  time.Time // the rows planned and compared while status was written
+	errs       []error
+}
+
+// readInputs starts a sync: what changed, and the caches.
+func (c *controller) readInputs() (*round, error) {
+	r := &round{}
+	_, r.trigger = c.startSync()
+	r.began = time.Now()
 	c.metrics.syncs.Inc()
-	d := c.takeDirty()
-	full := d.full || c.mirror == nil
+	r.dirty = c.takeDirty()
+	r.full = r.dirty.full || c.mirror == nil
 	if c.nb != nil && !c.nb.Connected() {
 		c.requestFull()
-		return errors.New("not connected to OVN Northbound")
+		return nil, errors.New("not connected to OVN Northbound")
 	}
-	snap, err := c.snapshot()
-	if err != nil {
+	var err error
+	if r.snap, err = c.snapshot(); err != nil {
 		c.requestFull()
-		return fmt.Errorf("read informer caches: %w", err)
+		return nil, fmt.Errorf("read informer caches: %w", err)
 	}
-	if len(snap.eips) == 0 && c.mirror != nil && c.mirror.Len() > 0 {
-		full = true // the last EgressIP went: every row of ours goes, shared ones too
+	if len(r.snap.eips) == 0 && c.mirror != nil && c.mirror.Len() > 0 {
+		r.full = true // the last EgressIP went: every row of ours goes, shared ones too
 	}
+	return r, nil
+}
 
-	// Nodes, without what they publish that cannot be true.
-	var assignNodes []assign.Node
-	nbNodes := make(map[string]nbstate.Node, len(snap.nodes))
-	facts := c.nodeParser.parse(snap.nodes)
-	believedItems := func(e *egressipv1.EgressIP) []egressipv1.EgressIPStatusItem {
-		st, _ := c.status.current(e)
-		return st.Items
-	}
-	// Node claims are vetted, and reported, by whoever assigns: a zone controller
-	// takes the status and the facts as they are.
+// readNodes parses the nodes and takes out of their facts what cannot be true.
+// Node claims are vetted, and reported, by whoever assigns: a zone controller
+// takes the status and the facts as they are.
+func (c *controller) readNodes(r *round) {
+	facts := c.nodeParser.parse(r.snap.nodes)
 	if c.s.Role != RoleZone {
-		if wait := c.doubts.vetNodes(snap.nodes, facts, snap.eips, believedItems, c.s.Recorder, began, c.s.doubtGrace); wait > 0 {
+		believedItems := func(e *egressipv1.EgressIP) []egressipv1.EgressIPStatusItem {
+			st, _ := c.status.current(e)
+			return st.Items
+		}
+		if wait := c.doubts.vetNodes(r.snap.nodes, facts, r.snap.eips, believedItems, c.s.Recorder, r.began, c.s.doubtGrace); wait > 0 {
 			c.queue.AddAfter(syncKey, wait) // a doubt's report falls due: no event will say so
 		}
 	}
-	for i, n := range snap.nodes {
+	r.nbNodes = make(map[string]nbstate.Node, len(r.snap.nodes))
+	for i, n := range r.snap.nodes {
 		f := facts[i]
 		c.noteNode(f.assign, f.readyErr)
-		assignNodes = append(assignNodes, f.assign)
-		nbNodes[n.Name] = f.nb
+		r.assignNodes = append(r.assignNodes, f.assign)
+		r.nbNodes[n.Name] = f.nb
 	}
-	c.pruneNodes(nbNodes)
+	c.pruneNodes(r.nbNodes)
+}
 
-	// Assignment, over the status we believe current, and the status it makes
-	// (decideStatus). Status is written only on change; NB follows what is
-	// written. The conditions written with new items say they are not programmed
-	// yet; once NB is written they are updated (decideConditions, below).
-	now := metav1.NewTime(began)
-	in := c.statusInput(snap.eips, assignNodes, nbNodes, now)
-	var decision statusDecision
+// decide is assignment over the status believed current, and the status it makes
+// (decideStatus): status is written only on change, the rows follow what is
+// written, and the conditions written with new items say they are not programmed
+// yet (afterCommit updates them). A zone controller reads the status as it is and
+// updates what its node lingers on.
+func (c *controller) decide(r *round) {
+	r.status = c.statusInput(r.snap.eips, r.assignNodes, r.nbNodes, metav1.NewTime(r.began))
 	if c.s.Role == RoleZone {
-		decision = readStatus(in)
-		if wake := c.zoneLinger(decision.kept, nbNodes, began); !wake.IsZero() {
-			c.queue.AddAfter(syncKey, wake.Sub(began)) // a linger ends: no event will say so
+		r.decision = readStatus(r.status)
+		if wake := c.zoneLinger(r.decision.kept, r.nbNodes, r.began); !wake.IsZero() {
+			c.queue.AddAfter(syncKey, wake.Sub(r.began)) // a linger ends: no event will say so
 		}
 	} else {
-		decision = decideStatus(in)
+		r.decision = decideStatus(r.status)
 	}
-	problems, writes := decision.problems, decision.writes
-	current := map[string][]egressipv1.EgressIPStatusItem{}
-	for _, e := range snap.eips {
-		current[e.Name] = in.current(e).status.Items
+	r.believed = make(map[string][]egressipv1.EgressIPStatusItem, len(r.snap.eips))
+	for _, e := range r.snap.eips {
+		r.believed[e.Name] = r.status.current(e).status.Items
 	}
-	var errs []error
-	var out outcome
-	programmed := decision.kept
-	nbIn := nbstate.Input{Mode: c.s.mode, ClusterSubnets: c.s.ClusterSubnets, JoinSubnets: c.s.JoinSubnets, Nodes: nbNodes, Zone: c.s.Zone}
-	if full {
+	r.written = r.decision.kept
+	if r.full {
 		fresh := newServing()
 		fresh.ready = c.serving.ready // timing memory, not derived from NB
 		c.serving = fresh
 	}
-	planFor := func(programmed map[string][]egressipv1.EgressIPStatusItem) planInput {
-		return c.planInput(snap.eips, programmed, d, full, nbIn, began)
-	}
+}
 
-	// The NB rows follow the status written. In an incremental sync they are
-	// planned and compared while the status writes are in flight, as if every
-	// write lands (a node loss: the API round trips and the planning overlap);
-	// the transaction waits for the writes, and is planned again for what did
-	// not land. A full sync plans after the writes.
-	var (
-		rows      nbRows
-		wake      time.Time
-		pre       prepared
-		planErr   error
-		statusAt  time.Time // the status writes done
-		plannedAt time.Time // the rows planned and compared (speculate)
-		speculate = !full && len(writes) > 0 && !c.s.noNB
-		assumed   map[string][]egressipv1.EgressIPStatusItem
-	)
-	if speculate {
-		assumed = maps.Clone(programmed)
+// planFor is what the rows are planned from, for the status items given.
+func (c *controller) planFor(r *round, items map[string][]egressipv1.EgressIPStatusItem) planInput {
+	nbIn := nbstate.Input{Mode: c.s.mode, ClusterSubnets: c.s.ClusterSubnets, JoinSubnets: c.s.JoinSubnets, Nodes: r.nbNodes, Zone: c.s.Zone}
+	return c.planInput(r.snap.eips, items, r.dirty, r.full, nbIn, r.began)
+}
+
+// writeStatus sends the status writes and records what landed in r.written. In an
+// incremental sync with NB rows to follow, the rows are planned and compared
+// while the writes are in flight, as if every write lands (speculate: a node loss
+// overlaps the API round trips and the planning); planRows plans again for what
+// did not land.
+func (c *controller) writeStatus(ctx context.Context, r *round) {
+	writes := r.decision.writes
+	r.speculated = !r.full && len(writes) > 0 && !c.s.noNB
+	if r.speculated {
+		// What the speculation assumes is read off the writes before they are sent:
+		// the writers fill in their results.
+		r.assumed = maps.Clone(r.written)
 		for _, w := range writes {
-			assumed[w.eip.Name] = w.status.Items
+			r.assumed[w.eip.Name] = w.status.Items
 		}
 		wrote := make(chan struct{})
 		go func() {
 			defer close(wrote)
 			writeStatuses(ctx, c.s.EgressIP, writes, c.s.StatusWriters)
-			statusAt = time.Now()
+			r.statusAt = time.Now()
 		}()
-		rows, wake, planErr = plan(c.serving, planFor(assumed))
-		if planErr == nil {
-			pre, planErr = c.prepare(ctx, rows, full)
-		}
-		plannedAt = time.Now()
+		c.speculate(ctx, r)
 		<-wrote
 	} else {
 		writeStatuses(ctx, c.s.EgressIP, writes, c.s.StatusWriters)
-		statusAt = time.Now()
+		r.statusAt = time.Now()
 	}
 	for _, w := range writes {
-		e, want, have := w.eip, w.status.Items, current[w.eip.Name]
-		updated, err := w.updated, w.err
-		if err != nil {
-			errs = append(errs, err)
-			programmed[e.Name] = have
+		e, want, have := w.eip, w.status.Items, r.believed[w.eip.Name]
+		if w.err != nil {
+			r.errs = append(r.errs, w.err)
+			r.written[e.Name] = have
 			continue
 		}
-		if updated == nil {
+		if w.updated == nil {
 			// Deleted meanwhile: its rows go. (Also what a CRD without the status
 			// subresource answers: say so, it would never be programmed.)
 			klog.InfoS("EgressIP status update: not found; treating it as deleted", "egressip", e.Name, "field", "status")
 			continue
 		}
 		c.metrics.statusUpdates.Inc()
-		c.status.remember(e, updated)
-		programmed[e.Name] = want
-		out.add(have, want)
+		c.status.remember(e, w.updated)
+		r.written[e.Name] = want
+		r.out.add(have, want)
 		klog.InfoS("EgressIP status updated", "egressip", e.Name, "field", "status.items", "items", describe(want), "was", describe(have))
 	}
-	in2 := planFor(programmed)
+}
+
+// speculate plans and compares the rows as if every status write lands
+// (r.assumed), while the writes are in flight: it must not read them.
+func (c *controller) speculate(ctx context.Context, r *round) {
+	r.rows, r.wake, r.planErr = plan(c.serving, c.planFor(r, r.assumed))
+	if r.planErr == nil {
+		r.pre, r.planErr = c.prepare(ctx, r.rows, r.full)
+	}
+	r.plannedAt = time.Now()
+}
+
+// planRows plans and compares the rows for the status written: afresh, or again
+// for the pods a speculation touched when some write did not land. The cluster
+// manager writes no rows: what its status says is what the zones program.
+func (c *controller) planRows(ctx context.Context, r *round) {
+	in := c.planFor(r, r.written)
+	r.rank = in.rank
 	switch {
 	case c.s.noNB:
-		// The cluster manager writes no rows: what its status says is what the
-		// zones program (its conditions wait for the holders' ready lists).
-	case !speculate:
-		rows, wake, planErr = plan(c.serving, in2)
-		if planErr == nil {
-			pre, planErr = c.prepare(ctx, rows, full)
+	case !r.speculated:
+		r.rows, r.wake, r.planErr = plan(c.serving, in)
+		if r.planErr == nil {
+			r.pre, r.planErr = c.prepare(ctx, r.rows, r.full)
 		}
-	case planErr == nil && !sameStatus(assumed, programmed):
-		klog.V(2).InfoS("EgressIP status writes did not all land; NB rows planned again", "statusWrites", len(writes))
-		pre.restore()
+	case r.planErr == nil && !sameStatus(r.assumed, r.written):
+		klog.V(2).InfoS("EgressIP status writes did not all land; NB rows planned again", "statusWrites", len(r.decision.writes))
+		r.pre.restore()
 		var again time.Time
-		rows, again, planErr = replan(c.serving, in2, rows)
-		wake = earliest(wake, again)
-		if planErr == nil {
-			pre, planErr = c.prepare(ctx, rows, full)
+		r.rows, again, r.planErr = replan(c.serving, in, r.rows)
+		r.wake = earliest(r.wake, again)
+		if r.planErr == nil {
+			r.pre, r.planErr = c.prepare(ctx, r.rows, r.full)
 		}
 	}
-	if !wake.IsZero() {
-		c.queue.AddAfter(syncKey, wake.Sub(began)) // a fallback ends: no event will say so
+	if !r.wake.IsZero() {
+		c.queue.AddAfter(syncKey, r.wake.Sub(r.began)) // a fallback ends: no event will say so
 	}
+}
 
-	// Events for what cannot be met.
+// report writes the Events for what cannot be met, and forgets what is gone.
+func (c *controller) report(r *round) {
 	uids := map[types.UID]bool{}
 	names := map[string]bool{}
-	for _, e := range snap.eips {
+	for _, e := range r.snap.eips {
 		uids[e.UID] = true
 		names[e.Name] = true
 		if c.s.Role != RoleZone {
-			c.reporter.report(e, problems[e.Name], in2.rank.Errors[e.Name])
+			c.reporter.report(e, r.decision.problems[e.Name], r.rank.Errors[e.Name])
 		}
 	}
 	c.reporter.prune(uids)
 	c.status.prune(names)
+}
 
-	// NB: the rows of what changed (everything in a full sync), one transaction.
-	err = planErr
+// commit writes the rows of what changed (everything in a full sync) in one
+// transaction; after a failure the next sync is a full one.
+func (c *controller) commit(ctx context.Context, r *round) {
+	err := r.planErr
 	if err == nil && !c.s.noNB {
-		err = c.transact(ctx, pre)
+		err = c.transact(ctx, r.pre)
 	}
-	switch {
-	case err != nil:
+	if err != nil {
 		c.requestFull()
-		errs = append(errs, fmt.Errorf("program OVN Northbound: %w", err))
-	case c.s.Role == RoleZone:
-		c.committed = programmed
-		errs = append(errs, c.publishZone(ctx, snap.nodes, programmed))
-	default:
-		c.observe(out, trigger)
-		c.committed = programmed
-		errs = append(errs, c.writeConditions(ctx, c.statusInput(snap.eips, assignNodes, nbNodes, now), programmed, problems))
+		r.errs = append(r.errs, fmt.Errorf("program OVN Northbound: %w", err))
+		r.planErr = err
+		return
 	}
-	c.countEgressIPs(snap.eips, programmed)
+	c.committed = r.written
+}
+
+// afterCommit tells what is programmed: the conditions (master, cluster manager),
+// or the zone node's SNAT-ready and lingering lists (zone controller).
+func (c *controller) afterCommit(ctx context.Context, r *round) {
+	switch {
+	case r.planErr != nil:
+	case c.s.Role == RoleZone:
+		r.errs = append(r.errs, c.publishZone(ctx, r.snap.nodes, r.written))
+	default:
+		c.observe(r.out, r.trigger)
+		in := c.statusInput(r.snap.eips, r.assignNodes, r.nbNodes, metav1.NewTime(r.began))
+		r.errs = append(r.errs, c.writeConditions(ctx, in, r.written, r.decision.problems))
+	}
+}
+
+// finish records the sync's metrics and its log line.
+func (c *controller) finish(r *round) {
+	c.countEgressIPs(r.snap.eips, r.written)
 	kind := "incremental"
-	if full {
+	if r.full {
 		kind = "full"
 	}
-	took := time.Since(began)
+	took := time.Since(r.began)
 	c.metrics.syncDuration.WithLabelValues(kind).Observe(took.Seconds())
-	if len(writes) > 0 {
-		klog.V(2).InfoS("EgressIP sync wrote status", "kind", kind, "statusWrites", len(writes),
-			"queued", began.Sub(trigger).Round(time.Microsecond),
-			"statusWritten", statusAt.Sub(began).Round(time.Microsecond), "planned", since(began, plannedAt),
+	if n := len(r.decision.writes); n > 0 {
+		klog.V(2).InfoS("EgressIP sync wrote status", "kind", kind, "statusWrites", n,
+			"queued", r.began.Sub(r.trigger).Round(time.Microsecond),
+			"statusWritten", r.statusAt.Sub(r.began).Round(time.Microsecond), "planned", since(r.began, r.plannedAt),
 			"took", took.Round(time.Microsecond))
 	}
-	return errors.Join(errs...)
 }
 
 // planInput is what a sync plans its rows from, for EgressIPs as programmed
