@@ -114,7 +114,8 @@ func ovsdbHost(a netip.Addr) string {
 // root namespace's switch ovn-eip-host only in node1's zone) plus the interconnect rows: transit_switch with
 // tstor-<local> (type router, rtots-<local> on ovn_cluster_router, the transit IPs) and one type-remote port per
 // other node, and on ovn_cluster_router per other node a route of its pod subnet and of its GR join IP to its
-// transit IP (zones other than node1's also route the root namespace's subnet to node1's transit IP).
+// transit IP (zones other than node1's also route the root namespace's subnet to node1's transit IP), and the
+// catch-all src-ip route of the cluster CIDR to the local GR.
 func buildZoneTopology(nodes []NodeAddrs, local NodeAddrs, mode string) []model.Model {
 	withHost := local.Index == 1
 	t := &topology{rows: buildTopologyOn([]NodeAddrs{local}, mode, ChassisName(local.Name), withHost)}
@@ -158,6 +159,18 @@ func buildZoneTopology(nodes []NodeAddrs, local NodeAddrs, mode string) []model.
 				"requested-chassis": ChassisName(r.Name)},
 			ExternalIDs: harnessIDs("node", r.Name)})
 		tsPorts = append(tsPorts, u)
+	}
+	// Traffic of other zones' pods arriving from the transit switch (an egress IP this node holds) is routed to the
+	// local GR by one catch-all src-ip route per cluster CIDR (upstream's; the more specific routes above and the
+	// node's own src-ip route win for every other path); the reroute policies then pick the actual next hop.
+	srcIP := nbdb.LogicalRouterStaticRoutePolicySrcIP
+	for _, f := range local.Families {
+		sfx := ""
+		if f.Family == 6 {
+			sfx = "6"
+		}
+		cr.StaticRoutes = append(cr.StaticRoutes,
+			t.route("ic_cluster"+sfx, plans[f.Family].cluster.String(), f.JoinIP.String(), &srcIP, nil))
 	}
 	t.add(&nbdb.LogicalSwitch{UUID: uuidName("ls", TransitSwitch), Name: TransitSwitch,
 		OtherConfig: map[string]string{"interconn-ts": TransitSwitch,
