@@ -198,6 +198,27 @@ func addRemoteChassis(ctx context.Context, p paths, nodes []NodeAddrs, local Nod
 	return err
 }
 
+// bindRemotePorts binds, in local's SB, each other node's remote transit port to that node's (remote) chassis,
+// once ovn-northd has created the port bindings. OVN 23.03's northd does not do it (23.09's does, from
+// options:requested-chassis: "northd: support binding remote ports in ovn-northd"); without it ovn-controller
+// installs no tunnel output for the port. ovn-ic does the same in an OVN-IC deployment.
+func bindRemotePorts(ctx context.Context, p paths, nodes []NodeAddrs, local NodeAddrs) error {
+	if len(nodes) < 2 {
+		return nil
+	}
+	if _, err := run(ctx, "ovn-nbctl", "--db=unix:"+p.zoneNBSock(local.Name), "--timeout=20", "--wait=sb", "sync"); err != nil {
+		return err
+	}
+	args := []string{"--db=unix:" + p.zoneSBSock(local.Name), "--timeout=20"}
+	for _, r := range nodes {
+		if r.Name != local.Name {
+			args = append(args, "--", "lsp-bind", TransitToRouterPort(r.Name), ChassisName(r.Name))
+		}
+	}
+	_, err := run(ctx, "ovn-sbctl", args...)
+	return err
+}
+
 // startTunnelEndpoints creates br-tun with one internal port per chassis carrying its Geneve endpoint, the flow that
 // hands the encapsulated packets to the datapath's decapsulation, and the static tunnel neighbours.
 func startTunnelEndpoints(ctx context.Context, p paths, nodes []NodeAddrs) error {
@@ -226,8 +247,8 @@ func startTunnelEndpoints(ctx context.Context, p paths, nodes []NodeAddrs) error
 	return setTunnelNeighbours(ctx, p, nodes)
 }
 
-// setTunnelNeighbours sets the static tunnel neighbour of every endpoint (its port's MAC), as seen from that port
-// (the route lookup of an endpoint gives its own port).
+// setTunnelNeighbours sets the static tunnel neighbour of every endpoint (its port's MAC) on br-tun (OVS' neighbour
+// cache is per bridge of the route's output port; the route lookup of an endpoint gives its own port).
 func setTunnelNeighbours(ctx context.Context, p paths, nodes []NodeAddrs) error {
 	ctl := filepath.Join(p.run(), "ovs-vswitchd.ctl")
 	for _, n := range nodes {
@@ -235,7 +256,7 @@ func setTunnelNeighbours(ctx context.Context, p paths, nodes []NodeAddrs) error 
 		if err != nil {
 			return err
 		}
-		if _, err := run(ctx, "ovs-appctl", "-t", ctl, "tnl/neigh/set", encapLink(n.ID), n.EncapIP.String(),
+		if _, err := run(ctx, "ovs-appctl", "-t", ctl, "tnl/neigh/set", BrTun, n.EncapIP.String(),
 			strings.TrimSpace(string(mac))); err != nil {
 			return err
 		}
@@ -243,29 +264,38 @@ func setTunnelNeighbours(ctx context.Context, p paths, nodes []NodeAddrs) error 
 	return nil
 }
 
-// startZoneChassis configures node's chassis in the Open_vSwitch table (keys suffixed with the chassis name) and
-// starts its ovn-controller, which creates br-int-<node>.
-func startZoneChassis(ctx context.Context, p paths, n NodeAddrs) error {
-	ch := ChassisName(n.Name)
-	br := ZoneIntegrationBridge(n.Name)
-	if _, err := vsctl(ctx, p, "set", "open_vswitch", ".",
-		"external_ids:ovn-remote-"+ch+"=unix:"+p.zoneSBSock(n.Name),
-		"external_ids:ovn-encap-type-"+ch+"=geneve",
-		"external_ids:ovn-encap-ip-"+ch+"="+n.EncapIP.String(),
-		"external_ids:ovn-set-local-ip-"+ch+"=true",
-		"external_ids:ovn-is-interconn-"+ch+"=true",
-		"external_ids:ovn-bridge-"+ch+"="+br,
-		"external_ids:ovn-bridge-datapath-type-"+ch+"=netdev",
-		"external_ids:ovn-bridge-mappings-"+ch+"="+PhysNet+":"+BrEx); err != nil {
-		return err
+// configureChassis writes every zone's chassis configuration into the Open_vSwitch table in one transaction:
+// the external_ids keys suffixed with the chassis name, and other_config:ovn-chassis-idx-<chassis> (the node id,
+// unique: it is in the names of the chassis' tunnel ports, which must be unique in the one ovs-vswitchd; left to
+// ovn-controllers started side by side, they overwrite each other's choice).
+func configureChassis(ctx context.Context, p paths, nodes []NodeAddrs) error {
+	args := []string{"set", "open_vswitch", "."}
+	for _, n := range nodes {
+		ch := ChassisName(n.Name)
+		args = append(args,
+			"external_ids:ovn-remote-"+ch+"=unix:"+p.zoneSBSock(n.Name),
+			"external_ids:ovn-encap-type-"+ch+"=geneve",
+			"external_ids:ovn-encap-ip-"+ch+"="+n.EncapIP.String(),
+			"external_ids:ovn-set-local-ip-"+ch+"=true",
+			"external_ids:ovn-is-interconn-"+ch+"=true",
+			"external_ids:ovn-bridge-"+ch+"="+ZoneIntegrationBridge(n.Name),
+			"external_ids:ovn-bridge-datapath-type-"+ch+"=netdev",
+			"external_ids:ovn-bridge-mappings-"+ch+"="+PhysNet+":"+BrEx,
+			"other_config:ovn-chassis-idx-"+ch+"="+strconv.Itoa(n.ID))
 	}
-	if _, err := runOVS(ctx, p, "ovn-controller", "-n", ch, "unix:"+p.ovsSock(), "--detach", "--no-chdir",
+	_, err := vsctl(ctx, p, args...)
+	return err
+}
+
+// startZoneChassis starts node's ovn-controller (configureChassis first), which creates br-int-<node>.
+func startZoneChassis(ctx context.Context, p paths, n NodeAddrs) error {
+	if _, err := runOVS(ctx, p, "ovn-controller", "-n", ChassisName(n.Name), "unix:"+p.ovsSock(), "--detach", "--no-chdir",
 		"--pidfile="+p.pidfile(zonePidName(n.Name, "ovn-controller")),
 		"--log-file="+filepath.Join(p.log(), n.Name+"-ovn-controller.log")); err != nil {
 		return err
 	}
 	return poll(ctx, 50*time.Millisecond, func() (bool, error) {
-		_, err := vsctl(ctx, p, "br-exists", br)
+		_, err := vsctl(ctx, p, "br-exists", ZoneIntegrationBridge(n.Name))
 		return err == nil, nil
 	})
 }
@@ -286,6 +316,9 @@ func upInterconnectOVN(ctx context.Context, p paths, mode string, nodes []NodeAd
 			if err := addRemoteChassis(ctx, p, nodes, n); err != nil {
 				return fmt.Errorf("zone %s remote chassis: %w", n.Name, err)
 			}
+			if err := bindRemotePorts(ctx, p, nodes, n); err != nil {
+				return fmt.Errorf("zone %s remote transit ports: %w", n.Name, err)
+			}
 			return nil
 		})
 	}
@@ -301,6 +334,9 @@ func upInterconnectOVN(ctx context.Context, p paths, mode string, nodes []NodeAd
 	}
 	if err := startTunnelEndpoints(ctx, p, nodes); err != nil {
 		return fmt.Errorf("tunnel endpoints on %s: %w", BrTun, err)
+	}
+	if err := configureChassis(ctx, p, nodes); err != nil {
+		return fmt.Errorf("chassis configuration: %w", err)
 	}
 	jobs = nil
 	for _, n := range nodes {
