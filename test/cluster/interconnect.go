@@ -274,6 +274,7 @@ func configureChassis(ctx context.Context, p paths, nodes []NodeAddrs) error {
 		ch := ChassisName(n.Name)
 		args = append(args,
 			"external_ids:ovn-remote-"+ch+"=unix:"+p.zoneSBSock(n.Name),
+			"external_ids:hostname-"+ch+"="+n.Name,
 			"external_ids:ovn-encap-type-"+ch+"=geneve",
 			"external_ids:ovn-encap-ip-"+ch+"="+n.EncapIP.String(),
 			"external_ids:ovn-set-local-ip-"+ch+"=true",

@@ -397,4 +397,3 @@ func namedUUID(row model.Model) string {
 	}
 	return ""
 }
-
