@@ -336,6 +336,9 @@ func upInterconnectOVN(ctx context.Context, p paths, mode string, nodes []NodeAd
 	if err := startTunnelEndpoints(ctx, p, nodes); err != nil {
 		return fmt.Errorf("tunnel endpoints on %s: %w", BrTun, err)
 	}
+	if err := markTunnels(p); err != nil {
+		return err
+	}
 	if err := configureChassis(ctx, p, nodes); err != nil {
 		return fmt.Errorf("chassis configuration: %w", err)
 	}
@@ -459,4 +462,74 @@ func (c *Cluster) ZoneChassis(node string) string {
 		return Chassis
 	}
 	return ChassisName(node)
+}
+
+// tunnelsMark records the ovs-vswitchd pid whose memory holds the br-tun flow and tunnel neighbours.
+func (p paths) tunnelsMark() string { return filepath.Join(p.run(), BrTun+".vswitchd-pid") }
+
+func markTunnels(p paths) error {
+	pid, err := readPid(p.pidfile("ovs-vswitchd"))
+	if err != nil {
+		return err
+	}
+	return os.WriteFile(p.tunnelsMark(), []byte(strconv.Itoa(pid)+"\n"), 0o644)
+}
+
+// RunTunnelKeeper restores what the interconnect layout's tunnels need and ovs-vswitchd keeps only in memory (the
+// br-tun flow and the tunnel neighbours) whenever ovs-vswitchd was restarted by its monitor (after a crash), until
+// ctx ends: every second it compares the pid in ovs-vswitchd's pidfile with the one Up (or the last restore)
+// configured. It does nothing in the centralized layout. The agent runs it.
+func RunTunnelKeeper(ctx context.Context, stateDir string, logf func(string, ...any)) error {
+	abs, err := filepath.Abs(stateDir)
+	if err != nil {
+		return err
+	}
+	p := paths{dir: abs}
+	t := time.NewTicker(time.Second)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-t.C:
+		}
+		data, err := os.ReadFile(p.tunnelsMark())
+		if err != nil {
+			continue // centralized layout, or not configured yet
+		}
+		configured, _ := strconv.Atoi(strings.TrimSpace(string(data)))
+		pid, err := readPid(p.pidfile("ovs-vswitchd"))
+		if err != nil || !alive(pid) || pid == configured {
+			continue
+		}
+		var nodes []NodeAddrs
+		for _, z := range zoneNodes(p) {
+			i, err := strconv.Atoi(strings.TrimPrefix(z, "node"))
+			if err != nil {
+				continue
+			}
+			if n, err := AddrsFor(i); err == nil {
+				nodes = append(nodes, n)
+			}
+		}
+		if err := restoreTunnels(ctx, p, nodes); err != nil {
+			logf("ovs-vswitchd restarted (pid %d -> %d), tunnels not restored yet: %v", configured, pid, err)
+			continue // again on the next tick
+		}
+		if err := markTunnels(p); err != nil {
+			logf("%v", err)
+		}
+		logf("ovs-vswitchd restarted (pid %d -> %d): %s flow and tunnel neighbours restored", configured, pid, BrTun)
+	}
+}
+
+// restoreTunnels puts the br-tun flow and the tunnel neighbours back (after an ovs-vswitchd restart).
+func restoreTunnels(ctx context.Context, p paths, nodes []NodeAddrs) error {
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	if _, err := run(ctx, "ovs-ofctl", "add-flow", "unix:"+filepath.Join(p.run(), BrTun+".mgmt"),
+		"priority=100,udp,tp_dst=6081,actions=in_port"); err != nil {
+		return err
+	}
+	return setTunnelNeighbours(ctx, p, nodes)
 }
