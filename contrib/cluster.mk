@@ -1,6 +1,6 @@
 # Local cluster targets (included by the root Makefile). See docs/local-cluster.md.
 #   make install-deps                       Debian packages when missing + kube-apiserver/kubectl v1.37.2 (cached build)
-#   make cluster-up [GATEWAY_MODE=local] [CLUSTER_IP_FAMILY=ipv4|ipv6|dual] [CLUSTER_NB=raft] [CLUSTER_NODES=N] [CLUSTER_STATE=dir]
+#   make cluster-up [GATEWAY_MODE=local] [CLUSTER_IP_FAMILY=ipv4|ipv6|dual] [CLUSTER_NB=raft] [CLUSTER_LAYOUT=interconnect] [CLUSTER_NODES=N] [CLUSTER_STATE=dir]
 #   make cluster-down [CLUSTER_STATE=dir]
 GO ?= go
 CLUSTER_STATE ?= $(CURDIR)/_output/cluster
@@ -8,8 +8,9 @@ CLUSTER_NODES ?= 3
 GATEWAY_MODE ?= shared
 CLUSTER_IP_FAMILY ?= ipv4
 CLUSTER_NB ?= standalone
+CLUSTER_LAYOUT ?= centralized
 CLUSTERCTL := $(CURDIR)/_output/bin/clusterctl
-export CLUSTER_STATE CLUSTER_NODES GATEWAY_MODE CLUSTER_IP_FAMILY CLUSTER_NB
+export CLUSTER_STATE CLUSTER_NODES GATEWAY_MODE CLUSTER_IP_FAMILY CLUSTER_NB CLUSTER_LAYOUT
 
 .PHONY: install-deps cluster-up cluster-down clusterctl
 

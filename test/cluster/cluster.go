@@ -36,6 +36,8 @@ type Cluster struct {
 
 	nbMu sync.Mutex
 	nb   *nbConn
+	// zoneNB are the connections to the zones' NB databases (interconnect layout), by node.
+	zoneNB map[string]*nbConn
 }
 
 // Up brings the cluster described by cfg up and returns it. It is idempotent: when StateDir already holds a running
@@ -53,7 +55,7 @@ func Up(ctx context.Context, cfg Config) (*Cluster, error) {
 	if st, err := readState(p); err == nil {
 		// A cluster made before ovnkube's identities existed has no access/ directory: it is recreated.
 		if st.Nodes == cfg.Nodes && st.GatewayMode == cfg.GatewayMode && st.IPFamily == cfg.IPFamily && st.nbLayout() == cfg.NB &&
-			st.Kubelets == cfg.Kubelets && healthy(p, st) && hasAccess(p) {
+			st.Kubelets == cfg.Kubelets && st.layout() == cfg.Layout && healthy(p, st) && hasAccess(p) {
 			cfg.Logf("cluster already up (%d nodes, %s gateway mode, %s, %s NB) in %s", st.Nodes, st.GatewayMode, st.IPFamily, st.nbLayout(), p.dir)
 			return Open(cfg.StateDir)
 		}
@@ -149,9 +151,13 @@ func up(ctx context.Context, cfg Config, p paths) (*Cluster, error) {
 		APIServer: "https://" + netip.AddrPortFrom(apiIP, APIServerPort).String(), Kubectl: bins.Kubectl,
 		Kubelets: cfg.Kubelets,
 	}
+	if cfg.Layout == LayoutInterconnect {
+		// no cluster-wide NB or SB: each zone has its own (ZoneNBAddress)
+		st.Layout, st.NBAddress, st.SBAddress = cfg.Layout, "", ""
+	}
 
 	// The root namespace's two ports come first: kube-apiserver binds its address on oeip-api.
-	rootLinks := rootVeths(fams)
+	rootLinks := rootVeths(fams, cfg.Layout)
 	if err := plumb(ctx, p, rootLinks, false); err != nil {
 		return nil, fmt.Errorf("root namespace ports: %w", err)
 	}
@@ -163,7 +169,7 @@ func up(ctx context.Context, cfg Config, p paths) (*Cluster, error) {
 		return upControlPlane(gctx, p, k, bins, root, helper, waitHelper, nodes, &st, apiIP, logf)
 	})
 	g.Go(func() error {
-		return upOVN(gctx, p, cfg.GatewayMode, cfg.NB, helper, waitHelper, nodes, rootLinks, fams, cfg.Kubelets, logf)
+		return upOVN(gctx, p, cfg.GatewayMode, cfg.NB, cfg.Layout, helper, waitHelper, nodes, rootLinks, fams, cfg.Kubelets, logf)
 	})
 	if err := g.Wait(); err != nil {
 		return nil, err
@@ -180,8 +186,13 @@ func up(ctx context.Context, cfg Config, p paths) (*Cluster, error) {
 	if err := writeState(p, st); err != nil {
 		return nil, err
 	}
-	logf("cluster up: %d nodes, %s gateway mode, %s, %s NB, KUBECONFIG=%s, NB %s", cfg.Nodes, cfg.GatewayMode, cfg.IPFamily,
-		cfg.NB, st.Kubeconfig, st.NBAddress)
+	if cfg.Layout == LayoutInterconnect {
+		logf("cluster up: %d nodes, %s gateway mode, %s, %s layout (one zone per node, NB of zone <node> unix:%s), KUBECONFIG=%s",
+			cfg.Nodes, cfg.GatewayMode, cfg.IPFamily, cfg.Layout, p.zoneNBSock("<node>"), st.Kubeconfig)
+	} else {
+		logf("cluster up: %d nodes, %s gateway mode, %s, %s NB, KUBECONFIG=%s, NB %s", cfg.Nodes, cfg.GatewayMode, cfg.IPFamily,
+			cfg.NB, st.Kubeconfig, st.NBAddress)
+	}
 	return Open(cfg.StateDir)
 }
 
@@ -227,7 +238,7 @@ func upControlPlane(ctx context.Context, p paths, k pki, bins apiserver.Binaries
 			return fmt.Errorf("service account in %s: %w", ns, err)
 		}
 	}
-	if err := registerNodes(ctx, cs, nodes, st.Kubelets); err != nil {
+	if err := registerNodes(ctx, cs, nodes, st.Kubelets, st.layout()); err != nil {
 		return err
 	}
 	if err := installAccess(ctx, p, bins.Kubectl, root, st.APIServer, cs, nodes); err != nil {
@@ -248,24 +259,30 @@ func upControlPlane(ctx context.Context, p paths, k pki, bins apiserver.Binaries
 	return nil
 }
 
-func upOVN(ctx context.Context, p paths, mode, nbLayout, helper string, waitHelper func() error, nodes []NodeAddrs, rootLinks []veth,
+func upOVN(ctx context.Context, p paths, mode, nbLayout, layout, helper string, waitHelper func() error, nodes []NodeAddrs, rootLinks []veth,
 	fams []int, kubelets bool, logf func(string, ...any)) error {
-	if err := startOVNCentral(ctx, p, nbLayout); err != nil {
-		return fmt.Errorf("OVN central: %w", err)
+	if layout == LayoutInterconnect {
+		if err := upInterconnectOVN(ctx, p, mode, nodes, fams, logf); err != nil {
+			return err
+		}
+	} else {
+		if err := startOVNCentral(ctx, p, nbLayout); err != nil {
+			return fmt.Errorf("OVN central: %w", err)
+		}
+		rows := buildTopology(nodes, mode)
+		if kubelets {
+			rows = withServiceLB(rows, nodes, plans[fams[0]].apiServer.String())
+		}
+		if err := createRowsAt(ctx, p.nbAddress(nbLayout), rows); err != nil {
+			return fmt.Errorf("NB topology: %w", err)
+		}
+		logf("NB/SB/northd up, NB topology written (%s gateway mode)", mode)
+		if err := startOVS(ctx, p); err != nil {
+			return fmt.Errorf("OVS/ovn-controller: %w", err)
+		}
+		logf("ovs-vswitchd (userspace datapath) and ovn-controller up")
 	}
-	rows := buildTopology(nodes, mode)
-	if kubelets {
-		rows = withServiceLB(rows, nodes, plans[fams[0]].apiServer.String())
-	}
-	if err := createRowsAt(ctx, p.nbAddress(nbLayout), rows); err != nil {
-		return fmt.Errorf("NB topology: %w", err)
-	}
-	logf("NB/SB/northd up, NB topology written (%s gateway mode)", mode)
-	if err := startOVS(ctx, p); err != nil {
-		return fmt.Errorf("OVS/ovn-controller: %w", err)
-	}
-	logf("ovs-vswitchd (userspace datapath) and ovn-controller up")
-	vs := append(nodeVeths(nodes), extVeth(fams))
+	vs := append(nodeVeths(nodes, layout), extVeth(fams))
 	if err := plumb(ctx, p, vs, true); err != nil {
 		return fmt.Errorf("node namespaces: %w", err)
 	}
@@ -297,14 +314,33 @@ func upOVN(ctx context.Context, p paths, mode, nbLayout, helper string, waitHelp
 		return fmt.Errorf("echo server: %w", err)
 	}
 	logf("node hosts configured, echo server started")
-	ports := []string{MgmtPort(hostPortSwitch)}
-	for _, n := range nodes {
-		ports = append(ports, MgmtPort(n.Name))
-	}
 	wctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
-	if err := waitPortsUpAt(wctx, p.nbAddress(nbLayout), ports...); err != nil {
-		return err
+	if layout == LayoutInterconnect {
+		jobs = nil
+		for _, n := range nodes {
+			ports := []string{MgmtPort(n.Name)}
+			if n.Index == 1 {
+				ports = append(ports, MgmtPort(hostPortSwitch))
+			}
+			jobs = append(jobs, func(ctx context.Context) error {
+				if err := waitPortsUpAt(ctx, "unix:"+p.zoneNBSock(n.Name), ports...); err != nil {
+					return fmt.Errorf("zone %s: %w", n.Name, err)
+				}
+				return nil
+			})
+		}
+		if err := parallel(wctx, jobs); err != nil {
+			return err
+		}
+	} else {
+		ports := []string{MgmtPort(hostPortSwitch)}
+		for _, n := range nodes {
+			ports = append(ports, MgmtPort(n.Name))
+		}
+		if err := waitPortsUpAt(wctx, p.nbAddress(nbLayout), ports...); err != nil {
+			return err
+		}
 	}
 	logf("node namespaces, management ports and external host up; echo server on %v port %d", extVeth(fams).CIDRs, EchoPort)
 	return nil
@@ -312,9 +348,10 @@ func upOVN(ctx context.Context, p paths, mode, nbLayout, helper string, waitHelp
 
 // rootVeths are the root namespace's ports: oeip-api on br-ex (APIServerIP, APIServerIP6) and oeip-host into OVN
 // (HostPortIP, HostPortIP6), with the routes to the cluster CIDR of each family.
-func rootVeths(fams []int) []veth {
+func rootVeths(fams []int, layout string) []veth {
 	api := veth{Host: apiLink, MAC: macFor(0x02, 0x00, plans[fams[0]].apiServer), Bridge: BrEx}
-	host := veth{Host: hostLink, MAC: ovnMAC(plans[fams[0]].hostIP), Bridge: BrInt, IfaceID: MgmtPort(hostPortSwitch)}
+	// the interconnect layout has the root namespace's port in node1's zone
+	host := veth{Host: hostLink, MAC: ovnMAC(plans[fams[0]].hostIP), Bridge: brIntOf(layout, NodeName(1)), IfaceID: MgmtPort(hostPortSwitch)}
 	for _, f := range fams {
 		pl := plans[f]
 		api.CIDRs = append(api.CIDRs, netip.PrefixFrom(pl.apiServer, pl.external.Bits()).String())
@@ -324,11 +361,11 @@ func rootVeths(fams []int) []veth {
 	return []veth{api, host}
 }
 
-func nodeVeths(nodes []NodeAddrs) []veth {
+func nodeVeths(nodes []NodeAddrs, layout string) []veth {
 	var vs []veth
 	for _, n := range nodes {
 		ns := NodeNetnsName(n.Name)
-		mp := veth{Host: mgmtLink(n.Index), Netns: ns, Ifname: MgmtPort(n.Name), MAC: n.MgmtMAC, Bridge: BrInt,
+		mp := veth{Host: mgmtLink(n.Index), Netns: ns, Ifname: MgmtPort(n.Name), MAC: n.MgmtMAC, Bridge: brIntOf(layout, n.Name),
 			IfaceID: MgmtPort(n.Name)}
 		eth := veth{Host: ethLink(n.Index), Netns: ns, Ifname: "eth0", MAC: n.NodeMAC, Bridge: BrEx}
 		for _, f := range n.Families {
@@ -386,7 +423,7 @@ func preflight() error {
 	if err := removeOrphanTaps(); err != nil {
 		return err
 	}
-	for _, l := range []string{BrInt, BrEx, "ovs-netdev"} {
+	for _, l := range append([]string{BrInt, BrEx, "ovs-netdev"}, interconnectTaps()...) {
 		if linkExists(l) {
 			return fmt.Errorf("interface %s exists: another OVS userspace data plane runs on this machine (only one can); stop it first", l)
 		}
@@ -404,7 +441,7 @@ func removeOrphanTaps() error {
 	if processRunning("ovs-vswitchd") {
 		return nil
 	}
-	for _, l := range []string{BrInt, BrEx, "ovs-netdev"} {
+	for _, l := range append([]string{BrInt, BrEx, "ovs-netdev"}, interconnectTaps()...) {
 		if !linkExists(l) {
 			continue
 		}
@@ -419,9 +456,20 @@ func removeOrphanTaps() error {
 var daemons = []string{"agent", "echo", "ovn-controller", "ovn-northd", "ovs-vswitchd", "ovsdb-server", "ovnnb_db",
 	"ovnsb_db", "kube-apiserver", "etcd"}
 
+// interconnectDaemons are the machine-wide daemons of the interconnect layout (the zones' are zoneDaemons).
+var interconnectDaemons = []string{"agent", "echo", "ovs-vswitchd", "ovsdb-server", "kube-apiserver", "etcd"}
+
 // healthy reports whether every daemon of the cluster in p (state st) runs.
 func healthy(p paths, st State) bool {
 	ds := daemons
+	if st.layout() == LayoutInterconnect {
+		ds = slices.Clone(interconnectDaemons)
+		for i := 1; i <= st.Nodes; i++ {
+			for _, d := range zoneDaemons {
+				ds = append(ds, zonePidName(NodeName(i), d))
+			}
+		}
+	}
 	if st.nbLayout() == NBRaft {
 		for i := 1; i < NBRaftMembers; i++ {
 			ds = append(slices.Clone(ds), nbMemberName(i))
@@ -468,6 +516,10 @@ func (c *Cluster) Close() {
 	if c.nb != nil {
 		c.nb.close()
 		c.nb = nil
+	}
+	for node, nb := range c.zoneNB {
+		nb.close()
+		delete(c.zoneNB, node)
 	}
 }
 
@@ -540,10 +592,11 @@ func (c *Cluster) RESTConfig() (*rest.Config, error) {
 // Client is an admin clientset.
 func (c *Cluster) Client() kubernetes.Interface { return c.cs }
 
-// NBAddress is the NB database address for ovnkube --nb-address ("unix:$STATE/run/ovnnb_db.sock").
+// NBAddress is the NB database address for ovnkube --nb-address ("unix:$STATE/run/ovnnb_db.sock") in the centralized
+// layout; "" in the interconnect layout, which has no cluster-wide NB (ZoneNBAddress is each node's zone's).
 func (c *Cluster) NBAddress() string { return c.st.NBAddress }
 
-// SBAddress is the SB database address.
+// SBAddress is the SB database address ("" in the interconnect layout: ZoneSBAddress).
 func (c *Cluster) SBAddress() string { return c.st.SBAddress }
 
 // NBTCPAddress is the NB database's TCP address (tcp:172.18.0.1:6641), reachable from the host and every node.
@@ -611,6 +664,31 @@ func (c *Cluster) Families() []int { return Families(c.st.IPFamily) }
 // SetNodeReady sets the node's Ready condition; the heartbeat keeps refreshing it with the status set here.
 func (c *Cluster) SetNodeReady(ctx context.Context, node string, ready bool) error {
 	return setNodeReady(ctx, c.cs, node, ready)
+}
+
+// nbConnFor returns the connection to the NB holding node's switch: the NB (centralized layout) or node's zone NB.
+func (c *Cluster) nbConnFor(ctx context.Context, node string) (*nbConn, error) {
+	if c.st.layout() != LayoutInterconnect {
+		return c.nbConn(ctx)
+	}
+	c.nbMu.Lock()
+	defer c.nbMu.Unlock()
+	if nb := c.zoneNB[node]; nb != nil && nb.lost.Load() {
+		nb.close()
+		delete(c.zoneNB, node)
+	}
+	if nb := c.zoneNB[node]; nb != nil {
+		return nb, nil
+	}
+	nb, err := dialNB(ctx, c.ZoneNBAddress(node))
+	if err != nil {
+		return nil, err
+	}
+	if c.zoneNB == nil {
+		c.zoneNB = map[string]*nbConn{}
+	}
+	c.zoneNB[node] = nb
+	return nb, nil
 }
 
 // nbConn returns the (lazily dialled) NB connection, dialled again when it was lost (see dialNB).

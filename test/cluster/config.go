@@ -14,6 +14,15 @@ const (
 	GatewayLocal  = "local"
 )
 
+// Layouts of the OVN control plane (Config.Layout, CLUSTER_LAYOUT).
+const (
+	// LayoutCentralized: one NB, one SB, one ovn-northd and one ovn-controller (chassis Chassis) hold every node.
+	LayoutCentralized = "centralized"
+	// LayoutInterconnect: every node is its own OVN zone (upstream OVN-Kubernetes' layout): its own NB, SB,
+	// ovn-northd and chassis, the zones joined by the transit switch over Geneve (interconnect.go).
+	LayoutInterconnect = "interconnect"
+)
+
 // Names shared by the harness and the docs.
 const (
 	// NetnsPrefix starts the name of every network namespace and root-namespace interface the harness creates.
@@ -49,8 +58,10 @@ type Config struct {
 	GatewayMode string
 	// IPFamily is FamilyIPv4 (default), FamilyIPv6 (IPv6-only) or FamilyDual (dual-stack: IPv4 primary).
 	IPFamily string
-	// NB is NBStandalone (default) or NBRaft.
+	// NB is NBStandalone (default) or NBRaft (centralized layout only).
 	NB string
+	// Layout is LayoutCentralized (default) or LayoutInterconnect (standalone NB, no kubelets).
+	Layout string
 	// RepoRoot is the ovn-egressip checkout (for dist/crds and contrib/build-kube.sh); empty = found from the
 	// working directory.
 	RepoRoot string
@@ -101,6 +112,15 @@ func (c *Config) setDefaults() error {
 	if c.NB != NBStandalone && c.NB != NBRaft {
 		return fmt.Errorf("cluster: NB layout %q is neither %q nor %q", c.NB, NBStandalone, NBRaft)
 	}
+	if c.Layout == "" {
+		c.Layout = LayoutCentralized
+	}
+	if c.Layout != LayoutCentralized && c.Layout != LayoutInterconnect {
+		return fmt.Errorf("cluster: layout %q is neither %q nor %q", c.Layout, LayoutCentralized, LayoutInterconnect)
+	}
+	if c.Layout == LayoutInterconnect && (c.NB != NBStandalone || c.Kubelets) {
+		return fmt.Errorf("cluster: the %s layout runs one standalone NB per zone and no kubelets", LayoutInterconnect)
+	}
 	if c.Logf == nil {
 		c.Logf = func(string, ...any) {}
 	}
@@ -124,6 +144,12 @@ func (p paths) ovsSock() string         { return filepath.Join(p.run(), "db.sock
 func (p paths) pidfile(n string) string { return filepath.Join(p.run(), n+".pid") }
 func (p paths) ipamLock() string        { return filepath.Join(p.run(), "ipam.lock") }
 
+// The interconnect layout's per-zone files: run/<node>/ and db/<node>/ (pidfile names "<node>/<daemon>").
+func (p paths) zoneRun(node string) string    { return filepath.Join(p.run(), node) }
+func (p paths) zoneDB(node string) string     { return filepath.Join(p.db(), node) }
+func (p paths) zoneNBSock(node string) string { return filepath.Join(p.zoneRun(node), "ovnnb_db.sock") }
+func (p paths) zoneSBSock(node string) string { return filepath.Join(p.zoneRun(node), "ovnsb_db.sock") }
+
 // State is what a running cluster records in StateDir/cluster.json; Open reads it back.
 type State struct {
 	Nodes       int    `json:"nodes"`
@@ -140,6 +166,16 @@ type State struct {
 	Kubectl    string `json:"kubectl"`
 	// Kubelets: the cluster runs kubelets (Config.Kubelets).
 	Kubelets bool `json:"kubelets,omitempty"`
+	// Layout is Config.Layout ("" in a state file from before it existed, and in the centralized layout: centralized).
+	Layout string `json:"layout,omitempty"`
+}
+
+// layout is the OVN layout of the state.
+func (s State) layout() string {
+	if s.Layout == "" {
+		return LayoutCentralized
+	}
+	return s.Layout
 }
 
 // nbLayout is the NB layout of the state (a state file from before the field existed is standalone).

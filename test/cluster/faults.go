@@ -99,10 +99,23 @@ func (c *Cluster) DaemonPids() map[string]int {
 func (c *Cluster) WaitDataPath(ctx context.Context, timeout time.Duration) error {
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
+	if c.st.layout() == LayoutInterconnect { // every zone
+		for _, n := range c.nodes {
+			if err := waitNBSynced(ctx, c.ZoneNBAddress(n.Name)); err != nil {
+				return fmt.Errorf("zone %s: %w", n.Name, err)
+			}
+		}
+		return nil
+	}
+	return waitNBSynced(ctx, c.st.NBAddress)
+}
+
+// waitNBSynced runs `ovn-nbctl --wait=hv sync` against address until it succeeds or ctx ends.
+func waitNBSynced(ctx context.Context, address string) error {
 	var last error
 	for {
 		secs := max(1, int(time.Until(deadlineOf(ctx)).Seconds()))
-		_, err := run(ctx, "ovn-nbctl", "--db="+c.st.NBAddress, fmt.Sprintf("--timeout=%d", secs), "--wait=hv", "sync")
+		_, err := run(ctx, "ovn-nbctl", "--db="+address, fmt.Sprintf("--timeout=%d", secs), "--wait=hv", "sync")
 		if err == nil {
 			return nil
 		}

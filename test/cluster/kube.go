@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/netip"
+	"strconv"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -22,6 +23,11 @@ const (
 	annNodeSubnets = "k8s.ovn.org/node-subnets"
 	annGRLRPAddr   = "k8s.ovn.org/node-gateway-router-lrp-ifaddr"
 	annL3Gateway   = "k8s.ovn.org/l3-gateway-config"
+	// upstream's interconnect facts (written in both layouts; see nodeObjectIn)
+	annNodeID        = "k8s.ovn.org/node-id"
+	annTransitIfAddr = "k8s.ovn.org/node-transit-switch-port-ifaddr"
+	annChassisID     = "k8s.ovn.org/node-chassis-id"
+	annEncapIPs      = "k8s.ovn.org/node-encap-ips"
 )
 
 func newClient(kubeconfig string) (*kubernetes.Clientset, error) {
@@ -31,6 +37,30 @@ func newClient(kubeconfig string) (*kubernetes.Clientset, error) {
 	}
 	cfg.QPS, cfg.Burst = 200, 400
 	return kubernetes.NewForConfig(cfg)
+}
+
+// nodeObjectIn is nodeObject of a cluster of layout, with upstream's interconnect annotations: k8s.ovn.org/node-id,
+// node-transit-switch-port-ifaddr (in both layouts: the centralized one has no transit switch, the facts are
+// harmless), node-chassis-id and node-encap-ips (the chassis that hosts the node's gateway router and ports, and its
+// Geneve endpoint: ChassisName(node) and 100.89.0.<id> in the interconnect layout, the one Chassis and its
+// ovn-encap-ip 127.0.0.1 in the centralized one).
+func nodeObjectIn(n NodeAddrs, layout string) *corev1.Node {
+	obj := nodeObject(n)
+	ts := map[string]string{}
+	for _, f := range n.Families {
+		ts[familyKey(f.Family)] = netip.PrefixFrom(f.TransitIP, plans[f.Family].transit.Bits()).String()
+	}
+	tsJSON, _ := json.Marshal(ts)
+	chassis, encap := Chassis, "127.0.0.1"
+	if layout == LayoutInterconnect {
+		chassis, encap = ChassisName(n.Name), n.EncapIP.String()
+	}
+	encapJSON, _ := json.Marshal([]string{encap})
+	obj.Annotations[annNodeID] = strconv.Itoa(n.ID)
+	obj.Annotations[annTransitIfAddr] = string(tsJSON)
+	obj.Annotations[annChassisID] = chassis
+	obj.Annotations[annEncapIPs] = string(encapJSON)
+	return obj
 }
 
 // nodeObject is the Node a harness node is registered as (without status; see nodeStatus).
@@ -88,10 +118,10 @@ func nodeStatus(n NodeAddrs, now metav1.Time) corev1.NodeStatus {
 
 // registerNodes creates (or updates) the Node objects with their annotations and, unless kubelets run (they write
 // their node's status), a Ready status.
-func registerNodes(ctx context.Context, cs kubernetes.Interface, nodes []NodeAddrs, kubelets bool) error {
+func registerNodes(ctx context.Context, cs kubernetes.Interface, nodes []NodeAddrs, kubelets bool, layout string) error {
 	now := metav1.Now()
 	for _, n := range nodes {
-		obj := nodeObject(n)
+		obj := nodeObjectIn(n, layout)
 		created, err := cs.CoreV1().Nodes().Create(ctx, obj, metav1.CreateOptions{})
 		if apierrors.IsAlreadyExists(err) {
 			created, err = cs.CoreV1().Nodes().Get(ctx, n.Name, metav1.GetOptions{})

@@ -35,11 +35,11 @@ func TestRegisterNodesAndReadiness(t *testing.T) {
 	ctx := context.Background()
 	cs := fake.NewClientset()
 	nodes := testNodes(t, 2)
-	if err := registerNodes(ctx, cs, nodes, false); err != nil {
+	if err := registerNodes(ctx, cs, nodes, false, LayoutCentralized); err != nil {
 		t.Fatal(err)
 	}
 	// registering again (cluster-up on a running cluster) is fine
-	if err := registerNodes(ctx, cs, nodes, false); err != nil {
+	if err := registerNodes(ctx, cs, nodes, false, LayoutCentralized); err != nil {
 		t.Fatalf("second registration: %v", err)
 	}
 	if err := setNodeReady(ctx, cs, "node2", false); err != nil {

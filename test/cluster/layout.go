@@ -27,6 +27,14 @@ const (
 	MaxNodes = 254
 	// EchoPort is the TCP and UDP port of the echo server on the external host.
 	EchoPort = 9000
+	// TransitCIDR is the transit switch subnet of the interconnect layout (upstream's default): node id N (node
+	// index + 1) has 100.88.0.N (rtots-<node>, k8s.ovn.org/node-transit-switch-port-ifaddr).
+	TransitCIDR = "100.88.0.0/16"
+	// TransitCIDR6 is the transit switch's IPv6 subnet (fd97::N).
+	TransitCIDR6 = "fd97::/64"
+	// EncapCIDR holds the Geneve tunnel endpoints of the interconnect layout's chassis: node id N's is 100.89.0.N/32 on
+	// the OVS internal port oeip-enc<N> of br-tun in the root namespace (k8s.ovn.org/node-encap-ips).
+	EncapCIDR = "100.89.0.0/16"
 )
 
 // The IPv6 address plan (IPv6-only and dual-stack clusters).
@@ -74,6 +82,7 @@ type familyPlan struct {
 	hostRouterIP, hostIP    netip.Addr
 	clusterRtrJIP           netip.Addr // ovn_cluster_router on the join switch
 	defaultRoute            string
+	transit                 netip.Prefix // transit switch subnet (interconnect layout)
 }
 
 var plans = map[int]familyPlan{
@@ -83,6 +92,7 @@ var plans = map[int]familyPlan{
 		apiServer: netip.MustParseAddr(APIServerIP), hostSubnet: netip.MustParsePrefix("10.244.0.0/24"),
 		hostRouterIP: netip.MustParseAddr("10.244.0.1"), hostIP: netip.MustParseAddr(HostPortIP),
 		clusterRtrJIP: netip.MustParseAddr("100.64.0.1"), defaultRoute: "0.0.0.0/0",
+		transit: netip.MustParsePrefix(TransitCIDR),
 	},
 	6: {
 		cluster: netip.MustParsePrefix(ClusterCIDR6), join: netip.MustParsePrefix(JoinCIDR6),
@@ -90,6 +100,7 @@ var plans = map[int]familyPlan{
 		apiServer: netip.MustParseAddr(APIServerIP6), hostSubnet: netip.MustParsePrefix("fd00:10:244::/64"),
 		hostRouterIP: netip.MustParseAddr("fd00:10:244::1"), hostIP: netip.MustParseAddr(HostPortIP6),
 		clusterRtrJIP: netip.MustParseAddr("fd98::1"), defaultRoute: "::/0",
+		transit: netip.MustParsePrefix(TransitCIDR6),
 	},
 }
 
@@ -116,6 +127,7 @@ type FamilyAddrs struct {
 	JoinIP    netip.Addr   // GR_<node> port on the join switch (the reroute nexthop in shared mode)
 	NodeIP    netip.Addr   // the node netns eth0 on br-ex (the "host" IP)
 	GatewayIP netip.Addr   // GR_<node> external port on ext_<node>
+	TransitIP netip.Addr   // rtots-<node> on the transit switch (interconnect layout): the node-id-th address of 100.88.0.0/16 | fd97::/64
 }
 
 // NodeAddrs are the addresses of one node. The embedded FamilyAddrs are those of the cluster's primary family (IPv4
@@ -130,6 +142,12 @@ type NodeAddrs struct {
 	GatewayMAC string // GR_<node> external port
 	RouterMAC  string // rtos-<node>
 	JoinMAC    string // rtoj-GR_<node>
+	// ID is the node id (k8s.ovn.org/node-id, the tunnel key of its transit switch port): Index+1, so that the GR join
+	// IP is the ID-th address of the join subnet (upstream's derivation; the plan has always had node1's GR at
+	// 100.64.0.2), and the transit IP the ID-th of the transit subnet.
+	ID         int
+	TransitMAC string     // rtots-<node> (0a:58 + the primary transit IP)
+	EncapIP    netip.Addr // the chassis' Geneve endpoint in the interconnect layout (100.89.0.<ID>)
 }
 
 // Family returns the node's addresses of family 4 or 6, or false when the cluster does not have that family.
@@ -168,6 +186,9 @@ func AddrsForFamily(index int, ipFamily string) (NodeAddrs, error) {
 	a.GatewayMAC = ovnMAC(a.GatewayIP)
 	a.RouterMAC = ovnMAC(a.RouterIP)
 	a.JoinMAC = ovnMAC(a.JoinIP)
+	a.ID = index + 1
+	a.TransitMAC = ovnMAC(a.TransitIP)
+	a.EncapIP = nthAddr(netip.MustParsePrefix(EncapCIDR).Addr(), uint32(a.ID))
 	return a, nil
 }
 
@@ -209,6 +230,7 @@ func familyAddrs(index, family int) FamilyAddrs {
 		JoinIP:    nthAddr(p.join.Addr(), uint32(index)+1),
 		NodeIP:    nodeIP,
 		GatewayIP: gwIP,
+		TransitIP: nthAddr(p.transit.Addr(), uint32(index)+1),
 	}
 }
 

@@ -94,6 +94,12 @@ func (t *topology) route(key, prefix, nexthop string, policy *nbdb.LogicalRouter
 //
 // Every row carries external_ids ovn-egressip-harness=true.
 func buildTopology(nodes []NodeAddrs, mode string) []model.Model {
+	return buildTopologyOn(nodes, mode, Chassis, true)
+}
+
+// buildTopologyOn is buildTopology with the gateway routers bound to chassis, and the switch ovn-eip-host (the root
+// namespace's port) only when withHost (the interconnect layout has it in node1's zone only).
+func buildTopologyOn(nodes []NodeAddrs, mode, chassis string, withHost bool) []model.Model {
 	t := &topology{}
 	srcIP := nbdb.LogicalRouterStaticRoutePolicySrcIP
 	var fams []int
@@ -125,13 +131,15 @@ func buildTopology(nodes []NodeAddrs, mode string) []model.Model {
 	var crRoutes []string
 
 	// the root namespace's port into OVN
-	crPorts = append(crPorts, t.lrp("rtos-"+hostPortSwitch, ovnMAC(plans[fams[0]].hostRouterIP), hostNets...))
-	hostMP := uuidName("lsp", MgmtPort(hostPortSwitch))
-	t.add(&nbdb.LogicalSwitchPort{UUID: hostMP, Name: MgmtPort(hostPortSwitch),
-		Addresses: []string{hostAddrs}, ExternalIDs: harnessIDs()})
-	t.add(&nbdb.LogicalSwitch{UUID: uuidName("ls", hostPortSwitch), Name: hostPortSwitch,
-		OtherConfig: hostCfg, ExternalIDs: harnessIDs(),
-		Ports: []string{t.routerTypeLSP("stor-"+hostPortSwitch, "rtos-"+hostPortSwitch, nil), hostMP}})
+	if withHost {
+		crPorts = append(crPorts, t.lrp("rtos-"+hostPortSwitch, ovnMAC(plans[fams[0]].hostRouterIP), hostNets...))
+		hostMP := uuidName("lsp", MgmtPort(hostPortSwitch))
+		t.add(&nbdb.LogicalSwitchPort{UUID: hostMP, Name: MgmtPort(hostPortSwitch),
+			Addresses: []string{hostAddrs}, ExternalIDs: harnessIDs()})
+		t.add(&nbdb.LogicalSwitch{UUID: uuidName("ls", hostPortSwitch), Name: hostPortSwitch,
+			OtherConfig: hostCfg, ExternalIDs: harnessIDs(),
+			Ports: []string{t.routerTypeLSP("stor-"+hostPortSwitch, "rtos-"+hostPortSwitch, nil), hostMP}})
+	}
 
 	for _, n := range nodes {
 		gr := GatewayRouter(n.Name)
@@ -182,7 +190,7 @@ func buildTopology(nodes []NodeAddrs, mode string) []model.Model {
 		joinPorts = append(joinPorts, t.routerTypeLSP("jtor-"+gr, "rtoj-"+gr, nil))
 		t.add(&nbdb.LogicalRouter{UUID: uuidName("lr", gr), Name: gr, Ports: []string{rtoj, rtoe},
 			StaticRoutes: grRoutes, Nat: nats,
-			Options:     map[string]string{"chassis": Chassis},
+			Options:     map[string]string{"chassis": chassis},
 			ExternalIDs: harnessIDs("node", n.Name, "physical_ip", n.GatewayIP.String())})
 
 		// external switch with the localnet port to br-ex; the GR's port announces its NAT addresses (GARP)

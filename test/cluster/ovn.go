@@ -71,23 +71,7 @@ func startOVNCentral(ctx context.Context, p paths, nb string) error {
 // startOVS starts the Open_vSwitch database and ovs-vswitchd (userspace datapath; no kernel module needed), creates
 // br-ex and configures the chassis, then starts ovn-controller, which creates br-int.
 func startOVS(ctx context.Context, p paths) error {
-	conf := filepath.Join(p.db(), "conf.db")
-	if _, err := run(ctx, "ovsdb-tool", "create", conf, "/usr/share/openvswitch/vswitch.ovsschema"); err != nil {
-		return err
-	}
-	if _, err := runOVS(ctx, p, "ovsdb-server", conf, "--detach", "--no-chdir",
-		"--pidfile="+p.pidfile("ovsdb-server"), "--log-file="+filepath.Join(p.log(), "ovsdb-server.log"),
-		"--remote=punix:"+p.ovsSock(), "--unixctl="+filepath.Join(p.run(), "ovsdb-server.ctl")); err != nil {
-		return err
-	}
-	if _, err := vsctl(ctx, p, "--no-wait", "init"); err != nil {
-		return err
-	}
-	// --monitor: a monitor process restarts ovs-vswitchd if it crashes (Debian's OVS 3.1 userspace conntrack has
-	// aborted on an assertion in conn_update_state() under NAT churn); the bridges and OpenFlow connections come back.
-	if _, err := runOVS(ctx, p, "ovs-vswitchd", "unix:"+p.ovsSock(), "--detach", "--monitor", "--no-chdir",
-		"--pidfile="+p.pidfile("ovs-vswitchd"), "--log-file="+filepath.Join(p.log(), "ovs-vswitchd.log"),
-		"--unixctl="+filepath.Join(p.run(), "ovs-vswitchd.ctl")); err != nil {
+	if err := startVswitchd(ctx, p); err != nil {
 		return err
 	}
 	if _, err := vsctl(ctx, p, "add-br", BrEx, "--", "set", "bridge", BrEx, "datapath_type=netdev",
@@ -111,6 +95,30 @@ func startOVS(ctx context.Context, p paths) error {
 	})
 }
 
+// startVswitchd starts the Open_vSwitch database and ovs-vswitchd (userspace datapath; no kernel module needed).
+func startVswitchd(ctx context.Context, p paths) error {
+	conf := filepath.Join(p.db(), "conf.db")
+	if _, err := run(ctx, "ovsdb-tool", "create", conf, "/usr/share/openvswitch/vswitch.ovsschema"); err != nil {
+		return err
+	}
+	if _, err := runOVS(ctx, p, "ovsdb-server", conf, "--detach", "--no-chdir",
+		"--pidfile="+p.pidfile("ovsdb-server"), "--log-file="+filepath.Join(p.log(), "ovsdb-server.log"),
+		"--remote=punix:"+p.ovsSock(), "--unixctl="+filepath.Join(p.run(), "ovsdb-server.ctl")); err != nil {
+		return err
+	}
+	if _, err := vsctl(ctx, p, "--no-wait", "init"); err != nil {
+		return err
+	}
+	// --monitor: a monitor process restarts ovs-vswitchd if it crashes (Debian's OVS 3.1 userspace conntrack has
+	// aborted on an assertion in conn_update_state() under NAT churn); the bridges and OpenFlow connections come back.
+	if _, err := runOVS(ctx, p, "ovs-vswitchd", "unix:"+p.ovsSock(), "--detach", "--monitor", "--no-chdir",
+		"--pidfile="+p.pidfile("ovs-vswitchd"), "--log-file="+filepath.Join(p.log(), "ovs-vswitchd.log"),
+		"--unixctl="+filepath.Join(p.run(), "ovs-vswitchd.ctl")); err != nil {
+		return err
+	}
+	return nil
+}
+
 // stopOVN stops ovn-controller, northd, ovs-vswitchd and the ovsdb-servers recorded in p's pidfiles, deleting the
 // bridges first. It returns the pids it signalled.
 func stopOVN(ctx context.Context, p paths) []int {
@@ -123,6 +131,7 @@ func stopOVN(ctx context.Context, p paths) []int {
 		pids = append(pids, pid)
 	}
 	pids = append(pids, appctlExit(ctx, p, "ovn-northd", "ovn-appctl"))
+	pids = append(pids, stopZones(ctx, p)...) // the interconnect layout's zones (nothing in the centralized one)
 	if _, err := os.Stat(p.ovsSock()); err == nil {
 		if pid, err := readPid(p.pidfile("ovs-vswitchd")); err == nil && alive(pid) {
 			_, _ = vsctl(ctx, p, "--timeout=5", "--if-exists", "del-br", BrInt, "--", "--if-exists", "del-br", BrEx)

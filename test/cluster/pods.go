@@ -129,7 +129,7 @@ func (c *Cluster) AttachPod(ctx context.Context, node, namespace, name, netns, i
 // attach allocates the address and creates the LSP (under the cluster-wide allocation lock), then the veth into
 // pod.Netns (created unless netnsExists).
 func (c *Cluster) attach(ctx context.Context, node NodeAddrs, pod *Pod, ifname string, netnsExists bool) error {
-	nb, err := c.nbConn(ctx)
+	nb, err := c.nbConnFor(ctx, node.Name)
 	if err != nil {
 		return err
 	}
@@ -176,7 +176,7 @@ func (c *Cluster) attach(ctx context.Context, node NodeAddrs, pod *Pod, ifname s
 		return fmt.Errorf("pod %s/%s port: %w", pod.Namespace, pod.Name, err)
 	}
 	v := veth{Host: podLink(pod.Namespace, pod.Name), Netns: pod.Netns, NetnsExists: netnsExists, Ifname: ifname,
-		MAC: pod.MAC, Bridge: BrInt, IfaceID: pod.LSP}
+		MAC: pod.MAC, Bridge: brIntOf(c.st.layout(), node.Name), IfaceID: pod.LSP}
 	for i, f := range node.Families {
 		v.CIDRs = append(v.CIDRs, netip.PrefixFrom(pod.IPs[i], f.Subnet.Bits()).String())
 		v.Routes = append(v.Routes, plans[f.Family].defaultRoute+" via "+f.RouterIP.String()+" dev "+ifname)
@@ -260,6 +260,9 @@ func (c *Cluster) DetachPod(ctx context.Context, namespace, name string) error {
 	if l := podLink(namespace, name); linkExists(l) {
 		_, _ = run(ctx, "ip", "link", "del", l)
 	}
+	if c.st.layout() == LayoutInterconnect {
+		return c.detachZonePod(ctx, namespace, name)
+	}
 	if _, err := vsctl(ctx, c.p, "--if-exists", "del-port", BrInt, podLink(namespace, name)); err != nil {
 		errs = append(errs, err)
 	}
@@ -271,6 +274,28 @@ func (c *Cluster) DetachPod(ctx context.Context, namespace, name string) error {
 		node := p.ExternalIDs["node"]
 		if err := nb.deletePort(ctx, node, p.Name); err != nil {
 			errs = append(errs, err)
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// detachZonePod is DetachPod in the interconnect layout: the OVS port on whichever integration bridge, and the
+// logical switch port in whichever zone has it.
+func (c *Cluster) detachZonePod(ctx context.Context, namespace, name string) error {
+	var errs []error
+	if _, err := vsctl(ctx, c.p, "--if-exists", "del-port", podLink(namespace, name)); err != nil {
+		errs = append(errs, err)
+	}
+	for _, n := range c.nodes {
+		nb, err := c.nbConnFor(ctx, n.Name)
+		if err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		if p, ok := nb.portByName(podLSP(namespace, name)); ok {
+			if err := nb.deletePort(ctx, n.Name, p.Name); err != nil {
+				errs = append(errs, err)
+			}
 		}
 	}
 	return errors.Join(errs...)

@@ -1,17 +1,18 @@
 // Command clusterctl drives the ovn-egressip local cluster (package test/cluster).
 //
-//	clusterctl up     [--state DIR] [--nodes N] [--gateway-mode shared|local] [--ip-family ipv4|ipv6|dual] [--nb standalone|raft]
+//	clusterctl up     [--state DIR] [--nodes N] [--gateway-mode shared|local] [--ip-family ipv4|ipv6|dual] [--nb standalone|raft] [--layout centralized|interconnect]
 //	clusterctl down   [--state DIR]
 //	clusterctl status [--state DIR]              # shell-sourceable KUBECONFIG, NB_ADDRESS, ... and the node table
 //	clusterctl kubeconfig master|NODE [--state DIR]  # prints the kubeconfig ovnkube runs with: the master's ServiceAccount, or NODE's daemon (token bound to the Node)
 //	clusterctl pod add NAMESPACE/NAME --node NODE [--labels k=v,...] [--state DIR]
 //	clusterctl pod del NAMESPACE/NAME [--state DIR]
 //	clusterctl pod request NAMESPACE/NAME [--proto tcp|udp] [--family 4|6] [--state DIR]   # prints the source IP the echo server saw
-//	clusterctl agent --kubeconfig FILE [--state DIR]  # daemon: node heartbeats, default ServiceAccounts, ovnkube token refresh (started by up)
+//	clusterctl agent --kubeconfig FILE [--state DIR]  # daemon: node heartbeats, default ServiceAccounts, ovnkube token refresh, interconnect tunnels after an ovs-vswitchd restart (started by up)
 //	clusterctl echo-server [--port 9000]         # daemon: run inside the external host netns (started by up)
 //
 // Defaults come from the environment: CLUSTER_STATE (_output/cluster), CLUSTER_NODES (3), GATEWAY_MODE (shared),
-// CLUSTER_IP_FAMILY (ipv4), CLUSTER_NB (standalone; raft: NB as a 3-member RAFT cluster).
+// CLUSTER_IP_FAMILY (ipv4), CLUSTER_NB (standalone; raft: NB as a 3-member RAFT cluster), CLUSTER_LAYOUT
+// (centralized; interconnect: one OVN zone per node).
 package main
 
 import (
@@ -91,6 +92,8 @@ func cmdUp(ctx context.Context, args []string) error {
 	mode := fs.String("gateway-mode", env("GATEWAY_MODE", cluster.GatewayShared), "shared or local ($GATEWAY_MODE)")
 	family := fs.String("ip-family", env("CLUSTER_IP_FAMILY", cluster.FamilyIPv4), "ipv4, ipv6 or dual ($CLUSTER_IP_FAMILY)")
 	nb := fs.String("nb", env("CLUSTER_NB", cluster.NBStandalone), "NB database: standalone or raft (3-member RAFT cluster) ($CLUSTER_NB)")
+	layout := fs.String("layout", env("CLUSTER_LAYOUT", cluster.LayoutCentralized),
+		"OVN layout: centralized (one NB/SB/northd/chassis) or interconnect (one zone per node) ($CLUSTER_LAYOUT)")
 	kubelets := fs.Bool("kubelets", env("CLUSTER_KUBELETS", "") == "1",
 		"also run kube-controller-manager, kube-scheduler, and containerd + a kubelet per node (docs/images.md) ($CLUSTER_KUBELETS=1)")
 	quiet := fs.Bool("quiet", false, "no progress lines")
@@ -100,7 +103,7 @@ func cmdUp(ctx context.Context, args []string) error {
 		return err
 	}
 	cfg := cluster.Config{StateDir: *state, Nodes: *nodes, GatewayMode: *mode, IPFamily: *family, NB: *nb, Helper: self,
-		Kubelets: *kubelets}
+		Kubelets: *kubelets, Layout: *layout}
 	if !*quiet {
 		cfg.Logf = func(f string, a ...any) { fmt.Printf(f+"\n", a...) }
 	}
@@ -113,6 +116,13 @@ func cmdUp(ctx context.Context, args []string) error {
 		return err
 	}
 	defer c.Close()
+	if c.Layout() == cluster.LayoutInterconnect {
+		fmt.Printf("cluster-up done in %.1fs\nexport KUBECONFIG=%s\n", time.Since(t0).Seconds(), c.Kubeconfig())
+		for _, n := range c.Nodes() {
+			fmt.Printf("# zone %s: ovn-nbctl --db=%s (or %s)\n", n.Name, c.ZoneNBAddress(n.Name), c.ZoneNBTCPAddress(n.Name))
+		}
+		return nil
+	}
 	fmt.Printf("cluster-up done in %.1fs\nexport KUBECONFIG=%s\n# ovnkube --nb-address %s\n",
 		time.Since(t0).Seconds(), c.Kubeconfig(), c.NBAddress())
 	return nil
@@ -136,6 +146,14 @@ func cmdStatus(args []string) error {
 	defer c.Close()
 	fmt.Printf("KUBECONFIG=%s\nKUBECTL=%s\nNB_ADDRESS=%s\nSB_ADDRESS=%s\nGATEWAY_MODE=%s\nCLUSTER_IP_FAMILY=%s\n",
 		c.Kubeconfig(), c.Kubectl(), c.NBAddress(), c.SBAddress(), c.GatewayMode(), c.IPFamily())
+	if c.Layout() == cluster.LayoutInterconnect {
+		// one zone per node: its NB (unix socket and TCP) and SB; shell variable names use _ for nothing else
+		fmt.Printf("CLUSTER_LAYOUT=%s\n", c.Layout())
+		for _, n := range c.Nodes() {
+			fmt.Printf("ZONE_NB_%s=%s\nZONE_NB_TCP_%s=%s\nZONE_SB_%s=%s\n", n.Name, c.ZoneNBAddress(n.Name),
+				n.Name, c.ZoneNBTCPAddress(n.Name), n.Name, c.ZoneSBAddress(n.Name))
+		}
+	}
 	fmt.Printf("# %-8s %-14s %-22s %-26s %-12s %-26s %s\n", "node", "netns", "subnet", "node IP", "GR join", "GR external", "echo sees")
 	for _, n := range c.Nodes() {
 		ns, _ := c.NodeNetns(n.Name)
@@ -249,6 +267,12 @@ func cmdAgent(ctx context.Context, args []string) error {
 		go func() {
 			if err := cluster.RunTokenRefresher(ctx, *kubeconfig, *state, logf); err != nil {
 				logf("token refresher: %v", err)
+			}
+		}()
+		// the interconnect layout's tunnels after an ovs-vswitchd restart (nothing in the centralized layout)
+		go func() {
+			if err := cluster.RunTunnelKeeper(ctx, *state, logf); err != nil {
+				logf("tunnel keeper: %v", err)
 			}
 		}()
 	}

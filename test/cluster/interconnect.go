@@ -1,0 +1,535 @@
+package cluster
+
+// The interconnect layout (Config.Layout = LayoutInterconnect): every node is its own OVN zone, as upstream
+// OVN-Kubernetes runs (/work/shared/INTERCONNECT.md): per node an NB and an SB ovsdb-server and an ovn-northd
+// (sockets under run/<node>/), and a chassis: an ovn-controller started with `-n ChassisName(node)` on the one
+// ovs-vswitchd of the machine, with its own integration bridge br-int-<node> and external_ids:ovn-*-<chassis>
+// keys. The zones are joined by the transit switch, whose remote ports send packets over Geneve.
+//
+// Geneve on one userspace ovs-vswitchd: each chassis' tunnel endpoint is an OVS internal port oeip-enc<id> of the
+// bridge br-tun carrying 100.89.0.<id>/32 in the root namespace, and ovn-controller sets the tunnel ports'
+// local_ip (ovn-set-local-ip). All endpoints being addresses of one kernel, OVS' route lookup for a remote endpoint
+// gives that endpoint's own port; br-tun's one flow (udp dst 6081 -> in_port) sends the encapsulated packet back
+// out of the port it entered from, which is the endpoint's port, where the datapath decapsulates it (tnl_pop) and
+// the tunnel port of the remote chassis' bridge receives it. The tunnel neighbours (endpoint -> MAC of its port) are
+// set statically (tnl/neigh/set), as no kernel answers ARP for these addresses reliably here.
+
+import (
+	"context"
+	"fmt"
+	"net/netip"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/ovn-egressip/ovn-egressip/go-controller/pkg/nbdb"
+	"github.com/ovn-org/libovsdb/model"
+)
+
+// OVN names and keys of the interconnect layout (upstream's).
+const (
+	// TransitSwitch is the logical switch joining the zones.
+	TransitSwitch = "transit_switch"
+	// TransitSwitchTunnelKey is the transit switch's requested-tnl-key (upstream's base key for the default network).
+	TransitSwitchTunnelKey = 16711683
+	// BrTun is the bridge holding the chassis' tunnel endpoints (interconnect layout).
+	BrTun = "br-tun"
+	// ZoneNBTCPBase: zone <node>'s NB listens on tcp:<APIServerIP>:ZoneNBTCPBase+<index> (16641 for node1).
+	ZoneNBTCPBase = 16640
+)
+
+// ChassisName is the chassis name of node's zone in the interconnect layout (ovn-controller -n; it is the
+// node's k8s.ovn.org/node-chassis-id and the remote transit port's requested-chassis in the other zones).
+func ChassisName(node string) string { return "chassis-" + node }
+
+// ZoneIntegrationBridge is the integration bridge of node's chassis in the interconnect layout.
+func ZoneIntegrationBridge(node string) string { return "br-int-" + node }
+
+// RouterToTransitPort and TransitToRouterPort name node's ports on the transit switch (rtots-<node> on
+// ovn_cluster_router, tstor-<node> on transit_switch).
+func RouterToTransitPort(node string) string { return "rtots-" + node }
+func TransitToRouterPort(node string) string { return "tstor-" + node }
+
+func encapLink(id int) string { return NetnsPrefix + "enc" + strconv.Itoa(id) }
+
+// zoneDaemons are the pidfile names (under run/<node>/) of one zone's daemons, in stop order.
+var zoneDaemons = []string{"ovn-controller", "ovn-northd", "ovnnb_db", "ovnsb_db"}
+
+func zonePidName(node, daemon string) string { return node + "/" + daemon }
+
+// brIntOf is the integration bridge a node's ports (management port, pods) are attached to.
+func brIntOf(layout, node string) string {
+	if layout == LayoutInterconnect {
+		return ZoneIntegrationBridge(node)
+	}
+	return BrInt
+}
+
+// startZoneCentral creates the zone's NB and SB databases and starts their ovsdb-servers (unix sockets; NB also on
+// tcp ZoneNBTCPBase+index of the apiserver's address) and ovn-northd.
+func startZoneCentral(ctx context.Context, p paths, n NodeAddrs, listen netip.Addr) error {
+	for _, d := range []string{p.zoneRun(n.Name), p.zoneDB(n.Name)} {
+		if err := os.MkdirAll(d, 0o755); err != nil {
+			return err
+		}
+	}
+	for _, db := range []string{"nb", "sb"} {
+		file := filepath.Join(p.zoneDB(n.Name), "ovn"+db+".db")
+		if _, err := run(ctx, "ovsdb-tool", "create", file, "/usr/share/ovn/ovn-"+db+".ovsschema"); err != nil {
+			return err
+		}
+		name := zonePidName(n.Name, "ovn"+db+"_db")
+		args := []string{file, "--detach", "--no-chdir",
+			"--pidfile=" + p.pidfile(name), "--log-file=" + filepath.Join(p.log(), n.Name+"-ovsdb-server-"+db+".log"),
+			"--remote=punix:" + filepath.Join(p.zoneRun(n.Name), "ovn"+db+"_db.sock"),
+			"--unixctl=" + filepath.Join(p.run(), name+".ctl")}
+		if db == "nb" {
+			args = append(args, "--remote=ptcp:"+strconv.Itoa(ZoneNBTCPBase+n.Index)+":"+ovsdbHost(listen))
+		}
+		if _, err := run(ctx, "ovsdb-server", args...); err != nil {
+			return err
+		}
+	}
+	name := zonePidName(n.Name, "ovn-northd")
+	_, err := run(ctx, "ovn-northd", "--detach", "--no-chdir", "--pidfile="+p.pidfile(name),
+		"--log-file="+filepath.Join(p.log(), n.Name+"-ovn-northd.log"),
+		"--ovnnb-db=unix:"+p.zoneNBSock(n.Name), "--ovnsb-db=unix:"+p.zoneSBSock(n.Name),
+		"--unixctl="+filepath.Join(p.run(), name+".ctl"))
+	return err
+}
+
+// ovsdbHost is an address as OVSDB remotes write it (IPv6 in brackets).
+func ovsdbHost(a netip.Addr) string {
+	if a.Is6() {
+		return "[" + a.String() + "]"
+	}
+	return a.String()
+}
+
+// buildZoneTopology returns the NB rows of local's zone: the centralized layout's rows for the local node only
+// (ovn_cluster_router, the node switch with k8s-<node>, join, GR_<node> on the zone's chassis, ext_<node>; the
+// root namespace's switch ovn-eip-host only in node1's zone) plus the interconnect rows: transit_switch with
+// tstor-<local> (type router, rtots-<local> on ovn_cluster_router, the transit IPs) and one type-remote port per
+// other node, and on ovn_cluster_router per other node a route of its pod subnet and of its GR join IP to its
+// transit IP (zones other than node1's also route the root namespace's subnet to node1's transit IP), and the
+// catch-all src-ip route of the cluster CIDR to the local GR.
+func buildZoneTopology(nodes []NodeAddrs, local NodeAddrs, mode string) []model.Model {
+	withHost := local.Index == 1
+	t := &topology{rows: buildTopologyOn([]NodeAddrs{local}, mode, ChassisName(local.Name), withHost)}
+	var cr *nbdb.LogicalRouter
+	for _, r := range t.rows {
+		if lr, ok := r.(*nbdb.LogicalRouter); ok && lr.Name == ClusterRouter {
+			cr = lr
+		}
+	}
+	var nets []netip.Prefix
+	for _, f := range local.Families {
+		nets = append(nets, netip.PrefixFrom(f.TransitIP, plans[f.Family].transit.Bits()))
+	}
+	cr.Ports = append(cr.Ports, t.lrp(RouterToTransitPort(local.Name), local.TransitMAC, nets...))
+	tsPorts := []string{t.routerTypeLSP(TransitToRouterPort(local.Name), RouterToTransitPort(local.Name),
+		map[string]string{"requested-tnl-key": strconv.Itoa(local.ID)})}
+	for _, r := range nodes {
+		if r.Name == local.Name {
+			continue
+		}
+		addr := r.TransitMAC
+		for _, f := range r.Families {
+			pl := plans[f.Family]
+			addr += " " + netip.PrefixFrom(f.TransitIP, pl.transit.Bits()).String()
+			sfx := ""
+			if f.Family == 6 {
+				sfx = "6"
+			}
+			cr.StaticRoutes = append(cr.StaticRoutes,
+				t.route("ic_"+r.Name+"_subnet"+sfx, f.Subnet.String(), f.TransitIP.String(), nil, nil),
+				t.route("ic_"+r.Name+"_gr"+sfx, netip.PrefixFrom(f.JoinIP, f.JoinIP.BitLen()).String(), f.TransitIP.String(), nil, nil))
+			if r.Index == 1 && !withHost {
+				cr.StaticRoutes = append(cr.StaticRoutes,
+					t.route("ic_"+r.Name+"_host"+sfx, pl.hostSubnet.String(), f.TransitIP.String(), nil, nil))
+			}
+		}
+		u := uuidName("lsp", TransitToRouterPort(r.Name))
+		t.add(&nbdb.LogicalSwitchPort{UUID: u, Name: TransitToRouterPort(r.Name), Type: "remote",
+			Addresses: []string{addr},
+			Options: map[string]string{"requested-tnl-key": strconv.Itoa(r.ID),
+				"requested-chassis": ChassisName(r.Name)},
+			ExternalIDs: harnessIDs("node", r.Name)})
+		tsPorts = append(tsPorts, u)
+	}
+	// Traffic of other zones' pods arriving from the transit switch (an egress IP this node holds) is routed to the
+	// local GR by one catch-all src-ip route per cluster CIDR (upstream's; the more specific routes above and the
+	// node's own src-ip route win for every other path); the reroute policies then pick the actual next hop.
+	srcIP := nbdb.LogicalRouterStaticRoutePolicySrcIP
+	for _, f := range local.Families {
+		sfx := ""
+		if f.Family == 6 {
+			sfx = "6"
+		}
+		cr.StaticRoutes = append(cr.StaticRoutes,
+			t.route("ic_cluster"+sfx, plans[f.Family].cluster.String(), f.JoinIP.String(), &srcIP, nil))
+	}
+	t.add(&nbdb.LogicalSwitch{UUID: uuidName("ls", TransitSwitch), Name: TransitSwitch,
+		OtherConfig: map[string]string{"interconn-ts": TransitSwitch,
+			"requested-tnl-key": strconv.Itoa(TransitSwitchTunnelKey)},
+		ExternalIDs: harnessIDs(), Ports: tsPorts})
+	return t.rows
+}
+
+// addRemoteChassis writes into local's SB one Chassis row per other node (other_config:is-remote=true, a Geneve
+// Encap with its endpoint), as an interconnect zone controller does.
+func addRemoteChassis(ctx context.Context, p paths, nodes []NodeAddrs, local NodeAddrs) error {
+	args := []string{"--db=unix:" + p.zoneSBSock(local.Name), "--timeout=20"}
+	for _, r := range nodes {
+		if r.Name == local.Name {
+			continue
+		}
+		ch := ChassisName(r.Name)
+		args = append(args, "--", "chassis-add", ch, "geneve", r.EncapIP.String(),
+			"--", "set", "chassis", ch, "other_config:is-remote=true", "hostname="+r.Name)
+	}
+	if len(args) == 2 {
+		return nil
+	}
+	_, err := run(ctx, "ovn-sbctl", args...)
+	return err
+}
+
+// bindRemotePorts binds, in local's SB, each other node's remote transit port to that node's (remote) chassis,
+// once ovn-northd has created the port bindings. OVN 23.03's northd does not do it (23.09's does, from
+// options:requested-chassis: "northd: support binding remote ports in ovn-northd"); without it ovn-controller
+// installs no tunnel output for the port. ovn-ic does the same in an OVN-IC deployment.
+func bindRemotePorts(ctx context.Context, p paths, nodes []NodeAddrs, local NodeAddrs) error {
+	if len(nodes) < 2 {
+		return nil
+	}
+	if _, err := run(ctx, "ovn-nbctl", "--db=unix:"+p.zoneNBSock(local.Name), "--timeout=20", "--wait=sb", "sync"); err != nil {
+		return err
+	}
+	args := []string{"--db=unix:" + p.zoneSBSock(local.Name), "--timeout=20"}
+	for _, r := range nodes {
+		if r.Name != local.Name {
+			args = append(args, "--", "lsp-bind", TransitToRouterPort(r.Name), ChassisName(r.Name))
+		}
+	}
+	_, err := run(ctx, "ovn-sbctl", args...)
+	return err
+}
+
+// startTunnelEndpoints creates br-tun with one internal port per chassis carrying its Geneve endpoint, the flow that
+// hands the encapsulated packets to the datapath's decapsulation, and the static tunnel neighbours.
+func startTunnelEndpoints(ctx context.Context, p paths, nodes []NodeAddrs) error {
+	args := []string{"add-br", BrTun, "--", "set", "bridge", BrTun, "datapath_type=netdev", "fail_mode=secure"}
+	for _, n := range nodes {
+		args = append(args, "--", "add-port", BrTun, encapLink(n.ID), "--", "set", "interface", encapLink(n.ID), "type=internal")
+	}
+	if _, err := vsctl(ctx, p, args...); err != nil {
+		return err
+	}
+	var b strings.Builder
+	for _, n := range nodes {
+		if err := poll(ctx, 20*time.Millisecond, func() (bool, error) { return linkExists(encapLink(n.ID)), nil }); err != nil {
+			return fmt.Errorf("tunnel endpoint %s did not appear", encapLink(n.ID))
+		}
+		fmt.Fprintf(&b, "addr add %s/32 dev %s\nlink set %s up\n", n.EncapIP, encapLink(n.ID), encapLink(n.ID))
+	}
+	fmt.Fprintf(&b, "link set %s up\n", BrTun)
+	if err := runBatch(ctx, "", b.String()); err != nil {
+		return err
+	}
+	if _, err := run(ctx, "ovs-ofctl", "add-flow", "unix:"+filepath.Join(p.run(), BrTun+".mgmt"),
+		"priority=100,udp,tp_dst=6081,actions=in_port"); err != nil {
+		return err
+	}
+	return setTunnelNeighbours(ctx, p, nodes)
+}
+
+// setTunnelNeighbours sets the static tunnel neighbour of every endpoint (its port's MAC) on br-tun (OVS' neighbour
+// cache is per bridge of the route's output port; the route lookup of an endpoint gives its own port).
+func setTunnelNeighbours(ctx context.Context, p paths, nodes []NodeAddrs) error {
+	ctl := filepath.Join(p.run(), "ovs-vswitchd.ctl")
+	for _, n := range nodes {
+		mac, err := os.ReadFile("/sys/class/net/" + encapLink(n.ID) + "/address")
+		if err != nil {
+			return err
+		}
+		if _, err := run(ctx, "ovs-appctl", "-t", ctl, "tnl/neigh/set", BrTun, n.EncapIP.String(),
+			strings.TrimSpace(string(mac))); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// configureChassis writes every zone's chassis configuration into the Open_vSwitch table in one transaction:
+// the external_ids keys suffixed with the chassis name, and other_config:ovn-chassis-idx-<chassis> (the node id,
+// unique: it is in the names of the chassis' tunnel ports, which must be unique in the one ovs-vswitchd; left to
+// ovn-controllers started side by side, they overwrite each other's choice).
+func configureChassis(ctx context.Context, p paths, nodes []NodeAddrs) error {
+	args := []string{"set", "open_vswitch", "."}
+	for _, n := range nodes {
+		ch := ChassisName(n.Name)
+		args = append(args,
+			"external_ids:ovn-remote-"+ch+"=unix:"+p.zoneSBSock(n.Name),
+			"external_ids:hostname-"+ch+"="+n.Name,
+			"external_ids:ovn-encap-type-"+ch+"=geneve",
+			"external_ids:ovn-encap-ip-"+ch+"="+n.EncapIP.String(),
+			"external_ids:ovn-set-local-ip-"+ch+"=true",
+			"external_ids:ovn-is-interconn-"+ch+"=true",
+			"external_ids:ovn-bridge-"+ch+"="+ZoneIntegrationBridge(n.Name),
+			"external_ids:ovn-bridge-datapath-type-"+ch+"=netdev",
+			"external_ids:ovn-bridge-mappings-"+ch+"="+PhysNet+":"+BrEx,
+			"other_config:ovn-chassis-idx-"+ch+"="+strconv.Itoa(n.ID))
+	}
+	_, err := vsctl(ctx, p, args...)
+	return err
+}
+
+// startZoneChassis starts node's ovn-controller (configureChassis first), which creates br-int-<node>.
+func startZoneChassis(ctx context.Context, p paths, n NodeAddrs) error {
+	if _, err := runOVS(ctx, p, "ovn-controller", "-n", ChassisName(n.Name), "unix:"+p.ovsSock(), "--detach", "--no-chdir",
+		"--pidfile="+p.pidfile(zonePidName(n.Name, "ovn-controller")),
+		"--log-file="+filepath.Join(p.log(), n.Name+"-ovn-controller.log")); err != nil {
+		return err
+	}
+	return poll(ctx, 50*time.Millisecond, func() (bool, error) {
+		_, err := vsctl(ctx, p, "br-exists", ZoneIntegrationBridge(n.Name))
+		return err == nil, nil
+	})
+}
+
+// upInterconnectOVN brings up the zones (databases, northd, NB topology, remote chassis) and the shared
+// ovs-vswitchd with br-ex, br-tun and one ovn-controller per zone.
+func upInterconnectOVN(ctx context.Context, p paths, mode string, nodes []NodeAddrs, fams []int, logf func(string, ...any)) error {
+	listen := plans[fams[0]].apiServer
+	var jobs []func(context.Context) error
+	for _, n := range nodes {
+		jobs = append(jobs, func(ctx context.Context) error {
+			if err := startZoneCentral(ctx, p, n, listen); err != nil {
+				return fmt.Errorf("zone %s NB/SB/northd: %w", n.Name, err)
+			}
+			if err := createRowsAt(ctx, "unix:"+p.zoneNBSock(n.Name), buildZoneTopology(nodes, n, mode)); err != nil {
+				return fmt.Errorf("zone %s NB topology: %w", n.Name, err)
+			}
+			if err := addRemoteChassis(ctx, p, nodes, n); err != nil {
+				return fmt.Errorf("zone %s remote chassis: %w", n.Name, err)
+			}
+			if err := bindRemotePorts(ctx, p, nodes, n); err != nil {
+				return fmt.Errorf("zone %s remote transit ports: %w", n.Name, err)
+			}
+			return nil
+		})
+	}
+	if err := parallel(ctx, jobs); err != nil {
+		return err
+	}
+	logf("%d zones up (NB, SB, northd each; NB topology with transit switch, remote chassis in SB; %s gateway mode)", len(nodes), mode)
+	if err := startVswitchd(ctx, p); err != nil {
+		return fmt.Errorf("OVS: %w", err)
+	}
+	if _, err := vsctl(ctx, p, "add-br", BrEx, "--", "set", "bridge", BrEx, "datapath_type=netdev"); err != nil {
+		return fmt.Errorf("OVS: %w", err)
+	}
+	if err := startTunnelEndpoints(ctx, p, nodes); err != nil {
+		return fmt.Errorf("tunnel endpoints on %s: %w", BrTun, err)
+	}
+	if err := markTunnels(p); err != nil {
+		return err
+	}
+	if err := configureChassis(ctx, p, nodes); err != nil {
+		return fmt.Errorf("chassis configuration: %w", err)
+	}
+	jobs = nil
+	for _, n := range nodes {
+		jobs = append(jobs, func(ctx context.Context) error {
+			if err := startZoneChassis(ctx, p, n); err != nil {
+				return fmt.Errorf("zone %s ovn-controller: %w", n.Name, err)
+			}
+			return nil
+		})
+	}
+	if err := parallel(ctx, jobs); err != nil {
+		return err
+	}
+	logf("ovs-vswitchd (userspace datapath), %s (Geneve endpoints %s..) and %d ovn-controllers (chassis-<node>, br-int-<node>) up",
+		BrTun, nodes[0].EncapIP, len(nodes))
+	return nil
+}
+
+// zoneNodes lists the zones whose run directory exists under p (the nodes of an interconnect cluster, also when
+// its state file is gone).
+func zoneNodes(p paths) []string {
+	entries, _ := os.ReadDir(p.run())
+	var out []string
+	for _, e := range entries {
+		if e.IsDir() && strings.HasPrefix(e.Name(), "node") {
+			out = append(out, e.Name())
+		}
+	}
+	return out
+}
+
+// stopZones stops every zone's ovn-controller, ovn-northd and ovsdb-servers, and deletes their bridges and br-tun
+// (while ovs-vswitchd still runs). It returns the pids it signalled.
+func stopZones(ctx context.Context, p paths) []int {
+	zones := zoneNodes(p)
+	if len(zones) == 0 {
+		return nil
+	}
+	var pids []int
+	for _, z := range zones {
+		if pid, err := readPid(p.pidfile(zonePidName(z, "ovn-controller"))); err == nil && alive(pid) {
+			ctl := filepath.Join(p.run(), fmt.Sprintf("ovn-controller.%d.ctl", pid))
+			if _, err := run(ctx, "ovn-appctl", "-t", ctl, "exit"); err != nil {
+				_ = syscall.Kill(pid, syscall.SIGTERM)
+			}
+			pids = append(pids, pid)
+		}
+	}
+	for _, z := range zones {
+		for _, d := range zoneDaemons[1:] {
+			tool := "ovs-appctl"
+			if d == "ovn-northd" {
+				tool = "ovn-appctl"
+			}
+			pids = append(pids, appctlExit(ctx, p, zonePidName(z, d), tool))
+		}
+	}
+	if _, err := os.Stat(p.ovsSock()); err == nil {
+		if pid, err := readPid(p.pidfile("ovs-vswitchd")); err == nil && alive(pid) {
+			args := []string{"--timeout=5", "--if-exists", "del-br", BrTun}
+			for _, z := range zones {
+				args = append(args, "--", "--if-exists", "del-br", ZoneIntegrationBridge(z))
+			}
+			_, _ = vsctl(ctx, p, args...)
+		}
+	}
+	return pids
+}
+
+// interconnectTaps are the persistent tap devices an ovs-vswitchd of the interconnect layout leaves behind when it
+// dies (besides br-ex and ovs-netdev).
+func interconnectTaps() []string {
+	out := []string{}
+	if linkExists(BrTun) {
+		out = append(out, BrTun)
+	}
+	entries, _ := os.ReadDir("/sys/class/net")
+	for _, e := range entries {
+		if strings.HasPrefix(e.Name(), "br-int-node") {
+			out = append(out, e.Name())
+		}
+	}
+	return out
+}
+
+// Layout is LayoutCentralized or LayoutInterconnect.
+func (c *Cluster) Layout() string { return c.st.layout() }
+
+// ZoneNBAddress is the NB database of node's zone in the interconnect layout ("unix:$STATE/run/<node>/ovnnb_db.sock";
+// also on ZoneNBTCPAddress), and NBAddress in the centralized layout (one NB holds every node).
+func (c *Cluster) ZoneNBAddress(node string) string {
+	if c.st.layout() != LayoutInterconnect {
+		return c.st.NBAddress
+	}
+	return "unix:" + c.p.zoneNBSock(node)
+}
+
+// ZoneSBAddress is the SB database of node's zone (SBAddress in the centralized layout).
+func (c *Cluster) ZoneSBAddress(node string) string {
+	if c.st.layout() != LayoutInterconnect {
+		return c.st.SBAddress
+	}
+	return "unix:" + c.p.zoneSBSock(node)
+}
+
+// ZoneNBTCPAddress is the TCP address of node's zone NB (interconnect layout; NBTCPAddress in the centralized one).
+func (c *Cluster) ZoneNBTCPAddress(node string) string {
+	n, err := c.Node(node)
+	if c.st.layout() != LayoutInterconnect || err != nil {
+		return c.NBTCPAddress()
+	}
+	return "tcp:" + ovsdbHost(plans[c.Families()[0]].apiServer) + ":" + strconv.Itoa(ZoneNBTCPBase+n.Index)
+}
+
+// ZoneChassis is the chassis hosting node's gateway router and ports: ChassisName(node) in the interconnect layout,
+// Chassis in the centralized one.
+func (c *Cluster) ZoneChassis(node string) string {
+	if c.st.layout() != LayoutInterconnect {
+		return Chassis
+	}
+	return ChassisName(node)
+}
+
+// tunnelsMark records the ovs-vswitchd pid whose memory holds the br-tun flow and tunnel neighbours.
+func (p paths) tunnelsMark() string { return filepath.Join(p.run(), BrTun+".vswitchd-pid") }
+
+func markTunnels(p paths) error {
+	pid, err := readPid(p.pidfile("ovs-vswitchd"))
+	if err != nil {
+		return err
+	}
+	return os.WriteFile(p.tunnelsMark(), []byte(strconv.Itoa(pid)+"\n"), 0o644)
+}
+
+// RunTunnelKeeper restores what the interconnect layout's tunnels need and ovs-vswitchd keeps only in memory (the
+// br-tun flow and the tunnel neighbours) whenever ovs-vswitchd was restarted by its monitor (after a crash), until
+// ctx ends: every second it compares the pid in ovs-vswitchd's pidfile with the one Up (or the last restore)
+// configured. It does nothing in the centralized layout. The agent runs it.
+func RunTunnelKeeper(ctx context.Context, stateDir string, logf func(string, ...any)) error {
+	abs, err := filepath.Abs(stateDir)
+	if err != nil {
+		return err
+	}
+	p := paths{dir: abs}
+	t := time.NewTicker(time.Second)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-t.C:
+		}
+		data, err := os.ReadFile(p.tunnelsMark())
+		if err != nil {
+			continue // centralized layout, or not configured yet
+		}
+		configured, _ := strconv.Atoi(strings.TrimSpace(string(data)))
+		pid, err := readPid(p.pidfile("ovs-vswitchd"))
+		if err != nil || !alive(pid) || pid == configured {
+			continue
+		}
+		var nodes []NodeAddrs
+		for _, z := range zoneNodes(p) {
+			i, err := strconv.Atoi(strings.TrimPrefix(z, "node"))
+			if err != nil {
+				continue
+			}
+			if n, err := AddrsFor(i); err == nil {
+				nodes = append(nodes, n)
+			}
+		}
+		if err := restoreTunnels(ctx, p, nodes); err != nil {
+			logf("ovs-vswitchd restarted (pid %d -> %d), tunnels not restored yet: %v", configured, pid, err)
+			continue // again on the next tick
+		}
+		if err := markTunnels(p); err != nil {
+			logf("%v", err)
+		}
+		logf("ovs-vswitchd restarted (pid %d -> %d): %s flow and tunnel neighbours restored", configured, pid, BrTun)
+	}
+}
+
+// restoreTunnels puts the br-tun flow and the tunnel neighbours back (after an ovs-vswitchd restart).
+func restoreTunnels(ctx context.Context, p paths, nodes []NodeAddrs) error {
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	if _, err := run(ctx, "ovs-ofctl", "add-flow", "unix:"+filepath.Join(p.run(), BrTun+".mgmt"),
+		"priority=100,udp,tp_dst=6081,actions=in_port"); err != nil {
+		return err
+	}
+	return setTunnelNeighbours(ctx, p, nodes)
+}
