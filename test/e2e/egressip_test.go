@@ -92,16 +92,38 @@ func hasExactly(items []egressipv1.EgressIPStatusItem, ips []string) bool {
 // to 8 of the end-to-end issue, in one cluster per mode and family, each case leaving the cluster as it found it.
 // Every request is made over each family of the cluster and checked against the egress IP of that family (in
 // dual-stack, one EgressIP holds one IP of each family and serves both families of the same pods).
+//
+// In the interconnect layout (one OVN zone per node, a cluster manager and a zone controller per node) the same
+// cases run in IPv4 and dual-stack clusters, both modes; the operator cases (9-11), which read NB through
+// `ovnkube egressip explain`, run in the centralized layout only.
 func TestEgressIP(t *testing.T) {
-	for _, family := range e2eFamilies(cluster.FamilyIPv4, cluster.FamilyIPv6, cluster.FamilyDual) {
-		for _, mode := range e2eModes() {
-			t.Run(mode+"/"+family, func(t *testing.T) { runEgressIPCases(t, mode, family) })
+	for _, layout := range e2eLayouts() {
+		fams := []string{cluster.FamilyIPv4, cluster.FamilyIPv6, cluster.FamilyDual}
+		prefix := ""
+		if layout == cluster.LayoutInterconnect {
+			fams, prefix = []string{cluster.FamilyIPv4, cluster.FamilyDual}, "interconnect/"
+		}
+		for _, family := range e2eFamilies(fams...) {
+			for _, mode := range e2eModes() {
+				t.Run(prefix+mode+"/"+family, func(t *testing.T) { runEgressIPCases(t, layout, mode, family) })
+			}
 		}
 	}
 }
 
-func runEgressIPCases(t *testing.T, mode, family string) {
-	e := newEnv(t, mode, family)
+// e2eLayouts lists the layouts a test runs in: $E2E_LAYOUTS (comma list of centralized, interconnect) or both.
+func e2eLayouts() []string {
+	if v := os.Getenv("E2E_LAYOUTS"); v != "" {
+		return strings.Split(v, ",")
+	}
+	if fromImage() {
+		return []string{cluster.LayoutCentralized} // the images run the manifests' centralized layout
+	}
+	return []string{cluster.LayoutCentralized, cluster.LayoutInterconnect}
+}
+
+func runEgressIPCases(t *testing.T, layout, mode, family string) {
+	e := newEnvIn(t, layout, mode, family)
 	start := time.Now()
 	e.kubectl("", "create", "namespace", "prod")
 	e.kubectl("", "label", "namespace", "prod", "env=prod")
@@ -325,7 +347,11 @@ func runEgressIPCases(t *testing.T, mode, family string) {
 		}
 	})
 
-	runOperatorCases(t, e, mode)
+	if e.interconnect() {
+		t.Log("cases 9-11 (explain, conditions, node selection, strict) run in the centralized layout only: explain reads one NB")
+	} else {
+		runOperatorCases(t, e, mode)
+	}
 
 	t.Run("12-a-node-cannot-pull-egress-ips-to-itself", func(t *testing.T) {
 		e.t = t

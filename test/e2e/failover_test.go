@@ -10,6 +10,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -168,9 +169,23 @@ func scrape(t *testing.T, addr, metric string) float64 {
 // requests and the held connection are IPv6); in dual-stack the pod's IPv4
 // requests run alongside and must keep their IPv4 egress IP throughout.
 // Which gateway modes and families run: failoverMatrix.
+//
+// In the interconnect layout (IPv4, both modes) the pod's zone and the holders' zones are different OVN zones:
+// the move crosses zones, and the held TCP connection with it.
 func TestFailover(t *testing.T) {
-	for _, tc := range failoverMatrix() {
-		t.Run(tc[0]+"/"+tc[1], func(t *testing.T) { runFailover(t, tc[0], tc[1]) })
+	for _, layout := range e2eLayouts() {
+		matrix, prefix := failoverMatrix(), ""
+		if layout == cluster.LayoutInterconnect {
+			matrix, prefix = nil, "interconnect/"
+			for _, m := range e2eModes() {
+				if slices.Contains(e2eFamilies(cluster.FamilyIPv4), cluster.FamilyIPv4) {
+					matrix = append(matrix, [2]string{m, cluster.FamilyIPv4})
+				}
+			}
+		}
+		for _, tc := range matrix {
+			t.Run(prefix+tc[0]+"/"+tc[1], func(t *testing.T) { runFailover(t, layout, tc[0], tc[1]) })
+		}
 	}
 }
 
@@ -192,8 +207,8 @@ func failoverMatrix() [][2]string {
 	return out
 }
 
-func runFailover(t *testing.T, mode, family string) {
-	e := newEnv(t, mode, family)
+func runFailover(t *testing.T, layout, mode, family string) {
+	e := newEnvIn(t, layout, mode, family)
 	e.kubectl("", "create", "namespace", "prod")
 	e.kubectl("", "label", "namespace", "prod", "env=prod")
 	e.createPod("prod", "web1", "node1", web)

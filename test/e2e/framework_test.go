@@ -59,8 +59,11 @@ type env struct {
 	t    *testing.T
 	c    *cluster.Cluster
 	mode string
-	eip  egressipclientset.Interface
-	dir  string
+	// layout is cluster.LayoutCentralized (a master, one NB) or cluster.LayoutInterconnect (a cluster manager, and
+	// per node one process running its zone controller and node daemon, one NB per zone).
+	layout string
+	eip    egressipclientset.Interface
+	dir    string
 	// fams are the cluster's address families (4, 6), primary first; assignable are the nodes the tests label
 	// egress-assignable (two per family: an EgressIP puts at most one of its IPs on a node).
 	fams       []int
@@ -81,13 +84,20 @@ type env struct {
 // Everything is torn down at the end of the test.
 func newEnv(t *testing.T, mode, family string) *env {
 	t.Helper()
+	return newEnvIn(t, cluster.LayoutCentralized, mode, family)
+}
+
+// newEnvIn is newEnv in a layout: in the interconnect layout every node is its own OVN zone, the cluster manager
+// runs where the master does, and each node's process is --init-ovnkube-controller NODE --init-node NODE.
+func newEnvIn(t *testing.T, layout, mode, family string) *env {
+	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
 	dir := filepath.Join(repoRoot(), "_output", "e2e-"+mode)
 	_ = cluster.Down(ctx, dir)
 	nodes := 1 + 2*len(cluster.Families(family))
 	c, err := cluster.Up(ctx, cluster.Config{StateDir: dir, Nodes: nodes, GatewayMode: mode, IPFamily: family,
-		RepoRoot: repoRoot(), Logf: t.Logf})
+		Layout: layout, RepoRoot: repoRoot(), Logf: t.Logf})
 	if err != nil {
 		t.Fatalf("cluster up (%s, %s): %v", mode, family, err)
 	}
@@ -95,7 +105,7 @@ func newEnv(t *testing.T, mode, family string) *env {
 	if err != nil {
 		t.Fatal(err)
 	}
-	e := &env{t: t, c: c, mode: mode, dir: dir, eip: egressipclientset.NewForConfigOrDie(rc), fams: c.Families(),
+	e := &env{t: t, c: c, mode: mode, layout: layout, dir: dir, eip: egressipclientset.NewForConfigOrDie(rc), fams: c.Families(),
 		masters: map[string]daemon{}, nodes: map[string]daemon{}, metrics: map[string]string{}, leaseNamespace: cluster.AccessNamespace}
 	for i := 2; i <= nodes; i++ {
 		e.assignable = append(e.assignable, cluster.NodeName(i))
@@ -212,7 +222,11 @@ func (e *env) startMaster(name, metricsAddr string) {
 	if e.images != nil {
 		d, metricsAddr = e.images.startMaster(e.t, name), "127.0.0.1:9410"
 	} else {
-		args := append(e.commonArgs(e.c.MasterKubeconfig()), "--init-master", "--nb-address", e.c.NBAddress(),
+		role := []string{"--init-master", "--nb-address", e.c.NBAddress()}
+		if e.interconnect() {
+			role = []string{"--init-cluster-manager"} // no NB: the zones write the rows
+		}
+		args := append(append(e.commonArgs(e.c.MasterKubeconfig()), role...),
 			"--metrics-bind-address", metricsAddr, "--leader-elect-namespace", cluster.AccessNamespace)
 		cmd := exec.Command(ovnkubeBin, args...)
 		e.startProc(name, cmd)
@@ -239,6 +253,9 @@ func (e *env) startNode(node string) {
 			e.t.Fatal(err)
 		}
 		args := append([]string{"netns", "exec", ns, ovnkubeBin}, append(e.commonArgs(kc), "--init-node", node, "--egressip-node-resync-interval", "2s")...)
+		if e.interconnect() {
+			args = append(args, "--init-ovnkube-controller", node, "--nb-address", e.c.ZoneNBAddress(node))
+		}
 		cmd := exec.Command("ip", args...)
 		e.startProc("node-"+node, cmd)
 		d = procDaemon{cmd}
@@ -503,18 +520,35 @@ func (e *env) deletePod(ns, name string) {
 	}
 }
 
-// nbOwned lists our NB rows of a table as "external_ids" strings, via ovn-nbctl.
+// interconnect reports whether the cluster runs one OVN zone per node.
+func (e *env) interconnect() bool { return e.layout == cluster.LayoutInterconnect }
+
+// nbAddresses are the NB databases of the cluster: the NB, or every zone's.
+func (e *env) nbAddresses() []string {
+	if !e.interconnect() {
+		return []string{e.c.NBAddress()}
+	}
+	var out []string
+	for _, n := range e.c.Nodes() {
+		out = append(out, e.c.ZoneNBAddress(n.Name))
+	}
+	return out
+}
+
+// nbOwned lists our NB rows of a table as "external_ids" strings, via ovn-nbctl, in every NB of the cluster.
 func (e *env) nbOwned(table string) []string {
 	e.t.Helper()
-	out, err := exec.Command("ovn-nbctl", "--db="+e.c.NBAddress(), "--no-leader-only", "--format=csv", "--no-headings",
-		"--columns=external_ids", "find", table, `external_ids:"k8s.ovn.org/owner-controller"=egressip`).CombinedOutput()
-	if err != nil {
-		e.t.Fatalf("ovn-nbctl find %s: %v\n%s", table, err, out)
-	}
 	var rows []string
-	for _, l := range strings.Split(strings.TrimSpace(string(out)), "\n") {
-		if l != "" {
-			rows = append(rows, l)
+	for _, db := range e.nbAddresses() {
+		out, err := exec.Command("ovn-nbctl", "--db="+db, "--no-leader-only", "--format=csv", "--no-headings",
+			"--columns=external_ids", "find", table, `external_ids:"k8s.ovn.org/owner-controller"=egressip`).CombinedOutput()
+		if err != nil {
+			e.t.Fatalf("ovn-nbctl --db=%s find %s: %v\n%s", db, table, err, out)
+		}
+		for _, l := range strings.Split(strings.TrimSpace(string(out)), "\n") {
+			if l != "" {
+				rows = append(rows, l)
+			}
 		}
 	}
 	return rows
