@@ -22,6 +22,7 @@ import (
 	"github.com/ovn-egressip/ovn-egressip/go-controller/pkg/healthcheck"
 	"github.com/ovn-egressip/ovn-egressip/go-controller/pkg/master"
 	"github.com/ovn-egressip/ovn-egressip/go-controller/pkg/nbdb"
+	"github.com/ovn-egressip/ovn-egressip/go-controller/pkg/ovsdbaddr"
 )
 
 // egressIPCommand is `ovnkube egressip explain`.
@@ -35,6 +36,7 @@ func egressIPCommand() *cli.Command {
 			ArgsUsage: "NAME | --pod NAMESPACE/NAME",
 			Flags: append(config.ClientFlags(),
 				&cli.StringFlag{Name: "pod", Usage: "explain the egress of pod `NAMESPACE/NAME` instead"},
+				&cli.StringSliceFlag{Name: "zone-nb-address", Usage: "interconnect layout: the NB of zone (node) `NODE=ADDRESS`, repeated or comma-separated, one per zone to read; each zone's rows are compared with what its zone controller computes (replaces --nb-address)"},
 				&cli.StringFlag{Name: "output", Aliases: []string{"o"}, Value: "text", Usage: "text or json"},
 				&cli.DurationFlag{Name: "timeout", Value: 10 * time.Second, Usage: "how long to wait for the API and NB"},
 				&cli.BoolFlag{Name: "probe", Usage: "probe the labelled nodes' egress health check as the master does (from where explain runs: it must reach the nodes' management IPs); without it every labelled node is taken as reachable"},
@@ -72,6 +74,11 @@ func runExplain(c *cli.Context) error {
 	in, err := readExplainInput(ctx, cfg, cs)
 	if err != nil {
 		return err
+	}
+	if zones := c.StringSlice("zone-nb-address"); len(zones) > 0 {
+		if in.ZoneNB, in.GatewaySNAT, err = readZones(ctx, zones); err != nil {
+			return err
+		}
 	}
 	if c.Bool("probe") {
 		in.Reachable = probe(ctx, in.Nodes, c.Int(config.FlagHealthCheckPort), c.Duration(config.FlagReachabilityTimeout))
@@ -145,6 +152,31 @@ func readExplainInput(ctx context.Context, cfg *config.Config, cs *clients) (mas
 	}
 	in.NB, in.GatewaySNAT = &cur, snat
 	return in, nil
+}
+
+// readZones reads the NB of every zone given as NODE=ADDRESS.
+func readZones(ctx context.Context, zones []string) (map[string]*nbstate.Current, map[string][]master.NATRow, error) {
+	out := map[string]*nbstate.Current{}
+	snat := map[string][]master.NATRow{}
+	for _, z := range zones {
+		node, addr, ok := strings.Cut(z, "=")
+		if !ok || node == "" || addr == "" {
+			return nil, nil, fmt.Errorf("invalid --zone-nb-address %q: want NODE=ADDRESS", z)
+		}
+		eps, err := ovsdbaddr.ParseList(addr)
+		if err != nil {
+			return nil, nil, fmt.Errorf("invalid --zone-nb-address %q: %w", z, err)
+		}
+		cur, s, err := readNB(ctx, eps)
+		if err != nil {
+			return nil, nil, fmt.Errorf("zone %s: %w", node, err)
+		}
+		out[node] = &cur
+		for gr, rows := range s {
+			snat[gr] = append(snat[gr], rows...)
+		}
+	}
+	return out, snat, nil
 }
 
 func readNB(ctx context.Context, addrs []string) (nbstate.Current, map[string][]master.NATRow, error) {

@@ -34,6 +34,10 @@ type ExplainInput struct {
 	Reachable Reachability
 	// NB is what NB holds of our rows (nil: not read).
 	NB *nbstate.Current
+	// ZoneNB (interconnect layout) is what each zone's NB holds of our rows, by
+	// zone (node) name; nil in the centralized layout. Each zone's rows are compared
+	// with what that zone's controller computes (nbstate.Input.Zone).
+	ZoneNB map[string]*nbstate.Current
 	// GatewaySNAT maps a gateway router name to its SNAT rows that are not ours
 	// (the node's own SNAT of the cluster subnet), to tell unserved pods' source.
 	GatewaySNAT map[string][]NATRow
@@ -137,8 +141,9 @@ func newExplainState(in ExplainInput) *explainState {
 		reach = allReachable{}
 	}
 	var an []assign.Node
+	lay := factsLayout{mode: st.mode, interconnect: in.ZoneNB != nil, joins: in.JoinSubnets}
 	for _, n := range in.Nodes {
-		f := parseNode(n, st.mode, reach)
+		f := parseNodeIn(n, lay, reach)
 		st.nodes[n.Name] = f
 		st.nbNodes[n.Name] = f.nb
 		an = append(an, f.assign)
@@ -234,14 +239,22 @@ func ExplainEgressIP(in ExplainInput, name string) (*EgressIPReport, error) {
 	// Ready as computed from what NB and the nodes show now.
 	notProg := map[string]string{}
 	desired := st.desired()
-	if in.NB != nil {
+	switch {
+	case in.ZoneNB != nil:
+		r.NB = st.compareZones(name)
+		for _, it := range eip.Status.Items {
+			if z, ok := in.ZoneNB[it.Node]; !ok || !carried(st.desiredIn(it.Node), *z, name, it) {
+				notProg[it.EgressIP] = "its rows in zone " + it.Node + " are missing or differ (or that zone's NB was not read)"
+			}
+		}
+	case in.NB != nil:
 		r.NB = compareRows(desired, *in.NB, name)
 		for _, it := range eip.Status.Items {
 			if !carried(desired, *in.NB, name, it) {
 				notProg[it.EgressIP] = "its NB rows are missing or differ"
 			}
 		}
-	} else {
+	default:
 		r.Notes = append(r.Notes, "NB not read (no --nb-address): rows not compared")
 	}
 	if st.mode == nbstate.LocalGateway {
@@ -304,14 +317,45 @@ func (st *explainState) nodeVerdict(ae *assign.EgressIP, eip *egressipv1.EgressI
 
 // desired returns the NB rows every EgressIP should have, from the status in the
 // API (NB follows status).
-func (st *explainState) desired() nbstate.State {
-	in := nbstate.Input{Mode: st.mode, ClusterSubnets: st.in.ClusterSubnets, JoinSubnets: st.in.JoinSubnets, Nodes: st.nbNodes}
+func (st *explainState) desired() nbstate.State { return st.desiredIn("") }
+
+// compareZones compares the rows of EgressIP name in every zone read, each line
+// naming its zone ("zone node2: nat GR_node2 ...").
+func (st *explainState) compareZones(name string) *RowsReport {
+	out := &RowsReport{Present: []string{}, Missing: []string{}, Extra: []string{}}
+	zones := make([]string, 0, len(st.in.ZoneNB))
+	for z := range st.in.ZoneNB {
+		zones = append(zones, z)
+	}
+	sort.Strings(zones)
+	for _, z := range zones {
+		r := compareRows(st.desiredIn(z), *st.in.ZoneNB[z], name)
+		for _, l := range r.Present {
+			out.Present = append(out.Present, "zone "+z+": "+l)
+		}
+		for _, l := range r.Missing {
+			out.Missing = append(out.Missing, "zone "+z+": "+l)
+		}
+		for _, l := range r.Extra {
+			out.Extra = append(out.Extra, "zone "+z+": "+l)
+		}
+	}
+	return out
+}
+
+// desiredIn is desired for the rows of one zone (interconnect layout; "" = the
+// centralized layout's one NB).
+func (st *explainState) desiredIn(zone string) nbstate.State {
+	in := nbstate.Input{Mode: st.mode, ClusterSubnets: st.in.ClusterSubnets, JoinSubnets: st.in.JoinSubnets, Nodes: st.nbNodes, Zone: zone}
 	for _, e := range selection.Ordered(st.in.EgressIPs) {
 		if _, bad := st.served.Errors[e.Name]; bad {
 			continue
 		}
 		ne := toNB(e.Name, e.Status.Items, st.served.Served[e.Name])
 		ne.Strict = e.Spec.Strict
+		if zone != "" {
+			ne.IPs = specIPs(e)
+		}
 		in.EgressIPs = append(in.EgressIPs, ne)
 	}
 	return nbstate.Desired(in)
@@ -564,17 +608,26 @@ func (st *explainState) unservedSource(pod *corev1.Pod) []string {
 // hold as desired (nil when NB was not read). Without its policy the pod is not
 // rerouted (nor dropped).
 func (st *explainState) missingPodRows(eip *egressipv1.EgressIP, pod *corev1.Pod) []string {
-	if st.in.NB == nil {
+	nb, want := st.in.NB, nbstate.State{}
+	if st.in.ZoneNB != nil {
+		// The pod's reroute lives in its own zone.
+		nb = st.in.ZoneNB[pod.Spec.NodeName]
+		if nb != nil {
+			want = ofEgressIP(st.desiredIn(pod.Spec.NodeName), eip.Name)
+		}
+	} else if nb != nil {
+		want = ofEgressIP(st.desired(), eip.Name)
+	}
+	if nb == nil {
 		return nil
 	}
 	key := pod.Namespace + "/" + pod.Name
-	want := ofEgressIP(st.desired(), eip.Name)
 	var out []string
 	for k, p := range want.Policies {
 		if k.IDs.Pod != key {
 			continue
 		}
-		h, ok := st.in.NB.Rows.Policies[k]
+		h, ok := nb.Rows.Policies[k]
 		if !ok || !nbstate.PolicyEqual(h, p) {
 			out = append(out, fmt.Sprintf("policy %s %q", p.Action, p.Match))
 		}

@@ -216,7 +216,7 @@ func toNB(name string, items []egressipv1.EgressIPStatusItem, pods []*corev1.Pod
 		}
 	}
 	for _, p := range pods {
-		e.Pods = append(e.Pods, nbstate.Pod{Namespace: p.Namespace, Name: p.Name, IPs: selection.PodIPs(p)})
+		e.Pods = append(e.Pods, nbstate.Pod{Namespace: p.Namespace, Name: p.Name, IPs: selection.PodIPs(p), Node: p.Spec.NodeName})
 	}
 	return e
 }

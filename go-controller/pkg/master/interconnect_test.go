@@ -2,7 +2,9 @@ package master
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"net/netip"
 	"strings"
 	"testing"
 	"time"
@@ -11,6 +13,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/ovn-egressip/ovn-egressip/go-controller/pkg/egressip/annotations"
+	"github.com/ovn-egressip/ovn-egressip/go-controller/pkg/egressip/nbstate"
 	"github.com/ovn-egressip/ovn-egressip/test/nbserver"
 )
 
@@ -129,6 +132,20 @@ func TestInterconnect(t *testing.T) {
 		return fmt.Errorf("conditions %+v", e.Status.Conditions)
 	})
 
+	// Explain reads every zone's NB and compares each with what its zone controller computes.
+	rep := ic.explain("eip-prod")
+	if len(rep.NB.Missing)+len(rep.NB.Extra) != 0 || len(rep.NB.Present) != 5 {
+		t.Errorf("explain: present %v, missing %v, extra %v; want the 5 rows of zones node1 and node3 present", rep.NB.Present, rep.NB.Missing, rep.NB.Extra)
+	}
+	for _, want := range []string{"zone node1: nat GR_node1 snat 172.18.0.33 <- 10.244.3.6", `zone node3: policy ovn_cluster_router 100 reroute "ip4.src == 10.244.3.6" nexthops=[100.88.0.2]`} {
+		if !strings.Contains(strings.Join(rep.NB.Present, "\n"), want) {
+			t.Errorf("explain: no row %q among %v", want, rep.NB.Present)
+		}
+	}
+	if rep.Computed == nil || rep.Computed.Status != metav1.ConditionTrue {
+		t.Errorf("explain: computed Ready %+v, want True", rep.Computed)
+	}
+
 	// The move, with the new holder's zone controller down: no zone may reroute to node2 before node2's zone has
 	// programmed the IP. Meanwhile node3's pod stays on node1 while node1 lingers, then leaves without reroute.
 	z2.stop()
@@ -198,4 +215,42 @@ func TestInterconnect(t *testing.T) {
 	cm.expectStatus("eip-prod")
 	cm.expectEvent("NoMatchingNodeFound", "172.18.0.33", "node4: Misconfigured")
 	cm.expectEvent(ReasonInvalidNodeFacts, "node4", annotations.NodeID+" is missing")
+}
+
+// explain runs ExplainEgressIP over the API objects and every zone's NB.
+func (ic *icEnv) explain(name string) *EgressIPReport {
+	t, ctx := ic.cm.t, context.Background()
+	in := ExplainInput{Mode: ic.cm.mode, ClusterSubnets: []netip.Prefix{netip.MustParsePrefix("10.244.0.0/16")},
+		JoinSubnets: []netip.Prefix{netip.MustParsePrefix("100.64.0.0/16")}, ZoneNB: map[string]*nbstate.Current{}}
+	eips, err := ic.cm.eip.K8sV1().EgressIPs().List(ctx, metav1.ListOptions{})
+	nodes, err2 := ic.cm.kube.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
+	nss, err3 := ic.cm.kube.CoreV1().Namespaces().List(ctx, metav1.ListOptions{})
+	pods, err4 := ic.cm.kube.CoreV1().Pods("").List(ctx, metav1.ListOptions{})
+	if err := errors.Join(err, err2, err3, err4); err != nil {
+		t.Fatal(err)
+	}
+	for i := range eips.Items {
+		in.EgressIPs = append(in.EgressIPs, &eips.Items[i])
+	}
+	for i := range nodes.Items {
+		in.Nodes = append(in.Nodes, &nodes.Items[i])
+	}
+	for i := range nss.Items {
+		in.Namespaces = append(in.Namespaces, &nss.Items[i])
+	}
+	for i := range pods.Items {
+		in.Pods = append(in.Pods, &pods.Items[i])
+	}
+	for zone, z := range ic.zones {
+		cur, err := nbstate.ReadCurrent(ctx, z.nbc)
+		if err != nil {
+			t.Fatal(err)
+		}
+		in.ZoneNB[zone] = &cur
+	}
+	r, err := ExplainEgressIP(in, name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return r
 }
