@@ -94,8 +94,7 @@ func hasExactly(items []egressipv1.EgressIPStatusItem, ips []string) bool {
 // dual-stack, one EgressIP holds one IP of each family and serves both families of the same pods).
 //
 // In the interconnect layout (one OVN zone per node, a cluster manager and a zone controller per node) the same
-// cases run in IPv4 and dual-stack clusters, both modes; the operator cases (9-11), which read NB through
-// `ovnkube egressip explain`, run in the centralized layout only.
+// cases run in IPv4 and dual-stack clusters, both modes (explain reading every zone's NB).
 func TestEgressIP(t *testing.T) {
 	for _, layout := range e2eLayouts() {
 		fams := []string{cluster.FamilyIPv4, cluster.FamilyIPv6, cluster.FamilyDual}
@@ -347,11 +346,7 @@ func runEgressIPCases(t *testing.T, layout, mode, family string) {
 		}
 	})
 
-	if e.interconnect() {
-		t.Log("cases 9-11 (explain, conditions, node selection, strict) run in the centralized layout only: explain reads one NB")
-	} else {
-		runOperatorCases(t, e, mode)
-	}
+	runOperatorCases(t, e, mode)
 
 	t.Run("12-a-node-cannot-pull-egress-ips-to-itself", func(t *testing.T) {
 		e.t = t

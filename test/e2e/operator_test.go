@@ -27,7 +27,7 @@ import (
 func (e *env) explain(v any, args ...string) string {
 	e.t.Helper()
 	argv := append([]string{"egressip", "explain"}, args...)
-	argv = append(argv, "-o", "json", "--probe", "--kubeconfig", e.c.Kubeconfig(), "--nb-address", e.c.NBAddress(), "--gateway-mode", e.mode)
+	argv = append(append(argv, "-o", "json", "--probe", "--kubeconfig", e.c.Kubeconfig(), "--gateway-mode", e.mode), e.explainNB()...)
 	cmd := exec.Command(ovnkubeBin, argv...)
 	var stderr strings.Builder
 	cmd.Stderr = &stderr
@@ -41,11 +41,23 @@ func (e *env) explain(v any, args ...string) string {
 	return string(out)
 }
 
+// explainNB are explain's NB flags: the NB, or (interconnect layout) every zone's.
+func (e *env) explainNB() []string {
+	if !e.interconnect() {
+		return []string{"--nb-address", e.c.NBAddress()}
+	}
+	var out []string
+	for _, n := range e.c.Nodes() {
+		out = append(out, "--zone-nb-address", n.Name+"="+e.c.ZoneNBAddress(n.Name))
+	}
+	return out
+}
+
 // explainText runs explain in plain text (logged, for docs).
 func (e *env) explainText(args ...string) string {
 	e.t.Helper()
 	argv := append([]string{"egressip", "explain"}, args...)
-	argv = append(argv, "--probe", "--kubeconfig", e.c.Kubeconfig(), "--nb-address", e.c.NBAddress(), "--gateway-mode", e.mode)
+	argv = append(append(argv, "--probe", "--kubeconfig", e.c.Kubeconfig(), "--gateway-mode", e.mode), e.explainNB()...)
 	out, err := exec.Command(ovnkubeBin, argv...).CombinedOutput()
 	if err != nil {
 		e.t.Fatalf("ovnkube %s: %v\n%s", strings.Join(argv, " "), err, out)
@@ -192,16 +204,23 @@ func runOperatorCases(t *testing.T, e *env, mode string) {
 		e.waitCondition("second", "Ready", "Programmed")
 
 		// A row removed behind the master's back: explain reports it before the
-		// master repairs it (the master is stopped meanwhile).
-		e.stopMaster("master-a", syscall.SIGTERM)
+		// master repairs it (the master is stopped meanwhile; in the interconnect
+		// layout, the zone controller of db1's node, node1, in its zone's NB).
+		nb := e.c.NBAddress()
+		stopWriter, startWriter := func() { e.stopMaster("master-a", syscall.SIGTERM) }, func() { e.startMaster("master-a", "127.0.0.1:29101") }
+		if e.interconnect() {
+			nb = e.c.ZoneNBAddress("node1")
+			stopWriter, startWriter = func() { e.stopNode("node1", syscall.SIGTERM) }, func() { e.startNode("node1") }
+		}
+		stopWriter()
 		dbIP := e.podIP("prod", "db1").String()
-		out, err := exec.Command("ovn-nbctl", "--db="+e.c.NBAddress(), "--no-leader-only", "--bare", "--columns=_uuid", "find",
+		out, err := exec.Command("ovn-nbctl", "--db="+nb, "--no-leader-only", "--bare", "--columns=_uuid", "find",
 			"Logical_Router_Policy", `external_ids:"k8s.ovn.org/pod"="prod/db1"`).CombinedOutput()
 		uuid := strings.TrimSpace(string(out))
 		if err != nil || uuid == "" {
 			t.Fatalf("find the reroute row of prod/db1: %v %s", err, out)
 		}
-		if out, err := exec.Command("ovn-nbctl", "--db="+e.c.NBAddress(), "--no-leader-only", "remove", "Logical_Router",
+		if out, err := exec.Command("ovn-nbctl", "--db="+nb, "--no-leader-only", "remove", "Logical_Router",
 			"ovn_cluster_router", "policies", uuid).CombinedOutput(); err != nil {
 			t.Fatalf("remove the row: %v %s", err, out)
 		}
@@ -216,7 +235,7 @@ func runOperatorCases(t *testing.T, e *env, mode string) {
 			t.Errorf("row gone: echo saw %v, explain --pod prod/db1 says %v (%s)", got, pr.Sources, pr.Why)
 		}
 		e.explainText("second")
-		e.startMaster("master-a", "127.0.0.1:29101")
+		startWriter()
 		e.eventually("prod", "db1", egressB)
 		e.explain(&r, "second")
 		if len(r.NB.Missing) != 0 {

@@ -243,8 +243,16 @@ func ExplainEgressIP(in ExplainInput, name string) (*EgressIPReport, error) {
 	case in.ZoneNB != nil:
 		r.NB = st.compareZones(name)
 		for _, it := range eip.Status.Items {
-			if z, ok := in.ZoneNB[it.Node]; !ok || !carried(st.desiredIn(it.Node), *z, name, it) {
-				notProg[it.EgressIP] = "its rows in zone " + it.Node + " are missing or differ (or that zone's NB was not read)"
+			if _, ok := in.ZoneNB[it.Node]; !ok {
+				notProg[it.EgressIP] = "the NB of its holder's zone " + it.Node + " was not read"
+				continue
+			}
+			// Carried when every zone read has its rows as desired: the SNATs in the
+			// holder's zone, each pod's reroute in the pod's zone.
+			for z, cur := range in.ZoneNB {
+				if !carried(st.desiredIn(z), *cur, name, it) {
+					notProg[it.EgressIP] = "its rows in zone " + z + " are missing or differ"
+				}
 			}
 		}
 	case in.NB != nil:
