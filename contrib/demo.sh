@@ -2,14 +2,17 @@
 # The main job, as a cluster admin does it, on the local cluster:
 # ovnkube master + node daemons with --egress-ip-enable, kubectl label, kubectl apply,
 # then real requests from pods to the external echo server, showing the source IP it saw.
-#   GATEWAY_MODE=shared|local  CLUSTER_IP_FAMILY=ipv4|ipv6|dual  CLUSTER_STATE=dir (default _output/cluster)
+#   GATEWAY_MODE=shared|local  CLUSTER_IP_FAMILY=ipv4|ipv6|dual  CLUSTER_LAYOUT=centralized|interconnect
+#   CLUSTER_STATE=dir (default _output/cluster)
 # Stop everything with: make demo-down
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 cd "$root"
 MODE=${GATEWAY_MODE:-shared}
 FAMILY=${CLUSTER_IP_FAMILY:-ipv4}
-export CLUSTER_STATE=${CLUSTER_STATE:-$root/_output/cluster} GATEWAY_MODE=$MODE CLUSTER_IP_FAMILY=$FAMILY CLUSTER_NODES=3
+LAYOUT=${CLUSTER_LAYOUT:-centralized}
+case $LAYOUT in centralized|interconnect) ;; *) echo "CLUSTER_LAYOUT=$LAYOUT: want centralized or interconnect" >&2; exit 2 ;; esac
+export CLUSTER_STATE=${CLUSTER_STATE:-$root/_output/cluster} GATEWAY_MODE=$MODE CLUSTER_IP_FAMILY=$FAMILY CLUSTER_NODES=3 CLUSTER_LAYOUT=$LAYOUT
 case $FAMILY in
   ipv4) fams=(4); subnets=10.244.0.0/16; join=100.64.0.0/16; example=dist/examples/egressip.yaml; eipname=egressip-prod ;;
   ipv6) fams=(6); subnets=fd00:10:244::/48; join=fd98::/64; example=dist/examples/egressip-ipv6.yaml; eipname=egressip-prod-v6 ;;
@@ -33,7 +36,9 @@ show() {
   "$@"
 }
 
-step "1. Local cluster: kube-apiserver, OVN (NB, SB, northd, ovn-controller), 3 nodes as network namespaces, $MODE gateway mode, $FAMILY"
+if [[ $LAYOUT == interconnect ]]; then ovn="one OVN zone per node (NB, SB, northd, ovn-controller each), joined by a transit switch"
+else ovn="OVN (NB, SB, northd, ovn-controller)"; fi
+step "1. Local cluster: kube-apiserver, $ovn, 3 nodes as network namespaces, $MODE gateway mode, $FAMILY"
 "$CTL" up
 eval "$("$CTL" status | grep -v '^#')"
 export KUBECONFIG
@@ -41,20 +46,31 @@ kubectl() { "$KUBECTL" "$@"; }
 "$CTL" status | grep '^#' | sed 's/^# //'
 show kubectl get nodes
 
-step "2. ovnkube: one master (host) and one node daemon per node (inside the node's network namespace)"
+if [[ $LAYOUT == interconnect ]]; then
+  step "2. ovnkube: the cluster manager (host) and, per node, its zone controller with its node daemon (inside the node's network namespace)"
+else
+  step "2. ovnkube: one master (host) and one node daemon per node (inside the node's network namespace)"
+fi
 "$root/contrib/demo-stop.sh" >/dev/null 2>&1 || true
 mkdir -p "$DEMO"
 # Each runs as the ServiceAccount dist/manifests gives it (clusterctl kubeconfig): the master with its ClusterRole and
 # its Lease in ovn-egressip, each node daemon with a token bound to its Node (admission policy ovnkube-egressip-node-writes).
 common=(--egress-ip-enable --gateway-mode "$MODE" --cluster-subnets "$subnets" --join-subnet "$join")
 mk=$("$CTL" kubeconfig master)
-echo "\$ ovnkube --init-master ${common[*]} --kubeconfig $mk --leader-elect-namespace ovn-egressip --nb-address $NB_ADDRESS --metrics-bind-address 127.0.0.1:9410"
-nohup "$OVNKUBE" --init-master "${common[@]}" --kubeconfig "$mk" --leader-elect-namespace ovn-egressip --nb-address "$NB_ADDRESS" \
+role=(--init-master --nb-address "$NB_ADDRESS")
+[[ $LAYOUT == interconnect ]] && role=(--init-cluster-manager)
+echo "\$ ovnkube ${role[*]} ${common[*]} --kubeconfig $mk --leader-elect-namespace ovn-egressip --metrics-bind-address 127.0.0.1:9410"
+nohup "$OVNKUBE" "${role[@]}" "${common[@]}" --kubeconfig "$mk" --leader-elect-namespace ovn-egressip \
   --metrics-bind-address 127.0.0.1:9410 >"$DEMO/ovnkube-master.log" 2>&1 & echo $! >"$DEMO/ovnkube-master.pid"
 for n in node1 node2 node3; do
   nk=$("$CTL" kubeconfig "$n")
-  echo "\$ ip netns exec oeip-$n ovnkube --init-node $n ${common[*]} --kubeconfig $nk"
-  nohup ip netns exec "oeip-$n" "$OVNKUBE" --init-node "$n" "${common[@]}" --kubeconfig "$nk" >"$DEMO/ovnkube-$n.log" 2>&1 &
+  zone=()
+  if [[ $LAYOUT == interconnect ]]; then
+    var=ZONE_NB_$n
+    zone=(--init-ovnkube-controller "$n" --nb-address "${!var}")
+  fi
+  echo "\$ ip netns exec oeip-$n ovnkube --init-node $n ${zone[*]} ${common[*]} --kubeconfig $nk"
+  nohup ip netns exec "oeip-$n" "$OVNKUBE" --init-node "$n" "${zone[@]}" "${common[@]}" --kubeconfig "$nk" >"$DEMO/ovnkube-$n.log" 2>&1 &
   echo $! >"$DEMO/ovnkube-$n.pid"
 done
 for i in $(seq 1 100); do
@@ -112,11 +128,19 @@ ipt=""
 if [[ $MODE == local ]]; then
   ipt=$'\n  ip netns exec oeip-node2 iptables -t nat -S OVN-KUBE-EGRESSIP   # the node\'s SNAT rules ("incompatible" = no such chain: no egress IP held; ip6tables for IPv6)'
 fi
+nb1=$NB_ADDRESS nb2=$NB_ADDRESS
+if [[ $LAYOUT == interconnect ]]; then
+  nb1=$ZONE_NB_node1 nb2=$ZONE_NB_node2
+  step "The rows of two zones: node1's (its pods' reroutes) and node2's (a holder: its SNATs)"
+  show ovn-nbctl --db="$nb1" lr-policy-list ovn_cluster_router
+  show ovn-nbctl --db="$nb2" lr-policy-list ovn_cluster_router
+  show ovn-nbctl --db="$nb2" lr-nat-list GR_node2
+fi
 cat <<MSG
   export KUBECONFIG=$KUBECONFIG
   $KUBECTL get eip -o yaml
-  ovn-nbctl --db=$NB_ADDRESS lr-policy-list ovn_cluster_router
-  ovn-nbctl --db=$NB_ADDRESS lr-nat-list GR_node2$ipt
+  ovn-nbctl --db=$nb1 lr-policy-list ovn_cluster_router
+  ovn-nbctl --db=$nb2 lr-nat-list GR_node2$ipt
   $CTL pod request prod/web1 [--family 6]                           # one more request
   curl -s 127.0.0.1:9410/metrics | grep egress                      # master metrics
   logs: $DEMO/*.log

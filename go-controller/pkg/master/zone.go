@@ -61,17 +61,17 @@ func heldBy(items map[string][]egressipv1.EgressIPStatusItem, node string) map[n
 	return out
 }
 
-// zoneLinger updates, in shared gateway mode, what the zone's node lingers on: an
+// zoneLinger updates what the zone's node lingers on. In shared gateway mode an
 // egress IP the status took away from it keeps its SNAT rows (and the reroutes of
-// its pods to this gateway router) for the release linger plus lingerGrace, and is
-// listed as lingering for the release linger. A restarted controller takes what
-// its node still lists (ready or lingering) but does not hold as released now. It
-// sets the zone node's LingeringEgressIPs in nodes to the IPs whose rows stay, and
+// every pod it served to this gateway router) for the release linger plus
+// lingerGrace, and is listed as lingering for the release linger. In local gateway
+// mode the reroutes of the other zones' pods to this node's management port stay
+// for the release linger: the time the node daemon keeps its SNAT rules, and the
+// time the pods' zones keep rerouting here. A restarted controller takes what its
+// node still lists (ready or lingering) but does not hold as released now. It sets
+// the zone node's LingeringEgressIPs in nodes to the IPs whose rows stay, and
 // returns when the next linger step falls due (zero: none).
 func (c *controller) zoneLinger(items map[string][]egressipv1.EgressIPStatusItem, nodes map[string]nbstate.Node, now time.Time) time.Time {
-	if c.s.mode != nbstate.SharedGateway {
-		return time.Time{}
-	}
 	zm := &c.zone
 	held := heldBy(items, c.s.Zone)
 	self, ok := nodes[c.s.Zone]
@@ -91,9 +91,13 @@ func (c *controller) zoneLinger(items map[string][]egressipv1.EgressIPStatusItem
 		if !held[ip] {
 			if _, was := zm.released[ip]; !was && c.s.linger > 0 {
 				until := now.Add(c.s.linger)
-				zm.released[ip] = lingerTimes{listUntil: until, rowsUntil: until.Add(lingerGrace)}
-				klog.InfoS("Egress IP released by this zone's node; its SNAT rows stay while it lingers", "zone", c.s.Zone, "ip", ip,
-					"listedFor", c.s.linger, "rowsFor", c.s.linger+lingerGrace)
+				rows := until
+				if c.s.mode == nbstate.SharedGateway {
+					rows = until.Add(lingerGrace) // others stop rerouting here once it is no longer listed
+				}
+				zm.released[ip] = lingerTimes{listUntil: until, rowsUntil: rows}
+				klog.InfoS("Egress IP released by this zone's node; its rows stay while it lingers", "zone", c.s.Zone, "ip", ip,
+					"listedFor", c.s.linger, "rowsFor", rows.Sub(now))
 			}
 		}
 	}

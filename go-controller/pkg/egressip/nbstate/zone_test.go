@@ -149,6 +149,16 @@ func TestDesiredZone(t *testing.T) {
 			},
 		},
 		{
+			name: "local gateway mode, old holder's zone while it lingers: the other zones' pods still to its management port",
+			mode: LocalGateway, zone: "node3", ready: map[string][]string{"node2": {x}}, lingering: map[string][]string{"node3": {x}},
+			eip: eip(false, onNode2),
+			want: []string{
+				`address-set egressip_served_pods_v4 []`,
+				`policy ovn_cluster_router 100 reroute "ip4.src == 10.244.1.3" nexthops=[10.244.3.2]`,
+				`policy ovn_cluster_router 100 reroute "ip4.src == 10.244.2.3" nexthops=[10.244.3.2]`,
+			},
+		},
+		{
 			name: "local gateway mode, holder zone, host rules not ready: nothing rerouted to it",
 			mode: LocalGateway, zone: "node2", eip: eip(false, onNode2),
 			want: []string{`address-set egressip_served_pods_v4 []`},
