@@ -27,6 +27,7 @@ type lineServer struct {
 	mu    sync.Mutex
 	peers []netip.Addr
 	errs  []error
+	conns []net.Conn // accepted, closed at cleanup: a peer that vanished (reset elsewhere) never sends EOF
 	wg    sync.WaitGroup
 }
 
@@ -47,6 +48,7 @@ func startLineServer(t *testing.T) *lineServer {
 			}
 			s.mu.Lock()
 			s.peers = append(s.peers, c.RemoteAddr().(*net.TCPAddr).AddrPort().Addr().Unmap())
+			s.conns = append(s.conns, c)
 			s.mu.Unlock()
 			s.wg.Add(1)
 			go func() {
@@ -70,7 +72,15 @@ func startLineServer(t *testing.T) *lineServer {
 			}()
 		}
 	}()
-	t.Cleanup(func() { ln.Close(); s.wg.Wait() })
+	t.Cleanup(func() {
+		ln.Close()
+		s.mu.Lock()
+		for _, c := range s.conns {
+			c.Close()
+		}
+		s.mu.Unlock()
+		s.wg.Wait()
+	})
 	return s
 }
 
