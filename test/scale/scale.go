@@ -34,6 +34,7 @@ import (
 	"time"
 
 	"github.com/ovn-org/libovsdb/model"
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
@@ -268,10 +269,14 @@ type harness struct {
 	nodes  []cluster.NodeAddrs
 	byName map[string]cluster.NodeAddrs
 	probe  string // the pod poke relabels (never churned)
+	// nodeHook, when set, changes the Node object of node index i (0-based) before
+	// layout creates it.
+	nodeHook func(n *corev1.Node, i int)
 
 	mu       sync.Mutex
-	nextSlot int // fresh pod addresses handed out
-	nextName int // pod names handed out
+	nextSlot int         // fresh pod addresses handed out
+	fromTop  map[int]int // node index -> addresses freshSlotOn handed out from the top of its subnet
+	nextName int         // pod names handed out
 	pokes    int
 }
 
@@ -397,7 +402,7 @@ func start(t testing.TB, cfg Config) (*harness, context.Context) {
 	}
 	h.nb = startMonitor(ctx, t, nbs.Addr, h.tr.applyRows, func(rows map[string]model.Model) { h.tr.resetRows(rows, time.Now()) })
 	h.nb.dbFile = nbs.DBFile()
-	if err := watchEgressIPs(ctx, h.eips, h.tr); err != nil {
+	if err := watchEgressIPs(ctx, h.eips, h.tr.setEgressIP); err != nil {
 		t.Fatalf("scale: %v", err)
 	}
 	h.layout(ctx)
