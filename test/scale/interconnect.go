@@ -144,10 +144,15 @@ func (r ICResult) String() string {
 		r.Config.Nodes, r.Pods, r.EgressIPs, r.EgressIPAddrs, strings.Join(r.Sample, ", "), r.Config.Nodes-len(r.Sample))
 	fmt.Fprintf(&b, "SCALE-IC targets: node-loss last zone converged <= %v; pod-add p99 in its zone <= %v; zone controller heap at 20,000 pods <= %d MiB; cluster manager's status writes done <= %v after its decision; per-zone cost flat from 5,000 to 50,000 pods\n",
 		targetNodeLoss, targetPodAddP99, targetZoneHeap, targetCMStatus)
+	fmt.Fprintf(&b, "(converged: from the change's last API write; NB txns and syncs: the zone controller's metrics; rows: owned in its NB after the phase; largest: rows one NB transaction of the phase changed; heap: go_memstats_heap_inuse_bytes after the phase, and the largest seen during it)\n")
 	fmt.Fprintf(&b, "%-10s %-8s %12s %8s %6s %6s %8s %10s %10s\n", "phase", "zone", "converged", "NB txns", "syncs", "rows", "largest", "heap MiB", "peak MiB")
 	for _, p := range r.Phases {
 		for _, z := range p.Zones {
-			fmt.Fprintf(&b, "%-10s %-8s %12v %8v %6v %6d %8d %10.1f %10.1f\n", p.Name, z.Node, z.Converged.Round(100*time.Microsecond),
+			conv := "-" // pod-add: per pod, below; no-op: nothing to converge
+			if p.Name != "pod-add" && p.Name != "no-op" {
+				conv = z.Converged.Round(100 * time.Microsecond).String()
+			}
+			fmt.Fprintf(&b, "%-10s %-8s %12s %8v %6v %6d %8d %10.1f %10.1f\n", p.Name, z.Node, conv,
 				z.NBTransactions, z.Syncs, z.Rows, z.LargestTxn, z.Mem.HeapInuse/mib, z.Peak.HeapInuse/mib)
 		}
 		status := "no status change"
@@ -163,6 +168,8 @@ func (r ICResult) String() string {
 		case "node-loss":
 			fmt.Fprintf(&b, "%-10s %-8s last sampled zone converged %v after the change (target %v); cluster manager first -> last status write %v (target %v)\n",
 				p.Name, "e2e", p.EndToEnd.Round(100*time.Microsecond), targetNodeLoss, (p.StatusLast - p.StatusFirst).Round(100*time.Microsecond), targetCMStatus)
+		case "no-op":
+			fmt.Fprintf(&b, "%-10s %-8s a label on a simulated node: NB transactions in the sampled zones and status updates above (expected: none)\n", p.Name, "e2e")
 		default:
 			fmt.Fprintf(&b, "%-10s %-8s last sampled zone converged %v after the change\n", p.Name, "e2e", p.EndToEnd.Round(100*time.Microsecond))
 		}

@@ -105,7 +105,7 @@ func BenchmarkScaleInterconnect(b *testing.B) {
 			}
 		}
 		loss := res.Phase("node-loss")
-		b.ReportMetric((loss.StatusLast - loss.StatusFirst).Seconds()*1000, "node-loss-cm-status-ms")
+		b.ReportMetric((loss.StatusLast-loss.StatusFirst).Seconds()*1000, "node-loss-cm-status-ms")
 		if add := res.Phase("pod-add"); len(add.PodAdd) > 0 {
 			b.ReportMetric(pct(add.PodAdd, 50).Seconds()*1000, "pod-add-p50-ms")
 			b.ReportMetric(pct(add.PodAdd, 99).Seconds()*1000, "pod-add-p99-ms")
