@@ -95,9 +95,11 @@ type ICPhase struct {
 // ZonePhase is what one sampled zone did in a phase.
 type ZonePhase struct {
 	Node string
-	// Converged: from the change to the arrival of the event after which the zone
-	// was converged (its NB or an informer's).
+	// Converged: from the change to the arrival of the zone's last NB event before
+	// the check found it converged (its rows final from then on); NoChange: its NB
+	// did not change (Converged 0).
 	Converged time.Duration
+	NoChange  bool
 	// NBTransactions and Syncs its zone controller made (its metrics).
 	NBTransactions, Syncs float64
 	// Rows: the rows it owns in its NB after the phase; LargestTxn: the most rows one
@@ -144,12 +146,16 @@ func (r ICResult) String() string {
 		r.Config.Nodes, r.Pods, r.EgressIPs, r.EgressIPAddrs, strings.Join(r.Sample, ", "), r.Config.Nodes-len(r.Sample))
 	fmt.Fprintf(&b, "SCALE-IC targets: node-loss last zone converged <= %v; pod-add p99 in its zone <= %v; zone controller heap at 20,000 pods <= %d MiB; cluster manager's status writes done <= %v after its decision; per-zone cost flat from 5,000 to 50,000 pods\n",
 		targetNodeLoss, targetPodAddP99, targetZoneHeap, targetCMStatus)
-	fmt.Fprintf(&b, "(converged: from the change's last API write; NB txns and syncs: the zone controller's metrics; rows: owned in its NB after the phase; largest: rows one NB transaction of the phase changed; heap: go_memstats_heap_inuse_bytes after the phase, and the largest seen during it)\n")
+	fmt.Fprintf(&b, "(converged: from the change's last API write to the zone's last NB event before it was found converged; NB txns and syncs: the zone controller's metrics; rows: owned in its NB after the phase; largest: rows one NB transaction of the phase changed; heap: go_memstats_heap_inuse_bytes after the phase, and the largest seen during it)\n")
 	fmt.Fprintf(&b, "%-10s %-8s %12s %8s %6s %6s %8s %10s %10s\n", "phase", "zone", "converged", "NB txns", "syncs", "rows", "largest", "heap MiB", "peak MiB")
 	for _, p := range r.Phases {
 		for _, z := range p.Zones {
 			conv := "-" // pod-add: per pod, below; no-op: nothing to converge
-			if p.Name != "pod-add" && p.Name != "no-op" {
+			switch {
+			case p.Name == "pod-add" || p.Name == "no-op":
+			case z.NoChange:
+				conv = "no change"
+			default:
 				conv = z.Converged.Round(100 * time.Microsecond).String()
 			}
 			fmt.Fprintf(&b, "%-10s %-8s %12s %8v %6v %6d %8d %10.1f %10.1f\n", p.Name, z.Node, conv,
@@ -254,9 +260,11 @@ func RunInterconnect(t testing.TB, cfg Config) ICResult {
 	ic.settle(ctx)
 
 	if cfg.LostNodes > 0 {
+		// The lost holder's node, then the holders of the pods-only zone's
+		// EgressIPs (so that its pods' next hops move), then holders by index.
 		victims := []string{cluster.NodeName(sampleLost)}
-		for _, n := range ic.holders(cfg.Nodes) {
-			if len(victims) < cfg.LostNodes && !ic.sampled[n] {
+		for _, n := range append(ic.holdersFor(cluster.NodeName(samplePods)), ic.holders(cfg.Nodes)...) {
+			if len(victims) < cfg.LostNodes && !ic.sampled[n] && !slices.Contains(victims, n) {
 				victims = append(victims, n)
 			}
 		}
@@ -274,6 +282,28 @@ func RunInterconnect(t testing.TB, cfg Config) ICResult {
 	res.Phases = append(res.Phases, ic.noop(ctx))
 	res.CMPeak = ic.cm.peak()
 	return res
+}
+
+// holdersFor returns the nodes holding the egress IPs of the EgressIPs that serve
+// pods of node (each EgressIP selects the namespace of its name), sorted.
+func (ic *icHarness) holdersFor(node string) []string {
+	pods, _ := ic.tr.expected()
+	nss := map[string]bool{}
+	for key, ip := range pods {
+		if ns, _, _ := strings.Cut(key, "/"); ic.slotOf(ip).node.Name == node {
+			nss[ns] = true
+		}
+	}
+	var out []string
+	for _, e := range ic.tr.egressIPs() {
+		for _, it := range e.Status.Items {
+			if nss[e.Name] && !slices.Contains(out, it.Node) {
+				out = append(out, it.Node)
+			}
+		}
+	}
+	slices.Sort(out)
+	return out
 }
 
 // startIC starts the API server, the sampled zones' NB servers and monitors, the
@@ -524,17 +554,13 @@ func (ic *icHarness) checker(ctx context.Context) {
 			problems[i] = planProblem(nbstate.Diff(desired[i], cur), cur)
 		}
 		ic.mu.Lock()
-		// The arrival of the latest event the check may have seen (read after it:
-		// an upper bound) is when a zone converged.
-		inAt := ic.inAt
+		// A converged zone's rows are final since its last NB event: that is when it
+		// converged (before the change: it had nothing to change).
 		ic.checks++
 		ic.checkBegan = began
 		for i, z := range ic.zones {
 			if problems[i] == "" && !z.converged {
-				z.converged, z.at = true, inAt
-				if z.lastNB.After(z.at) {
-					z.at = z.lastNB
-				}
+				z.converged, z.at = true, z.lastNB
 			}
 			if problems[i] != "" {
 				z.converged = false
@@ -858,7 +884,7 @@ func (ic *icHarness) finish(ctx context.Context, p *ICPhase, m icMark, start tim
 			}
 		}
 		if at != nil {
-			zp.Converged = max(0, at[i].Sub(start))
+			zp.Converged, zp.NoChange = max(0, at[i].Sub(start)), at[i].Before(m.at)
 			p.EndToEnd = max(p.EndToEnd, zp.Converged)
 		}
 		cur, err := nbstate.ReadCurrentLive(ctx, z.nb, queryClient{z.nb})
