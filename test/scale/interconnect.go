@@ -48,18 +48,14 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/informers"
-	"k8s.io/client-go/kubernetes"
 	corelisters "k8s.io/client-go/listers/core/v1"
-	"k8s.io/client-go/rest"
 	k8scache "k8s.io/client-go/tools/cache"
 
 	egressipv1 "github.com/ovn-egressip/ovn-egressip/go-controller/pkg/crd/egressip/v1"
-	eipclient "github.com/ovn-egressip/ovn-egressip/go-controller/pkg/crd/egressip/v1/apis/clientset/versioned"
 	"github.com/ovn-egressip/ovn-egressip/go-controller/pkg/egressip/annotations"
 	"github.com/ovn-egressip/ovn-egressip/go-controller/pkg/egressip/nbstate"
 	"github.com/ovn-egressip/ovn-egressip/go-controller/pkg/egressip/selection"
 	"github.com/ovn-egressip/ovn-egressip/go-controller/pkg/nbdb"
-	"github.com/ovn-egressip/ovn-egressip/test/apiserver"
 	"github.com/ovn-egressip/ovn-egressip/test/cluster"
 	"github.com/ovn-egressip/ovn-egressip/test/nbserver"
 )
@@ -123,12 +119,7 @@ type ICResult struct {
 
 // Phase returns the phase called name (zero ICPhase when absent).
 func (r ICResult) Phase(name string) ICPhase {
-	for _, p := range r.Phases {
-		if p.Name == name {
-			return p
-		}
-	}
-	return ICPhase{}
+	return named(r.Phases, name, func(p ICPhase) string { return p.Name })
 }
 
 // Targets of the interconnect issue, printed beside the figures (nothing asserted on time).
@@ -322,30 +313,7 @@ func startIC(t testing.TB, cfg Config) (*icHarness, context.Context) {
 	if cfg.Namespaces*cfg.PodsPerNamespace+cfg.AddPods > podsPerNode*cfg.Nodes {
 		t.Fatalf("scale-ic: %d pods + %d added: more than the node subnets hold", cfg.Namespaces*cfg.PodsPerNamespace, cfg.AddPods)
 	}
-	bin := cfg.Ovnkube
-	if bin == "" {
-		var err error
-		if bin, err = buildOvnkube(t.TempDir()); err != nil {
-			t.Fatalf("scale-ic: %v", err)
-		}
-	}
-	api := apiserver.Start(t)
-	ctx, cancel := context.WithCancel(context.Background())
-	t.Cleanup(cancel)
-	rc := rest.CopyConfig(api.Config)
-	rc.QPS, rc.Burst = 2000, 4000
-	h := &harness{t: t, cfg: cfg, kube: kubernetes.NewForConfigOrDie(rc), eips: eipclient.NewForConfigOrDie(rc), byName: map[string]cluster.NodeAddrs{}}
-	joinIPs := map[string]string{}
-	for i := 1; i <= cfg.Nodes; i++ {
-		a, err := cluster.AddrsFor(i)
-		if err != nil {
-			t.Fatal(err)
-		}
-		h.nodes = append(h.nodes, a)
-		h.byName[a.Name] = a
-		joinIPs[a.Name] = a.JoinIP.String()
-	}
-	h.tr = newTracker(joinIPs, cfg.Namespaces)
+	h, ctx, api, bin := newHarness(t, cfg)
 	ic := &icHarness{harness: h, sampled: map[string]bool{}, wake: make(chan struct{}, 1), changed: make(chan struct{}),
 		items: map[string][]egressipv1.EgressIPStatusItem{}, published: map[string]string{}}
 	// The interconnect node facts: node-id index+1 (the gateway router join IP

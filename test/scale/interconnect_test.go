@@ -86,17 +86,9 @@ func TestScaleInterconnectSmall(t *testing.T) {
 //	make scale-ic SCALE_FLAGS='-scale.namespaces=200 -scale.pods-per-namespace=100'  (20,000 pods)
 func BenchmarkScaleInterconnect(b *testing.B) {
 	for i := 0; i < b.N; i++ {
-		pods := *benchNamespaces * *benchPods
-		lost, churn := *benchLost, *benchChurn
-		if lost == 0 {
-			lost = max(1, *benchNodes/10)
-		}
-		if churn == 0 {
-			churn = pods / 10
-		}
-		res := RunInterconnect(b, Config{Nodes: *benchNodes, Namespaces: *benchNamespaces, PodsPerNamespace: *benchPods,
-			IPsPerEgressIP: *benchIPs, AddPods: *benchICAddPods, LostNodes: lost, ChurnPods: churn,
-			Ovnkube: *benchOvnkube, Timeout: *benchTimeout})
+		cfg := benchConfig()
+		cfg.AddPods = *benchICAddPods
+		res := RunInterconnect(b, cfg)
 		// Printed, not logged: go test cuts a benchmark's log after a few lines.
 		fmt.Print(res.String())
 		for _, p := range res.Phases {
