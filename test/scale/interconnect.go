@@ -160,8 +160,8 @@ func (r ICResult) String() string {
 		fmt.Fprintf(&b, "%-10s %-8s %s; %v status updates, %v syncs, %d egress IPs moved; heap %.1f MiB\n", p.Name, "cm", status, p.StatusUpdates, p.Syncs, p.Moved, p.CM.HeapInuse/mib)
 		switch p.Name {
 		case "pod-add":
-			fmt.Fprintf(&b, "%-10s %-8s %d pods one at a time on %s, status with IP written -> its zone converged: p50 %v, p99 %v (target %v), max %v (the status write itself: p50 %v)\n",
-				p.Name, "e2e", len(p.PodAdd), cluster.NodeName(samplePods), pct(p.PodAdd, 50), pct(p.PodAdd, 99), targetPodAddP99, pct(p.PodAdd, 100), pct(p.APIWrites, 50))
+			fmt.Fprintf(&b, "%-10s %-8s %d pods one at a time on %s, status with IP written -> its zone converged: p50 %v, p99 %v (target %v), max %v (the status write itself: p50 %v); slowest: %s\n",
+				p.Name, "e2e", len(p.PodAdd), cluster.NodeName(samplePods), pct(p.PodAdd, 50), pct(p.PodAdd, 99), targetPodAddP99, pct(p.PodAdd, 100), pct(p.APIWrites, 50), slowest(p.PodAdd, 3))
 		case "node-loss":
 			fmt.Fprintf(&b, "%-10s %-8s last sampled zone converged %v after the change (target %v); cluster manager first -> last status write %v (target %v)\n",
 				p.Name, "e2e", p.EndToEnd.Round(100*time.Microsecond), targetNodeLoss, (p.StatusLast - p.StatusFirst).Round(100*time.Microsecond), targetCMStatus)
@@ -173,6 +173,20 @@ func (r ICResult) String() string {
 	}
 	fmt.Fprintf(&b, "SCALE-IC cluster manager, largest heap seen in the run: %.1f MiB; zone controllers' target %d MiB at 20,000 pods\n", r.CMPeak.HeapInuse/mib, targetZoneHeap)
 	return b.String()
+}
+
+// slowest renders the n largest of ds with their 0-based positions ("#12 91ms").
+func slowest(ds []time.Duration, n int) string {
+	idx := make([]int, len(ds))
+	for i := range idx {
+		idx[i] = i
+	}
+	slices.SortStableFunc(idx, func(a, b int) int { return int(ds[b] - ds[a]) })
+	var out []string
+	for _, i := range idx[:min(n, len(idx))] {
+		out = append(out, fmt.Sprintf("#%d %v", i, ds[i].Round(100*time.Microsecond)))
+	}
+	return strings.Join(out, ", ")
 }
 
 // zoneWatch is one sampled zone: its NB server, the harness' monitor of it, its
