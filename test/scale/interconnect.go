@@ -26,6 +26,7 @@ package scale
 // of the zone monitors or informers, or a change of the harness' expectations.
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -181,7 +182,7 @@ func slowest(ds []time.Duration, n int) string {
 	for i := range idx {
 		idx[i] = i
 	}
-	slices.SortStableFunc(idx, func(a, b int) int { return int(ds[b] - ds[a]) })
+	slices.SortStableFunc(idx, func(a, b int) int { return cmp.Compare(ds[b], ds[a]) })
 	var out []string
 	for _, i := range idx[:min(n, len(idx))] {
 		out = append(out, fmt.Sprintf("#%d %v", i, ds[i].Round(100*time.Microsecond)))
