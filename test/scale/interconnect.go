@@ -854,6 +854,7 @@ func (ic *icHarness) finish(ctx context.Context, p *ICPhase, m icMark, start tim
 		if err != nil {
 			ic.t.Fatalf("scale-ic: %v", err)
 		}
+		proc.notePeak(memoryOf(s))
 		ms = append(ms, s)
 	}
 	delta := func(i int, name string) float64 { return ms[i].value(name) - m.metrics[i].value(name) }
