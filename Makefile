@@ -9,7 +9,7 @@ SERIAL_PKGS := ./test/cluster/... ./test/e2e/...
 GOTEST_FLAGS ?= -race -count=1
 TEST_TIMEOUT ?= 60m
 
-.PHONY: help build image kubelet-images kubelet-demo kubelet-test test-images generate verify test test-unit test-serial test-matrix lint clean bench scale demo chaos
+.PHONY: help build image kubelet-images kubelet-demo kubelet-test test-images generate verify test test-unit test-serial test-matrix lint clean bench scale scale-ic demo chaos
 
 help:
 	@echo "make demo           bring up the local cluster and run the main job (GATEWAY_MODE=local for local gateway mode)"
@@ -25,6 +25,7 @@ help:
 	@echo "make lint           gofmt, go vet, staticcheck"
 	@echo "make bench          benchmarks that print numbers (NB programming speed)"
 	@echo "make scale          the master process at scale on a real apiserver and NB: 100 simulated nodes, 5000 pods (SCALE_FLAGS=-scale.nodes=N ..., see docs/egressip.md)"
+	@echo "make scale-ic       the interconnect layout at scale: cluster manager + 3 real zones (own NB, zone controller) of 100 nodes, 5000 pods (SCALE_FLAGS, docs/interconnect.md)"
 	@echo "make chaos          random changes and faults on the local cluster (NB as RAFT) for CHAOS_DURATION (10m), checked against the documented semantics (docs/reliability.md); CHAOS_GATEWAY_MODE=local for local gateway mode"
 	@echo "make demo-down      stop the demo's ovnkube processes and the local cluster"
 	@echo "make cluster-up / cluster-down   the local cluster alone (cluster-down also stops the demo)"
@@ -92,7 +93,11 @@ bench:
 # The 20,000- and 50,000-pod sizes of docs/egressip.md "Scale" (SCALE_FLAGS) take minutes per phase on 2 CPUs.
 SCALE_TIMEOUT ?= 120m
 scale:
-	$(GO) test -run '^$$' -bench Scale -benchtime 1x -timeout $(SCALE_TIMEOUT) ./test/scale/ -args $(SCALE_FLAGS)
+	$(GO) test -run '^$$' -bench 'Scale$$' -benchtime 1x -timeout $(SCALE_TIMEOUT) ./test/scale/ -args $(SCALE_FLAGS)
+
+# The interconnect layout: the cluster manager and a sample of 3 real zones (docs/interconnect.md "Scale").
+scale-ic:
+	$(GO) test -run '^$$' -bench ScaleInterconnect -benchtime 1x -timeout $(SCALE_TIMEOUT) ./test/scale/ -args $(SCALE_FLAGS)
 
 # staticcheck skips the generated clientset/informers/listers (apis/): code-generator output is not ours to change.
 lint:

@@ -171,16 +171,34 @@ func freeLoopbackPort() (int, error) {
 // is kept in a temp dir when t failed.
 func startMaster(t testing.TB, bin, kubeconfig, nbAddr string) *masterProc {
 	t.Helper()
+	return startProc(t, bin, "ovnkube-master",
+		"--init-master", "--egress-ip-enable",
+		"--kubeconfig", kubeconfig,
+		"--nb-address", nbAddr,
+		"--gateway-mode", "shared",
+		"--cluster-subnets", cluster.ClusterCIDR,
+		"--join-subnet", cluster.JoinCIDR,
+		"--leader-elect=false",
+		"--egressip-reachability-total-timeout", "0",
+		"--loglevel", "2",
+	)
+}
+
+// startProc starts bin with args plus its metrics and pprof on a free loopback
+// port, its output in <name>.log in a temp dir, and stops it at cleanup (SIGTERM).
+// The log is kept when t failed (or SCALE_KEEP_LOG is set).
+func startProc(t testing.TB, bin, name string, args ...string) *masterProc {
+	t.Helper()
 	port, err := freeLoopbackPort()
 	if err != nil {
 		t.Fatalf("scale: metrics port: %v", err)
 	}
-	dir, err := os.MkdirTemp("", "scale-master-")
+	dir, err := os.MkdirTemp("", "scale-"+name+"-")
 	if err != nil {
 		t.Fatal(err)
 	}
 	m := &masterProc{
-		log:     filepath.Join(dir, "ovnkube-master.log"),
+		log:     filepath.Join(dir, name+".log"),
 		metrics: fmt.Sprintf("http://127.0.0.1:%d/metrics", port),
 		pprof:   fmt.Sprintf("http://127.0.0.1:%d/debug/pprof/", port),
 		http:    &http.Client{Timeout: 10 * time.Second},
@@ -192,19 +210,9 @@ func startMaster(t testing.TB, bin, kubeconfig, nbAddr string) *masterProc {
 	if err != nil {
 		t.Fatal(err)
 	}
-	m.cmd = exec.Command(bin,
-		"--init-master", "--egress-ip-enable",
-		"--kubeconfig", kubeconfig,
-		"--nb-address", nbAddr,
-		"--gateway-mode", "shared",
-		"--cluster-subnets", cluster.ClusterCIDR,
-		"--join-subnet", cluster.JoinCIDR,
+	m.cmd = exec.Command(bin, append(args,
 		"--metrics-bind-address", fmt.Sprintf("127.0.0.1:%d", port),
-		"--enable-pprof",
-		"--leader-elect=false",
-		"--egressip-reachability-total-timeout", "0",
-		"--loglevel", "2",
-	)
+		"--enable-pprof")...)
 	m.cmd.Stdout, m.cmd.Stderr = logf, logf
 	if err := m.cmd.Start(); err != nil {
 		logf.Close()
@@ -217,10 +225,10 @@ func startMaster(t testing.TB, bin, kubeconfig, nbAddr string) *masterProc {
 	}()
 	t.Cleanup(func() {
 		if err := m.stop(); err != nil {
-			t.Errorf("scale: master: %v (log %s)", err, m.log)
+			t.Errorf("scale: %s: %v (log %s)", name, err, m.log)
 		}
 		if t.Failed() || os.Getenv("SCALE_KEEP_LOG") != "" {
-			t.Logf("scale: kept the master's log %s", m.log)
+			t.Logf("scale: kept the log of %s: %s", name, m.log)
 			return
 		}
 		_ = os.RemoveAll(dir)

@@ -54,17 +54,9 @@ func startMonitor(ctx context.Context, t testing.TB, addr string, onRows func([]
 	if err != nil {
 		t.Fatal(err)
 	}
-	logger := logr.New(dropCounter{n: &m.drops})
-	c, err := client.NewOVSDBClient(clientModel, client.WithEndpoint(addr), client.WithLogger(&logger))
-	if err != nil {
-		t.Fatal(err)
-	}
+	c := connectNB(ctx, t, addr, clientModel, logr.New(dropCounter{n: &m.drops}))
 	cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
-	if err := c.Connect(cctx); err != nil {
-		t.Fatalf("scale: connect to NB %s: %v", addr, err)
-	}
-	t.Cleanup(c.Close)
 	m.Client = c
 	c.Cache().AddEventHandler(&cache.EventHandlerFuncs{
 		AddFunc:    func(table string, row model.Model) { m.push(table, row, row) },
@@ -86,6 +78,23 @@ func startMonitor(ctx context.Context, t testing.TB, addr string, onRows func([]
 	}
 	go m.deliver(ctx, onRows, onReset)
 	return m
+}
+
+// connectNB connects a libovsdb client of clientModel to the NB at addr (closed at
+// cleanup); logger receives libovsdb's log.
+func connectNB(ctx context.Context, t testing.TB, addr string, clientModel model.ClientDBModel, logger logr.Logger) client.Client {
+	t.Helper()
+	c, err := client.NewOVSDBClient(clientModel, client.WithEndpoint(addr), client.WithLogger(&logger))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	if err := c.Connect(cctx); err != nil {
+		t.Fatalf("scale: connect to NB %s: %v", addr, err)
+	}
+	t.Cleanup(c.Close)
+	return c
 }
 
 // push queues one event (libovsdb's event goroutine: must be quick).
@@ -167,24 +176,25 @@ func (d dropCounter) Info(_ int, msg string, _ ...any) {
 	}
 }
 
-// watchEgressIPs runs an EgressIP informer that feeds tr until ctx is done.
-func watchEgressIPs(ctx context.Context, cs eipclient.Interface, tr *tracker) error {
+// watchEgressIPs runs an EgressIP informer that hands every EgressIP it sees (nil:
+// deleted), stamped with its arrival, to set (tracker.setEgressIP) until ctx is done.
+func watchEgressIPs(ctx context.Context, cs eipclient.Interface, set func(name string, e *egressipv1.EgressIP, at time.Time)) error {
 	f := eipinformers.NewSharedInformerFactory(cs, 0)
 	inf := f.K8s().V1().EgressIPs().Informer()
-	set := func(obj any) {
+	add := func(obj any) {
 		if e, ok := obj.(*egressipv1.EgressIP); ok {
-			tr.setEgressIP(e.Name, e, time.Now())
+			set(e.Name, e, time.Now())
 		}
 	}
 	if _, err := inf.AddEventHandler(k8scache.ResourceEventHandlerFuncs{
-		AddFunc:    set,
-		UpdateFunc: func(_, obj any) { set(obj) },
+		AddFunc:    add,
+		UpdateFunc: func(_, obj any) { add(obj) },
 		DeleteFunc: func(obj any) {
 			if d, ok := obj.(k8scache.DeletedFinalStateUnknown); ok {
 				obj = d.Obj
 			}
 			if e, ok := obj.(*egressipv1.EgressIP); ok {
-				tr.setEgressIP(e.Name, nil, time.Now())
+				set(e.Name, nil, time.Now())
 			}
 		},
 	}); err != nil {

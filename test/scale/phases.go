@@ -7,6 +7,7 @@ import (
 	"os"
 	"runtime"
 	"runtime/pprof"
+	"testing"
 	"time"
 )
 
@@ -273,44 +274,58 @@ func (h *harness) waitMetric(ctx context.Context, name string, v float64, timeou
 // started has finished.
 const settleWindow = 200 * time.Millisecond
 
-// nbCPU is the NB ovsdb-server's CPU time (0 when unknown).
-func (h *harness) nbCPU() cpuTime {
-	if h.master.nbPid == 0 {
-		return 0
-	}
-	c, err := procCPU(h.master.nbPid)
-	if err != nil {
-		return 0
-	}
-	return c
-}
-
 // settle waits (at most 30 s) until the master and the NB server are idle, so that
 // the master's counters are final and the next phase starts on a quiet master.
 func (h *harness) settle(ctx context.Context) {
 	h.t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	for time.Now().Before(deadline) {
-		c0, err := procCPU(h.master.pid())
-		if err != nil {
-			h.t.Fatalf("scale: %v", errors.Join(err, h.master.alive()))
-		}
-		n0 := h.nbCPU()
-		time.Sleep(settleWindow)
-		c1, err := procCPU(h.master.pid())
-		if err != nil {
-			h.t.Fatalf("scale: %v", errors.Join(err, h.master.alive()))
-		}
-		// The NB server too: after a large transaction it goes on writing its log
-		// and compacting, and a phase started meanwhile measures that.
-		if c1-c0 > time.Second/userHZ || h.nbCPU()-n0 > time.Second/userHZ {
-			continue
-		}
-		m := h.scrape(ctx)
-		if done, ok := m.syncsDone(); ok && done < m.value(metricSyncs) {
-			continue
-		}
-		return
+	if !waitIdle(ctx, h.t, []*masterProc{h.master}, []int{h.master.nbPid}, 30*time.Second) {
+		h.t.Logf("scale: the master was not idle within 30 s; counters may still move")
 	}
-	h.t.Logf("scale: the master was not idle within 30 s; counters may still move")
+}
+
+// waitIdle waits (at most timeout) until every process of procs used at most one
+// CPU tick over settleWindow and finished every sync it started (when it exports
+// the sync duration histogram), and every process of pids (NB servers: after a
+// large transaction they go on writing their log and compacting) used at most one
+// tick too. false: not idle in time.
+func waitIdle(ctx context.Context, t testing.TB, procs []*masterProc, pids []int, timeout time.Duration) bool {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	cpus := func() []cpuTime {
+		var out []cpuTime
+		for _, m := range procs {
+			c, err := procCPU(m.pid())
+			if err != nil {
+				t.Fatalf("scale: %v", errors.Join(err, m.alive()))
+			}
+			out = append(out, c)
+		}
+		for _, pid := range pids {
+			c, _ := procCPU(pid) // 0 when unknown
+			out = append(out, c)
+		}
+		return out
+	}
+next:
+	for time.Now().Before(deadline) {
+		c0 := cpus()
+		time.Sleep(settleWindow)
+		for i, c := range cpus() {
+			if c-c0[i] > time.Second/userHZ {
+				continue next
+			}
+		}
+		for _, m := range procs {
+			ms, err := m.scrape(ctx)
+			if err != nil {
+				t.Fatalf("scale: %v", errors.Join(err, m.alive()))
+			}
+			m.notePeak(memoryOf(ms))
+			if done, ok := ms.syncsDone(); ok && done < ms.value(metricSyncs) {
+				continue next
+			}
+		}
+		return true
+	}
+	return false
 }

@@ -31,13 +31,41 @@ func (h *harness) freshSlot() (slot, bool) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	id := h.nextSlot
-	node := h.nodes[id%len(h.nodes)]
+	i := id % len(h.nodes)
+	node := h.nodes[i]
+	if id/len(h.nodes) >= podsPerNode-h.fromTop[i] {
+		return slot{}, false // the rest of this subnet went to freshSlotOn
+	}
 	ip, ok := cluster.PodIP(node.Subnet, id/len(h.nodes))
 	if !ok {
 		return slot{}, false
 	}
 	h.nextSlot++
 	return slot{node: node, ip: ip}, true
+}
+
+// freshSlotOn returns a never-used pod address on the node of index i (0-based),
+// taken from the top of its subnet down; false when the subnet is full.
+func (h *harness) freshSlotOn(i int) (slot, bool) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.fromTop == nil {
+		h.fromTop = map[int]int{}
+	}
+	k := podsPerNode - 1 - h.fromTop[i]
+	used := 0 // the addresses freshSlot gave node i: indexes 0..used-1
+	if h.nextSlot > i {
+		used = (h.nextSlot-1-i)/len(h.nodes) + 1
+	}
+	if k < used {
+		return slot{}, false
+	}
+	ip, ok := cluster.PodIP(h.nodes[i].Subnet, k)
+	if !ok {
+		return slot{}, false
+	}
+	h.fromTop[i]++
+	return slot{node: h.nodes[i], ip: ip}, true
 }
 
 // slotOf returns the slot of a pod IP of the layout (10.244.<node index>.x).
@@ -107,6 +135,9 @@ func (h *harness) poke(ctx context.Context) error {
 func (h *harness) layout(ctx context.Context) {
 	h.parallel(len(h.nodes), func(i int) error {
 		n := cluster.SimulatedNode(h.nodes[i], true)
+		if h.nodeHook != nil {
+			h.nodeHook(n, i)
+		}
 		st := n.Status
 		created, err := h.kube.CoreV1().Nodes().Create(ctx, n, metav1.CreateOptions{})
 		if err != nil {

@@ -34,6 +34,7 @@ import (
 	"time"
 
 	"github.com/ovn-org/libovsdb/model"
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
@@ -139,12 +140,18 @@ type Result struct {
 
 // Phase returns the phase called name (zero Phase when absent).
 func (r Result) Phase(name string) Phase {
-	for _, p := range r.Phases {
-		if p.Name == name {
+	return named(r.Phases, name, func(p Phase) string { return p.Name })
+}
+
+// named returns the first of ps whose nameOf is name (the zero P when none).
+func named[P any](ps []P, name string, nameOf func(P) string) P {
+	for _, p := range ps {
+		if nameOf(p) == name {
 			return p
 		}
 	}
-	return Phase{}
+	var zero P
+	return zero
 }
 
 const mib = 1 << 20
@@ -268,10 +275,14 @@ type harness struct {
 	nodes  []cluster.NodeAddrs
 	byName map[string]cluster.NodeAddrs
 	probe  string // the pod poke relabels (never churned)
+	// nodeHook, when set, changes the Node object of node index i (0-based) before
+	// layout creates it.
+	nodeHook func(n *corev1.Node, i int)
 
 	mu       sync.Mutex
-	nextSlot int // fresh pod addresses handed out
-	nextName int // pod names handed out
+	nextSlot int         // fresh pod addresses handed out
+	fromTop  map[int]int // node index -> addresses freshSlotOn handed out from the top of its subnet
+	nextName int         // pod names handed out
 	pokes    int
 }
 
@@ -361,6 +372,35 @@ func start(t testing.TB, cfg Config) (*harness, context.Context) {
 		t.Fatalf("scale: %d pods + %d added: more than the %d node subnets hold (%d)",
 			cfg.Namespaces*cfg.PodsPerNamespace, cfg.AddPods, cfg.Nodes, podsPerNode*cfg.Nodes)
 	}
+	h, ctx, api, bin := newHarness(t, cfg)
+	nbs := nbserver.Start(t)
+	if err := cluster.WriteNBTopology(ctx, nbs.Addr, h.nodes, cluster.GatewayShared); err != nil {
+		t.Fatal(err)
+	}
+	h.nb = startMonitor(ctx, t, nbs.Addr, h.tr.applyRows, func(rows map[string]model.Model) { h.tr.resetRows(rows, time.Now()) })
+	h.nb.dbFile = nbs.DBFile()
+	if err := watchEgressIPs(ctx, h.eips, h.tr.setEgressIP); err != nil {
+		t.Fatalf("scale: %v", err)
+	}
+	h.layout(ctx)
+
+	h.master = startMaster(t, bin, api.Kubeconfig, nbs.Addr)
+	h.master.nbPid = nbs.Pid()
+	go h.master.sampleMemory(ctx, time.Second)
+	// The master is up once its start-up sync ran (over an empty cluster: no EgressIP yet).
+	if err := h.waitMetric(ctx, metricSyncs, 1, cfg.Timeout); err != nil {
+		t.Fatalf("scale: the master's start-up sync: %v", err)
+	}
+	h.settle(ctx)
+	return h, ctx
+}
+
+// newHarness builds ovnkube (unless cfg.Ovnkube names one), starts the API server
+// and returns a harness with its clients, cfg's node addresses and a tracker of
+// cfg.Namespaces EgressIPs, the run's context (cancelled at cleanup), the API
+// server and the ovnkube binary.
+func newHarness(t testing.TB, cfg Config) (*harness, context.Context, *apiserver.Env, string) {
+	t.Helper()
 	bin := cfg.Ovnkube
 	if bin == "" {
 		var err error
@@ -391,26 +431,7 @@ func start(t testing.TB, cfg Config) (*harness, context.Context) {
 		joinIPs[a.Name] = a.JoinIP.String()
 	}
 	h.tr = newTracker(joinIPs, cfg.Namespaces)
-	nbs := nbserver.Start(t)
-	if err := cluster.WriteNBTopology(ctx, nbs.Addr, h.nodes, cluster.GatewayShared); err != nil {
-		t.Fatal(err)
-	}
-	h.nb = startMonitor(ctx, t, nbs.Addr, h.tr.applyRows, func(rows map[string]model.Model) { h.tr.resetRows(rows, time.Now()) })
-	h.nb.dbFile = nbs.DBFile()
-	if err := watchEgressIPs(ctx, h.eips, h.tr); err != nil {
-		t.Fatalf("scale: %v", err)
-	}
-	h.layout(ctx)
-
-	h.master = startMaster(t, bin, api.Kubeconfig, nbs.Addr)
-	h.master.nbPid = nbs.Pid()
-	go h.master.sampleMemory(ctx, time.Second)
-	// The master is up once its start-up sync ran (over an empty cluster: no EgressIP yet).
-	if err := h.waitMetric(ctx, metricSyncs, 1, cfg.Timeout); err != nil {
-		t.Fatalf("scale: the master's start-up sync: %v", err)
-	}
-	h.settle(ctx)
-	return h, ctx
+	return h, ctx, api, bin
 }
 
 // createEgressIPs creates every EgressIP at once: EgressIP i selects namespace i.

@@ -85,23 +85,16 @@ func TestScaleSmall(t *testing.T) {
 //	make scale SCALE_FLAGS='-scale.namespaces=200 -scale.pods-per-namespace=100'   (20,000 pods)
 func BenchmarkScale(b *testing.B) {
 	for i := 0; i < b.N; i++ {
-		pods := *benchNamespaces * *benchPods
-		lost, churn := *benchLost, *benchChurn
-		if lost == 0 {
-			lost = max(1, *benchNodes/10)
-		}
-		if churn == 0 {
-			churn = pods / 10
-		}
+		cfg := benchConfig()
+		pods := cfg.Namespaces * cfg.PodsPerNamespace
 		// p99 over 200 pods is their second slowest; 1000 make it a percentile. The
 		// node subnets bound it (50,000 pods on 200 nodes leave room for 200).
 		add := min(*benchAddPods, podsPerNode**benchNodes-pods)
 		if add < *benchAddPods {
 			fmt.Printf("SCALE pod-add: %d pods, not %d: the node subnets hold %d pods\n", add, *benchAddPods, podsPerNode**benchNodes)
 		}
-		res := Run(b, Config{Nodes: *benchNodes, Namespaces: *benchNamespaces, PodsPerNamespace: *benchPods,
-			IPsPerEgressIP: *benchIPs, AddPods: add, LostNodes: lost, ChurnPods: churn,
-			FloorRuns: *benchFloorRuns, Ovnkube: *benchOvnkube, Timeout: *benchTimeout})
+		cfg.AddPods, cfg.FloorRuns = add, *benchFloorRuns
+		res := Run(b, cfg)
 		// Printed, not logged: go test cuts a benchmark's log after a few lines.
 		fmt.Print(res.String())
 		for _, p := range res.Phases {
@@ -124,4 +117,18 @@ func BenchmarkScale(b *testing.B) {
 			b.ReportMetric(res.Phase("node-loss").Converged.Seconds()/res.MoveFloor.Seen.Seconds(), "node-loss/floor")
 		}
 	}
+}
+
+// benchConfig is the size the -scale.* flags give (AddPods and FloorRuns unset):
+// lost nodes default to a tenth of the nodes, churned pods to a tenth of the pods.
+func benchConfig() Config {
+	cfg := Config{Nodes: *benchNodes, Namespaces: *benchNamespaces, PodsPerNamespace: *benchPods, IPsPerEgressIP: *benchIPs,
+		LostNodes: *benchLost, ChurnPods: *benchChurn, Ovnkube: *benchOvnkube, Timeout: *benchTimeout}
+	if cfg.LostNodes == 0 {
+		cfg.LostNodes = max(1, cfg.Nodes/10)
+	}
+	if cfg.ChurnPods == 0 {
+		cfg.ChurnPods = cfg.Namespaces * cfg.PodsPerNamespace / 10
+	}
+	return cfg
 }

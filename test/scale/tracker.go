@@ -160,6 +160,25 @@ func (t *tracker) assignments() map[string]string {
 	return out
 }
 
+// statusComplete reports whether every EgressIP the harness created is seen and
+// its status holds each spec egress IP exactly once on a known node that is not lost.
+func (t *tracker) statusComplete() bool {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return len(t.eips) == t.wantEIPs && len(t.bad) == 0
+}
+
+// egressIPs returns the EgressIPs as the informer last saw them (read only).
+func (t *tracker) egressIPs() []*egressipv1.EgressIP {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	out := make([]*egressipv1.EgressIP, 0, len(t.eips))
+	for _, e := range t.eips {
+		out = append(out, e)
+	}
+	return out
+}
+
 func (t *tracker) setEgressIP(name string, e *egressipv1.EgressIP, at time.Time) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
