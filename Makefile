@@ -62,7 +62,10 @@ generate:
 verify:
 	./hack/verify.sh
 
-test: build image test-unit test-serial test-images
+# Each stage prints its time (CI's budget is 60 minutes).
+test:
+	@for t in build image test-unit test-serial test-images; do s=$$(date +%s); $(MAKE) --no-print-directory $$t || exit 1; \
+	  echo "== make test: $$t took $$(( $$(date +%s) - s ))s"; done
 
 test-unit:
 	$(GO) test $(GOTEST_FLAGS) -timeout $(TEST_TIMEOUT) $$($(GO) list ./... | grep -v -e /test/cluster -e /test/e2e -e /test/chaos)
