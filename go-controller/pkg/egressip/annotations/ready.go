@@ -2,7 +2,6 @@ package annotations
 
 import (
 	"encoding/json"
-	"fmt"
 	"net/netip"
 	"slices"
 
@@ -33,21 +32,5 @@ func FormatEgressIPsReady(ips map[netip.Addr]bool) string {
 // of IP addresses is an error naming the annotation (and nothing is ready).
 // Addresses are compared parsed, so "fd00:0::1" and "fd00::1" are the same IP.
 func ParseEgressIPsReady(node *corev1.Node) (map[netip.Addr]bool, error) {
-	out := map[netip.Addr]bool{}
-	v, ok := node.Annotations[EgressIPsReady]
-	if !ok {
-		return out, nil
-	}
-	var list []string
-	if err := json.Unmarshal([]byte(v), &list); err != nil {
-		return map[netip.Addr]bool{}, fmt.Errorf("annotation %s: not a JSON list of IP addresses: %w", EgressIPsReady, err)
-	}
-	for _, s := range list {
-		ip, err := netip.ParseAddr(s)
-		if err != nil {
-			return map[netip.Addr]bool{}, fmt.Errorf("annotation %s: %w", EgressIPsReady, err)
-		}
-		out[ip.Unmap()] = true
-	}
-	return out, nil
+	return ParseIPList(node, EgressIPsReady)
 }
