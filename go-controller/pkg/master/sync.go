@@ -315,7 +315,7 @@ func (c *controller) afterCommit(ctx context.Context, r *round) {
 	switch {
 	case r.planErr != nil:
 	case c.s.Role == RoleZone:
-		r.errs = append(r.errs, c.publishZone(ctx, r.snap.nodes, r.written))
+		r.errs = append(r.errs, c.publishZone(ctx, r.snap.nodes, r.written, r.status.routers))
 	default:
 		c.observe(r.out, r.trigger)
 		in := c.statusInput(r.snap.eips, r.assignNodes, r.nbNodes, metav1.NewTime(r.began))

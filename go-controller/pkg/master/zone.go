@@ -126,9 +126,10 @@ func (c *controller) zoneLinger(items map[string][]egressipv1.EgressIPStatusItem
 
 // publishZone writes, after a committed transaction in shared gateway mode, the
 // zone node's SNAT-ready list (the IPs it holds, whose SNAT rows for every pod they
-// serve are now in NB; none while its gateway router is not in NB) and its
-// lingering list, when they differ from what the Node carries.
-func (c *controller) publishZone(ctx context.Context, nodes []*corev1.Node, items map[string][]egressipv1.EgressIPStatusItem) error {
+// serve are now in NB; none while its gateway router is not among routers, as this
+// sync read them) and its lingering list, when they differ from what the Node carries.
+func (c *controller) publishZone(ctx context.Context, nodes []*corev1.Node, items map[string][]egressipv1.EgressIPStatusItem,
+	routers map[string]bool) error {
 	if c.s.mode != nbstate.SharedGateway {
 		return nil
 	}
@@ -142,10 +143,7 @@ func (c *controller) publishZone(ctx context.Context, nodes []*corev1.Node, item
 		return nil // not registered yet: the Node's add event syncs again
 	}
 	ready := heldBy(items, c.s.Zone)
-	routers, err := nbstate.ReadRouters(c.nb)
-	_, gr := routers[nbstate.GatewayRouter(c.s.Zone)]
-	_, cr := routers[nbstate.ClusterRouter]
-	if err != nil || !gr || !cr {
+	if !routers[nbstate.GatewayRouter(c.s.Zone)] || !routers[nbstate.ClusterRouter] {
 		ready = map[netip.Addr]bool{} // no row of ours could be written
 	}
 	now := time.Now()
