@@ -35,10 +35,13 @@ type Server struct {
 	Addr string
 	// Dir holds the socket, and for a real server its database file and log.
 	Dir string
+	// SSLAddr is "ssl:127.0.0.1:PORT" for a server started by StartSSL ("" otherwise).
+	SSLAddr string
 
 	t      testing.TB
 	mu     sync.Mutex
 	cmd    *exec.Cmd // real server only
+	extra  []string  // more ovsdb-server arguments (StartSSL)
 	waited chan struct{}
 	mem    *server.OvsdbServer // in-memory server only
 	// cluster is set for a RAFT cluster seen as one server (StartClusterServer).
@@ -48,14 +51,47 @@ type Server struct {
 // Start runs a real ovsdb-server with a fresh OVN_Northbound database created from
 // the schema our model was generated from. It skips the test when ovsdb-server or
 // ovsdb-tool is not installed (apt-get install ovn-central).
-func Start(t testing.TB) *Server {
+func Start(t testing.TB) *Server { return start(t, nil) }
+
+// SSL is the PKI of a server started by StartSSL: its key and certificate, and the
+// CA certificate its clients' certificates must be signed by (ovsdb-server always
+// asks for and verifies a client certificate).
+type SSL struct {
+	PrivateKey, Certificate, CACert string
+}
+
+// StartSSL is Start with the server also listening on pssl: on a free loopback
+// port (SSLAddr), with the files of ssl. Tests still set it up over Addr (unix).
+func StartSSL(t testing.TB, ssl SSL) *Server {
+	t.Helper()
+	addr := freeLoopbackPort(t)
+	host, port, _ := net.SplitHostPort(addr)
+	s := start(t, []string{"--remote=pssl:" + port + ":" + host,
+		"--private-key=" + ssl.PrivateKey, "--certificate=" + ssl.Certificate, "--ca-cert=" + ssl.CACert})
+	s.SSLAddr = "ssl:" + addr
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		c, err := net.Dial("tcp", addr)
+		if err == nil {
+			_ = c.Close()
+			return s
+		}
+		if time.Now().After(deadline) {
+			log, _ := os.ReadFile(filepath.Join(s.Dir, "nb.log"))
+			t.Fatalf("NB server not listening on %s after 10 s: %v\n%s", s.SSLAddr, err, log)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+func start(t testing.TB, extra []string) *Server {
 	t.Helper()
 	for _, bin := range []string{"ovsdb-server", "ovsdb-tool"} {
 		if _, err := exec.LookPath(bin); err != nil {
 			t.Skipf("%s not found in PATH (install Debian ovn-central / openvswitch-common): %v", bin, err)
 		}
 	}
-	s := &Server{t: t, Dir: shortTempDir(t)}
+	s := &Server{t: t, Dir: shortTempDir(t), extra: extra}
 	s.Addr = "unix:" + s.socket()
 	schemaPath := filepath.Join(s.Dir, "ovn-nb.ovsschema")
 	schema, err := json.Marshal(nbdb.Schema())
@@ -122,11 +158,11 @@ func shortTempDir(t testing.TB) string {
 
 func (s *Server) startProcess() {
 	s.t.Helper()
-	cmd := exec.Command("ovsdb-server", s.dbFile(),
-		"--remote=punix:"+s.socket(),
-		"--unixctl="+filepath.Join(s.Dir, "nb.ctl"),
-		"--log-file="+filepath.Join(s.Dir, "nb.log"),
-		"--no-chdir", "-vconsole:off")
+	cmd := exec.Command("ovsdb-server", append([]string{s.dbFile(),
+		"--remote=punix:" + s.socket(),
+		"--unixctl=" + filepath.Join(s.Dir, "nb.ctl"),
+		"--log-file=" + filepath.Join(s.Dir, "nb.log"),
+		"--no-chdir", "-vconsole:off"}, s.extra...)...)
 	cmd.Env = append(os.Environ(), "OVS_RUNDIR="+s.Dir, "OVS_DBDIR="+s.Dir, "OVS_LOGDIR="+s.Dir)
 	if err := cmd.Start(); err != nil {
 		s.t.Fatalf("start ovsdb-server: %v", err)

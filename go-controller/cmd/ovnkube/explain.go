@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"crypto/tls"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -76,7 +77,7 @@ func runExplain(c *cli.Context) error {
 		return err
 	}
 	if zones := c.StringSlice("zone-nb-address"); len(zones) > 0 {
-		if in.ZoneNB, in.GatewaySNAT, err = readZones(ctx, zones); err != nil {
+		if in.ZoneNB, in.GatewaySNAT, err = readZones(ctx, cfg, zones); err != nil {
 			return err
 		}
 	}
@@ -146,7 +147,7 @@ func readExplainInput(ctx context.Context, cfg *config.Config, cs *clients) (mas
 	if len(cfg.NBAddresses) == 0 {
 		return in, nil
 	}
-	cur, snat, err := readNB(ctx, cfg.NBAddresses)
+	cur, snat, err := readNB(ctx, cfg.NBAddresses, cfg.NBTLS)
 	if err != nil {
 		return in, err
 	}
@@ -155,7 +156,7 @@ func readExplainInput(ctx context.Context, cfg *config.Config, cs *clients) (mas
 }
 
 // readZones reads the NB of every zone given as NODE=ADDRESS.
-func readZones(ctx context.Context, zones []string) (map[string]*nbstate.Current, map[string][]master.NATRow, error) {
+func readZones(ctx context.Context, cfg *config.Config, zones []string) (map[string]*nbstate.Current, map[string][]master.NATRow, error) {
 	out := map[string]*nbstate.Current{}
 	snat := map[string][]master.NATRow{}
 	for _, z := range zones {
@@ -167,7 +168,11 @@ func readZones(ctx context.Context, zones []string) (map[string]*nbstate.Current
 		if err != nil {
 			return nil, nil, fmt.Errorf("invalid --zone-nb-address %q: %w", z, err)
 		}
-		cur, s, err := readNB(ctx, eps)
+		tlsConf, err := cfg.NBTLSFor(eps)
+		if err != nil {
+			return nil, nil, fmt.Errorf("--zone-nb-address %q: %w", z, err)
+		}
+		cur, s, err := readNB(ctx, eps, tlsConf)
 		if err != nil {
 			return nil, nil, fmt.Errorf("zone %s: %w", node, err)
 		}
@@ -179,7 +184,8 @@ func readZones(ctx context.Context, zones []string) (map[string]*nbstate.Current
 	return out, snat, nil
 }
 
-func readNB(ctx context.Context, addrs []string) (nbstate.Current, map[string][]master.NATRow, error) {
+// readNB reads the NB at addrs; tlsConf is required for ssl: addresses (Config.NBTLSFor).
+func readNB(ctx context.Context, addrs []string, tlsConf *tls.Config) (nbstate.Current, map[string][]master.NATRow, error) {
 	dbModel, err := model.NewClientDBModel("OVN_Northbound", map[string]model.Model{
 		nbdb.LogicalRouterTable:       &nbdb.LogicalRouter{},
 		nbdb.LogicalRouterPolicyTable: &nbdb.LogicalRouterPolicy{},
@@ -192,10 +198,10 @@ func readNB(ctx context.Context, addrs []string) (nbstate.Current, map[string][]
 	logger := logr.Discard()
 	opts := []client.Option{client.WithLogger(&logger)}
 	for _, a := range addrs {
-		if strings.HasPrefix(a, "ssl:") {
-			return nbstate.Current{}, nil, fmt.Errorf("--%s %s: explain does not speak ssl: yet; give a tcp: or unix: address", config.FlagNBAddress, a)
-		}
 		opts = append(opts, client.WithEndpoint(a))
+	}
+	if tlsConf != nil {
+		opts = append(opts, client.WithTLSConfig(tlsConf))
 	}
 	c, err := client.NewOVSDBClient(dbModel, opts...)
 	if err != nil {

@@ -15,7 +15,7 @@ func TestMetricsMuxPprof(t *testing.T) {
 		enable bool
 		want   int
 	}{{false, http.StatusNotFound}, {true, http.StatusOK}} {
-		srv := httptest.NewServer(metricsMux(prometheus.NewRegistry(), newReadiness(), tc.enable))
+		srv := httptest.NewServer(metricsMux(prometheus.NewRegistry(), newReadiness()))
 		for _, path := range []string{"/debug/pprof/heap", "/debug/pprof/goroutine"} {
 			resp, err := http.Get(srv.URL + path)
 			if err != nil {

@@ -14,7 +14,7 @@ import (
 
 func TestReadyzFollowsRoles(t *testing.T) {
 	ready := newReadiness("master", "node")
-	mux := metricsMux(prometheus.NewRegistry(), ready, false)
+	mux := metricsMux(prometheus.NewRegistry(), ready)
 	get := func(path string) (int, string) {
 		rec := httptest.NewRecorder()
 		mux.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, path, nil))

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
 	"net/http"
 	"net/http/pprof"
 	"net/netip"
@@ -97,20 +98,13 @@ func run(ctx context.Context, cfg *config.Config, rc *rest.Config) error {
 	ready := newReadiness(roles...)
 	g, ctx := errgroup.WithContext(ctx)
 	if cfg.MetricsBindAddress != "" {
-		srv := &http.Server{Addr: cfg.MetricsBindAddress, Handler: metricsMux(reg, ready, cfg.EnablePprof), ReadHeaderTimeout: 5 * time.Second}
-		g.Go(func() error {
-			klog.Infof("serving metrics on http://%s/metrics", cfg.MetricsBindAddress)
-			if err := srv.ListenAndServe(); err != nil && !errors.Is(err, http.ErrServerClosed) {
-				return fmt.Errorf("invalid --%s %q: %v", config.FlagMetricsBindAddress, cfg.MetricsBindAddress, err)
-			}
-			return nil
-		})
-		g.Go(func() error {
-			<-ctx.Done()
-			sctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
-			defer cancel()
-			return srv.Shutdown(sctx)
-		})
+		serveHTTP(ctx, g, "metrics", config.FlagMetricsBindAddress, cfg.MetricsBindAddress, metricsMux(reg, ready))
+	}
+	if cfg.EnablePprof {
+		if !isLoopback(cfg.PprofBindAddress) {
+			klog.Warningf("--%s: serving Go's profiles unauthenticated on %s, not only on loopback (--%s)", config.FlagEnablePprof, cfg.PprofBindAddress, config.FlagPprofBindAddress)
+		}
+		serveHTTP(ctx, g, "pprof", config.FlagPprofBindAddress, cfg.PprofBindAddress, pprofMux())
 	}
 	if cfg.InitMaster {
 		g.Go(func() error { return runMaster(ctx, cfg, cs, reg, ready, master.RoleMaster) })
@@ -127,22 +121,57 @@ func run(ctx context.Context, cfg *config.Config, rc *rest.Config) error {
 	return g.Wait()
 }
 
-// metricsMux serves /metrics, /healthz (the process serves: the liveness probe), /readyz (every role is ready:
+// serveHTTP serves h on addr (the value of --flag) until ctx is done; a listen error fails g naming the flag.
+func serveHTTP(ctx context.Context, g *errgroup.Group, what, flag, addr string, h http.Handler) {
+	srv := &http.Server{Addr: addr, Handler: h, ReadHeaderTimeout: 5 * time.Second}
+	g.Go(func() error {
+		klog.Infof("serving %s on http://%s", what, addr)
+		if err := srv.ListenAndServe(); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			return fmt.Errorf("invalid --%s %q: %v", flag, addr, err)
+		}
+		return nil
+	})
+	g.Go(func() error {
+		<-ctx.Done()
+		sctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		defer cancel()
+		return srv.Shutdown(sctx)
+	})
+}
+
+// metricsMux serves /metrics, /healthz (the process serves: the liveness probe) and /readyz (every role is ready:
 // the readiness probe; a master is ready once it reaches the NB database and either stands by or its last sync
-// succeeded, a node once its last sync programmed the host) and, with enablePprof, Go's /debug/pprof/.
-func metricsMux(reg *prometheus.Registry, ready *readiness, enablePprof bool) *http.ServeMux {
+// succeeded, a node once its last sync programmed the host). Never the profiles: they have their own address.
+func metricsMux(reg *prometheus.Registry, ready *readiness) *http.ServeMux {
 	mux := http.NewServeMux()
 	mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg}))
-	if enablePprof {
-		mux.HandleFunc("/debug/pprof/", pprof.Index) // also serves heap, goroutine, allocs...
-		mux.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)
-		mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
-		mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
-		mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
-	}
 	mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte("ok")) })
 	mux.HandleFunc("/readyz", ready.serveHTTP)
 	return mux
+}
+
+// pprofMux serves Go's /debug/pprof/ (--enable-pprof, on --pprof-bind-address).
+func pprofMux() *http.ServeMux {
+	mux := http.NewServeMux()
+	mux.HandleFunc("/debug/pprof/", pprof.Index) // also serves heap, goroutine, allocs...
+	mux.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)
+	mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
+	mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
+	mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
+	return mux
+}
+
+// isLoopback: addr (HOST:PORT) listens on a loopback address only ("localhost" included).
+func isLoopback(addr string) bool {
+	host, _, err := net.SplitHostPort(addr)
+	if err != nil {
+		return false
+	}
+	if host == "localhost" {
+		return true
+	}
+	ip, err := netip.ParseAddr(host)
+	return err == nil && ip.IsLoopback()
 }
 
 // runMaster runs the master (role RoleMaster) or the cluster manager (RoleClusterManager): leader-elected, with
@@ -160,7 +189,7 @@ func runMaster(ctx context.Context, cfg *config.Config, cs *clients, reg prometh
 	}
 	if role == master.RoleMaster {
 		ready.set(name, errors.New("waiting for the NB database"))
-		if err := config.WaitNBReachable(ctx, cfg.NBAddresses, cfg.NBConnectTimeout); err != nil {
+		if err := config.WaitNBReachable(ctx, cfg.NBAddresses, cfg.NBTLS, cfg.NBConnectTimeout); err != nil {
 			return err
 		}
 	}
@@ -184,7 +213,7 @@ func runZone(ctx context.Context, cfg *config.Config, cs *clients, reg prometheu
 		return nil
 	}
 	ready.set(name, errors.New("waiting for the zone's NB database"))
-	if err := config.WaitNBReachable(ctx, cfg.NBAddresses, cfg.NBConnectTimeout); err != nil {
+	if err := config.WaitNBReachable(ctx, cfg.NBAddresses, cfg.NBTLS, cfg.NBConnectTimeout); err != nil {
 		return err
 	}
 	return master.Run(ctx, master.Params{
@@ -193,6 +222,7 @@ func runZone(ctx context.Context, cfg *config.Config, cs *clients, reg prometheu
 		Kube:           cs.kube,
 		EgressIP:       cs.egressIP,
 		NBAddress:      strings.Join(cfg.NBAddresses, ","),
+		NBTLS:          cfg.NBTLS,
 		GatewayMode:    cfg.GatewayMode,
 		ClusterSubnets: cfg.ClusterSubnets,
 		JoinSubnets:    cfg.JoinSubnets,
@@ -235,15 +265,16 @@ func runLeader(ctx context.Context, cfg *config.Config, cs *clients, reg prometh
 	g.Go(func() error { return nodes.run(ctx) })
 	g.Go(func() error { checker.Run(ctx); return nil })
 	g.Go(func() error {
-		nb := strings.Join(cfg.NBAddresses, ",")
+		nb, nbTLS := strings.Join(cfg.NBAddresses, ","), cfg.NBTLS
 		if role == master.RoleClusterManager {
-			nb = "" // no NB: the zones write the rows
+			nb, nbTLS = "", nil // no NB: the zones write the rows
 		}
 		return master.Run(ctx, master.Params{
 			Role:           role,
 			Kube:           cs.kube,
 			EgressIP:       cs.egressIP,
 			NBAddress:      nb,
+			NBTLS:          nbTLS,
 			GatewayMode:    cfg.GatewayMode,
 			ClusterSubnets: cfg.ClusterSubnets,
 			JoinSubnets:    cfg.JoinSubnets,

@@ -30,30 +30,7 @@ func TestUpstreamCommandLineStartsMaster(t *testing.T) {
 	env := apiserver.Start(t)
 	nb := nbserver.Start(t)
 	ctx := context.Background()
-	admin := kubernetes.NewForConfigOrDie(env.Config)
-	if _, err := admin.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "ovn-kubernetes"}}, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	node := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "node1",
-		Labels: map[string]string{annotations.EgressAssignableLabel: ""},
-		Annotations: map[string]string{
-			annotations.PrimaryIfAddr:          `{"ipv4":"172.18.0.11/16"}`,
-			annotations.GatewayRouterLRPIfAddr: `{"ipv4":"100.64.0.2/16"}`,
-		}}}
-	created, err := admin.CoreV1().Nodes().Create(ctx, node, metav1.CreateOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	created.Status.Conditions = []corev1.NodeCondition{{Type: corev1.NodeReady, Status: corev1.ConditionTrue}}
-	if _, err := admin.CoreV1().Nodes().UpdateStatus(ctx, created, metav1.UpdateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	eips := egressipclientset.NewForConfigOrDie(env.Config)
-	if _, err := eips.K8sV1().EgressIPs().Create(ctx, &egressipv1.EgressIP{ObjectMeta: metav1.ObjectMeta{Name: "eip1"},
-		Spec: egressipv1.EgressIPSpec{EgressIPs: []string{"172.18.0.33"},
-			NamespaceSelector: metav1.LabelSelector{MatchLabels: map[string]string{"env": "prod"}}}}, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
+	admin, eips := seedNodeAndEgressIP(t, env)
 
 	args := []string{"ovnkube", "--init-master", "node1", "--enable-egress-ip", "--kubeconfig", env.Kubeconfig,
 		"--nb-address", nb.Addr, "--cluster-subnets", "10.244.0.0/16", "--egressip-reachability-total-timeout", "0",
@@ -67,7 +44,7 @@ func TestUpstreamCommandLineStartsMaster(t *testing.T) {
 			t.Errorf("ovnkube %s: %v", strings.Join(args[1:], " "), err)
 		}
 	}()
-	err = wait.PollUntilContextTimeout(ctx, 50*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
+	err := wait.PollUntilContextTimeout(ctx, 50*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
 		select {
 		case err := <-done:
 			done <- err
@@ -99,4 +76,36 @@ func TestUpstreamCommandLineStartsMaster(t *testing.T) {
 	if err != nil || !strings.HasPrefix(ptr.Deref(lease.Spec.HolderIdentity, ""), "node1_") {
 		t.Errorf("Lease: %v, holder %v; want it held as node1_<pid>", err, lease)
 	}
+}
+
+// seedNodeAndEgressIP creates namespace ovn-kubernetes, a Ready egress-assignable
+// node1 and EgressIP eip1 (172.18.0.33) that node1 can host.
+func seedNodeAndEgressIP(t *testing.T, env *apiserver.Env) (kubernetes.Interface, egressipclientset.Interface) {
+	t.Helper()
+	ctx := context.Background()
+	admin := kubernetes.NewForConfigOrDie(env.Config)
+	if _, err := admin.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "ovn-kubernetes"}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	node := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "node1",
+		Labels: map[string]string{annotations.EgressAssignableLabel: ""},
+		Annotations: map[string]string{
+			annotations.PrimaryIfAddr:          `{"ipv4":"172.18.0.11/16"}`,
+			annotations.GatewayRouterLRPIfAddr: `{"ipv4":"100.64.0.2/16"}`,
+		}}}
+	created, err := admin.CoreV1().Nodes().Create(ctx, node, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	created.Status.Conditions = []corev1.NodeCondition{{Type: corev1.NodeReady, Status: corev1.ConditionTrue}}
+	if _, err := admin.CoreV1().Nodes().UpdateStatus(ctx, created, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	eips := egressipclientset.NewForConfigOrDie(env.Config)
+	if _, err := eips.K8sV1().EgressIPs().Create(ctx, &egressipv1.EgressIP{ObjectMeta: metav1.ObjectMeta{Name: "eip1"},
+		Spec: egressipv1.EgressIPSpec{EgressIPs: []string{"172.18.0.33"},
+			NamespaceSelector: metav1.LabelSelector{MatchLabels: map[string]string{"env": "prod"}}}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	return admin, eips
 }

@@ -5,9 +5,12 @@
 package config
 
 import (
+	"crypto/tls"
 	"fmt"
+	"net"
 	"net/netip"
 	"os"
+	"reflect"
 	"strings"
 	"time"
 
@@ -51,6 +54,14 @@ type Config struct {
 	GatewayInterface string
 	// NBAddresses are the OVN Northbound endpoints (tcp:HOST:PORT, ssl:HOST:PORT, unix:PATH).
 	NBAddresses []string
+	// NBClientPrivKey, NBClientCert and NBClientCACert are the PEM files of the
+	// client's TLS identity and of the CA that signed the NB server's certificate;
+	// NBCertCommonName is the name the server's certificate must carry ("" = the
+	// host of the address). Required when an NB address is ssl:.
+	NBClientPrivKey, NBClientCert, NBClientCACert, NBCertCommonName string
+	// NBTLS is the TLS configuration built from them when an NB address is ssl:
+	// (nil otherwise). Callers must not modify it.
+	NBTLS *tls.Config
 	// Kubeconfig is the path of the kubeconfig file ("" = in-cluster config).
 	Kubeconfig string
 	// ClusterSubnets are the pod networks (the host-subnet length suffix "/24" of
@@ -71,8 +82,10 @@ type Config struct {
 	NodeReleaseLinger time.Duration
 	// MetricsBindAddress is host:port for /metrics ("" = no metrics server).
 	MetricsBindAddress string
-	// EnablePprof also serves Go's /debug/pprof/ handlers on the metrics address.
+	// EnablePprof serves Go's /debug/pprof/ handlers on PprofBindAddress.
 	EnablePprof bool
+	// PprofBindAddress is host:port for /debug/pprof/ (default loopback only).
+	PprofBindAddress string
 	// LogLevel is the klog verbosity.
 	LogLevel int
 	// LeaderElection, when true, makes the master take a coordination.k8s.io Lease before acting.
@@ -100,6 +113,10 @@ const (
 	FlagGatewayMode         = "gateway-mode"
 	FlagGatewayInterface    = "gateway-interface"
 	FlagNBAddress           = "nb-address"
+	FlagNBClientPrivKey     = "nb-client-privkey"
+	FlagNBClientCert        = "nb-client-cert"
+	FlagNBClientCACert      = "nb-client-cacert"
+	FlagNBCertCommonName    = "nb-cert-common-name"
 	FlagKubeconfig          = "kubeconfig"
 	FlagClusterSubnets      = "cluster-subnets"
 	FlagJoinSubnet          = "join-subnet"
@@ -110,6 +127,7 @@ const (
 	FlagNodeReleaseLinger   = "egressip-node-release-linger"
 	FlagMetricsBindAddress  = "metrics-bind-address"
 	FlagEnablePprof         = "enable-pprof"
+	FlagPprofBindAddress    = "pprof-bind-address"
 	FlagLogLevel            = "loglevel"
 	FlagLeaderElection      = "leader-elect"
 	FlagLeaderNamespace     = "leader-elect-namespace"
@@ -133,7 +151,11 @@ func Flags() []cli.Flag {
 		&cli.BoolFlag{Name: FlagEgressIPEnable, Aliases: []string{"enable-egress-ip"}, Usage: "enable the egress IP feature"},
 		&cli.StringFlag{Name: FlagGatewayMode, Value: GatewayModeShared, Usage: "gateway mode: shared or local"},
 		&cli.StringFlag{Name: FlagGatewayInterface, Usage: "node gateway interface (default: the interface of the default route)"},
-		&cli.StringFlag{Name: FlagNBAddress, Usage: "OVN Northbound database: tcp:HOST:PORT, ssl:HOST:PORT or unix:PATH; a comma list for a clustered NB"},
+		&cli.StringFlag{Name: FlagNBAddress, Usage: "OVN Northbound database: tcp:HOST:PORT, ssl:HOST:PORT or unix:PATH; a comma list for a clustered NB (ssl: needs --" + FlagNBClientPrivKey + ", --" + FlagNBClientCert + " and --" + FlagNBClientCACert + ")"},
+		&cli.StringFlag{Name: FlagNBClientPrivKey, Usage: "ssl: NB addresses: PEM `FILE` of the private key the client presents"},
+		&cli.StringFlag{Name: FlagNBClientCert, Usage: "ssl: NB addresses: PEM `FILE` of the client certificate (signed by the CA the NB server trusts)"},
+		&cli.StringFlag{Name: FlagNBClientCACert, Usage: "ssl: NB addresses: PEM `FILE` of the CA certificate(s) the NB server's certificate must chain to"},
+		&cli.StringFlag{Name: FlagNBCertCommonName, Usage: "ssl: NB addresses: the `NAME` the NB server's certificate must carry (a DNS name of its subjectAltName, or its Common Name when it has no subjectAltName); default: the host of each address"},
 		&cli.StringFlag{Name: FlagKubeconfig, Usage: "path of the kubeconfig file (default: in-cluster config)"},
 		&cli.StringFlag{Name: FlagClusterSubnets, Value: "10.244.0.0/16", Usage: "comma list of cluster pod subnets (CIDR, optionally CIDR/hostPrefix)"},
 		&cli.StringFlag{Name: FlagJoinSubnet, Value: "100.64.0.0/16", Usage: "comma list of join switch subnets"},
@@ -143,7 +165,8 @@ func Flags() []cli.Flag {
 		&cli.DurationFlag{Name: FlagNodeResync, Value: 30 * time.Second, Usage: "how often the node re-applies its egress host state (repairs drift)"},
 		&cli.DurationFlag{Name: FlagNodeReleaseLinger, Value: 5 * time.Second, Usage: "local gateway mode: how long the SNAT rules of an egress IP that moved to another node stay (traffic still rerouted here leaves with the egress IP); 0 = not at all"},
 		&cli.StringFlag{Name: FlagMetricsBindAddress, Usage: "HOST:PORT to serve Prometheus /metrics on (default: off)"},
-		&cli.BoolFlag{Name: FlagEnablePprof, Usage: "also serve Go's /debug/pprof/ profiles on the metrics address (needs --" + FlagMetricsBindAddress + ")"},
+		&cli.BoolFlag{Name: FlagEnablePprof, Usage: "serve Go's /debug/pprof/ profiles, unauthenticated, on --" + FlagPprofBindAddress},
+		&cli.StringFlag{Name: FlagPprofBindAddress, Value: DefaultPprofBindAddress, Usage: "with --" + FlagEnablePprof + ": `HOST:PORT` of the profiles (loopback by default: anyone who reaches it can read the process' memory)"},
 		&cli.IntFlag{Name: FlagLogLevel, Value: 4, Usage: "klog verbosity"},
 		&cli.BoolFlag{Name: FlagLeaderElection, Value: true, Usage: "master: hold a coordination.k8s.io Lease before acting"},
 		&cli.StringFlag{Name: FlagLeaderNamespace, Value: "kube-system", Usage: "namespace of the master's Lease"},
@@ -157,34 +180,64 @@ func Flags() []cli.Flag {
 	}
 }
 
-// file is the INI config file layout (section and key names as OVN-Kubernetes uses).
+// file is the INI config file layout (section and key names as OVN-Kubernetes
+// uses). Each key's `flag` tag names the flag it stands for (FileKeys, the flag
+// reference docs/flags.md): these are the only keys read.
 type file struct {
 	Default struct {
-		ClusterSubnets string `gcfg:"cluster-subnets"`
+		ClusterSubnets string `gcfg:"cluster-subnets" flag:"cluster-subnets"`
 	}
 	Kubernetes struct {
-		Kubeconfig string
+		Kubeconfig string `gcfg:"kubeconfig" flag:"kubeconfig"`
 	}
 	OvnNorth struct {
-		Address string
+		Address        string `gcfg:"address" flag:"nb-address"`
+		ClientPrivKey  string `gcfg:"client-privkey" flag:"nb-client-privkey"`
+		ClientCert     string `gcfg:"client-cert" flag:"nb-client-cert"`
+		ClientCACert   string `gcfg:"client-cacert" flag:"nb-client-cacert"`
+		CertCommonName string `gcfg:"cert-common-name" flag:"nb-cert-common-name"`
 	}
 	Gateway struct {
-		Mode         string
-		Interface    string
-		V4JoinSubnet string `gcfg:"v4-join-subnet"`
+		Mode         string `gcfg:"mode" flag:"gateway-mode"`
+		Interface    string `gcfg:"interface" flag:"gateway-interface"`
+		V4JoinSubnet string `gcfg:"v4-join-subnet" flag:"join-subnet"`
 	}
 	Logging struct {
-		Loglevel *int
+		Loglevel *int `gcfg:"loglevel" flag:"loglevel"`
 	}
 	Metrics struct {
-		BindAddress string `gcfg:"bind-address"`
-		EnablePprof bool   `gcfg:"enable-pprof"`
+		BindAddress string `gcfg:"bind-address" flag:"metrics-bind-address"`
+		EnablePprof bool   `gcfg:"enable-pprof" flag:"enable-pprof"`
 	}
 	OvnKubernetesFeature struct {
-		EnableEgressIP                   *bool  `gcfg:"enable-egress-ip"`
-		EgressIPReachabilityTotalTimeout string `gcfg:"egressip-reachability-total-timeout"`
-		EgressIPNodeHealthcheckPort      *int   `gcfg:"egressip-node-healthcheck-port"`
+		EnableEgressIP                   *bool  `gcfg:"enable-egress-ip" flag:"egress-ip-enable"`
+		EgressIPReachabilityTotalTimeout string `gcfg:"egressip-reachability-total-timeout" flag:"egressip-reachability-total-timeout"`
+		EgressIPNodeHealthcheckPort      *int   `gcfg:"egressip-node-healthcheck-port" flag:"egressip-node-healthcheck-port"`
 	}
+}
+
+// DefaultPprofBindAddress is where --enable-pprof serves unless told otherwise: loopback only.
+const DefaultPprofBindAddress = "127.0.0.1:9413"
+
+// FileKey is one key of the INI config file that is read.
+type FileKey struct {
+	Section, Key string
+	// Flag is the flag the key stands for (the flag wins when both are set).
+	Flag string
+}
+
+// FileKeys lists every INI key ovnkube reads, in file order: section by section.
+func FileKeys() []FileKey {
+	var out []FileKey
+	ft := reflect.TypeOf(file{})
+	for i := 0; i < ft.NumField(); i++ {
+		sec := ft.Field(i)
+		for j := 0; j < sec.Type.NumField(); j++ {
+			k := sec.Type.Field(j)
+			out = append(out, FileKey{Section: strings.ToLower(sec.Name), Key: k.Tag.Get("gcfg"), Flag: k.Tag.Get("flag")})
+		}
+	}
+	return out
 }
 
 // Load builds the Config from the flags of c and, when --config-file is set, the
@@ -199,7 +252,8 @@ func LoadClient(c *cli.Context) (*Config, error) { return loadConfig(c, false) }
 // cluster's gateway mode and subnets (as the daemons take them).
 func ClientFlags() []cli.Flag {
 	keep := map[string]bool{FlagConfigFile: true, FlagGatewayMode: true, FlagNBAddress: true, FlagKubeconfig: true,
-		FlagClusterSubnets: true, FlagJoinSubnet: true, FlagLogLevel: true}
+		FlagClusterSubnets: true, FlagJoinSubnet: true, FlagLogLevel: true,
+		FlagNBClientPrivKey: true, FlagNBClientCert: true, FlagNBClientCACert: true, FlagNBCertCommonName: true}
 	var out []cli.Flag
 	for _, f := range Flags() {
 		if keep[f.Names()[0]] {
@@ -243,6 +297,11 @@ func loadConfig(c *cli.Context, role bool) (*Config, error) {
 		NodeReleaseLinger:           c.Duration(FlagNodeReleaseLinger),
 		MetricsBindAddress:          str(FlagMetricsBindAddress, f.Metrics.BindAddress),
 		EnablePprof:                 c.Bool(FlagEnablePprof) || f.Metrics.EnablePprof,
+		PprofBindAddress:            c.String(FlagPprofBindAddress),
+		NBClientPrivKey:             str(FlagNBClientPrivKey, f.OvnNorth.ClientPrivKey),
+		NBClientCert:                str(FlagNBClientCert, f.OvnNorth.ClientCert),
+		NBClientCACert:              str(FlagNBClientCACert, f.OvnNorth.ClientCACert),
+		NBCertCommonName:            str(FlagNBCertCommonName, f.OvnNorth.CertCommonName),
 		LogLevel:                    c.Int(FlagLogLevel),
 		LeaderElection:              c.Bool(FlagLeaderElection),
 		LeaderElectionNamespace:     c.String(FlagLeaderNamespace),
@@ -301,6 +360,9 @@ func loadConfig(c *cli.Context, role bool) (*Config, error) {
 			return nil, err
 		}
 	}
+	if cfg.NBTLS, err = cfg.NBTLSFor(cfg.NBAddresses); err != nil {
+		return nil, err
+	}
 	if !role {
 		return cfg, checkKubeconfig(cfg)
 	}
@@ -318,6 +380,11 @@ func loadConfig(c *cli.Context, role bool) (*Config, error) {
 	}
 	if cfg.NodeResyncInterval <= 0 {
 		return nil, fmt.Errorf("invalid --%s %s: must be positive", FlagNodeResync, cfg.NodeResyncInterval)
+	}
+	if cfg.EnablePprof {
+		if _, _, err := net.SplitHostPort(cfg.PprofBindAddress); err != nil {
+			return nil, fmt.Errorf("invalid --%s %q: %v", FlagPprofBindAddress, cfg.PprofBindAddress, err)
+		}
 	}
 	if role && !cfg.InitMaster && cfg.InitNode == "" && !cfg.InitClusterManager && cfg.InitZone == "" {
 		return nil, fmt.Errorf("nothing to do: set --%s, --%s, --%s NODE and/or --%s NODE", FlagInitMaster, FlagInitClusterManager, FlagInitZone, FlagInitNode)

@@ -147,10 +147,10 @@ func TestWaitNBReachable(t *testing.T) {
 			c.Close()
 		}
 	}()
-	if err := WaitNBReachable(context.Background(), []string{"tcp:127.0.0.1:1", "unix:" + lis.Addr().String()}, time.Second); err != nil {
+	if err := WaitNBReachable(context.Background(), []string{"tcp:127.0.0.1:1", "unix:" + lis.Addr().String()}, nil, time.Second); err != nil {
 		t.Fatalf("one reachable address is enough: %v", err)
 	}
-	err = WaitNBReachable(context.Background(), []string{"unix:/nonexistent/nb.sock"}, 300*time.Millisecond)
+	err = WaitNBReachable(context.Background(), []string{"unix:/nonexistent/nb.sock"}, nil, 300*time.Millisecond)
 	if err == nil || !strings.Contains(err.Error(), "--nb-address unreachable") || !strings.Contains(err.Error(), "/nonexistent/nb.sock") {
 		t.Fatalf("want an error naming the flag and address, got %v", err)
 	}
