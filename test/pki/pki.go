@@ -13,6 +13,7 @@ import (
 	"math/big"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 )
@@ -98,13 +99,20 @@ func (ca *CA) Issue(t testing.TB, c Cert) Pair {
 	}
 }
 
+// write writes a new file named after name (a random part is added: two
+// certificates of one name never share a file).
 func (ca *CA) write(t testing.TB, name, kind string, der []byte) string {
 	t.Helper()
-	p := filepath.Join(ca.dir, name)
-	if err := os.WriteFile(p, pem.EncodeToMemory(&pem.Block{Type: kind, Bytes: der}), 0o600); err != nil {
+	ext := filepath.Ext(name)
+	f, err := os.CreateTemp(ca.dir, strings.TrimSuffix(name, ext)+"-*"+ext)
+	if err != nil {
 		t.Fatal(err)
 	}
-	return p
+	defer f.Close()
+	if _, err := f.Write(pem.EncodeToMemory(&pem.Block{Type: kind, Bytes: der})); err != nil {
+		t.Fatal(err)
+	}
+	return f.Name()
 }
 
 func newKey(t testing.TB) *ecdsa.PrivateKey {

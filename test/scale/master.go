@@ -184,14 +184,18 @@ func startMaster(t testing.TB, bin, kubeconfig, nbAddr string) *masterProc {
 	)
 }
 
-// startProc starts bin with args plus its metrics and pprof on a free loopback
-// port, its output in <name>.log in a temp dir, and stops it at cleanup (SIGTERM).
+// startProc starts bin with args plus its metrics and pprof on free loopback
+// ports, its output in <name>.log in a temp dir, and stops it at cleanup (SIGTERM).
 // The log is kept when t failed (or SCALE_KEEP_LOG is set).
 func startProc(t testing.TB, bin, name string, args ...string) *masterProc {
 	t.Helper()
 	port, err := freeLoopbackPort()
 	if err != nil {
 		t.Fatalf("scale: metrics port: %v", err)
+	}
+	pprofPort, err := freeLoopbackPort()
+	if err != nil {
+		t.Fatalf("scale: pprof port: %v", err)
 	}
 	dir, err := os.MkdirTemp("", "scale-"+name+"-")
 	if err != nil {
@@ -200,7 +204,7 @@ func startProc(t testing.TB, bin, name string, args ...string) *masterProc {
 	m := &masterProc{
 		log:     filepath.Join(dir, name+".log"),
 		metrics: fmt.Sprintf("http://127.0.0.1:%d/metrics", port),
-		pprof:   fmt.Sprintf("http://127.0.0.1:%d/debug/pprof/", port),
+		pprof:   fmt.Sprintf("http://127.0.0.1:%d/debug/pprof/", pprofPort),
 		http:    &http.Client{Timeout: 10 * time.Second},
 		waited:  make(chan struct{}),
 		peakMem: memory{HeapLive: -1},
@@ -212,7 +216,7 @@ func startProc(t testing.TB, bin, name string, args ...string) *masterProc {
 	}
 	m.cmd = exec.Command(bin, append(args,
 		"--metrics-bind-address", fmt.Sprintf("127.0.0.1:%d", port),
-		"--enable-pprof")...)
+		"--enable-pprof", "--pprof-bind-address", fmt.Sprintf("127.0.0.1:%d", pprofPort))...)
 	m.cmd.Stdout, m.cmd.Stderr = logf, logf
 	if err := m.cmd.Start(); err != nil {
 		logf.Close()

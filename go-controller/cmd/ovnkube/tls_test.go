@@ -55,7 +55,9 @@ func TestNBOverTLS(t *testing.T) {
 
 	runCtx, cancel := context.WithCancel(ctx)
 	done := make(chan error, 1)
-	go func() { done <- newApp().RunContext(runCtx, config.NormalizeArgs(append(append([]string(nil), master1...), good...))) }()
+	go func() {
+		done <- newApp().RunContext(runCtx, config.NormalizeArgs(append(append([]string(nil), master1...), good...)))
+	}()
 	defer func() {
 		cancel()
 		if err := <-done; err != nil {
@@ -115,4 +117,3 @@ func TestNBOverTLS(t *testing.T) {
 		}
 	}
 }
-
