@@ -59,9 +59,9 @@ common=(--egress-ip-enable --gateway-mode "$MODE" --cluster-subnets "$subnets" -
 mk=$("$CTL" kubeconfig master)
 role=(--init-master --nb-address "$NB_ADDRESS")
 [[ $LAYOUT == interconnect ]] && role=(--init-cluster-manager)
-echo "\$ ovnkube ${role[*]} ${common[*]} --kubeconfig $mk --leader-elect-namespace ovn-egressip --metrics-bind-address 127.0.0.1:9410"
+echo "\$ ovnkube ${role[*]} ${common[*]} --kubeconfig $mk --leader-elect-namespace ovn-egressip --metrics-bind-address 127.0.0.1:9412"
 nohup "$OVNKUBE" "${role[@]}" "${common[@]}" --kubeconfig "$mk" --leader-elect-namespace ovn-egressip \
-  --metrics-bind-address 127.0.0.1:9410 >"$DEMO/ovnkube-master.log" 2>&1 & echo $! >"$DEMO/ovnkube-master.pid"
+  --metrics-bind-address 127.0.0.1:9412 >"$DEMO/ovnkube-master.log" 2>&1 & echo $! >"$DEMO/ovnkube-master.pid"
 for n in node1 node2 node3; do
   nk=$("$CTL" kubeconfig "$n")
   zone=()
@@ -142,7 +142,7 @@ cat <<MSG
   ovn-nbctl --db=$nb1 lr-policy-list ovn_cluster_router
   ovn-nbctl --db=$nb2 lr-nat-list GR_node2$ipt
   $CTL pod request prod/web1 [--family 6]                           # one more request
-  curl -s 127.0.0.1:9410/metrics | grep egress                      # master metrics
+  curl -s 127.0.0.1:9412/metrics | grep egress                      # master metrics
   logs: $DEMO/*.log
   (an EgressIP puts at most one of its IPs on a node: unlabel node2 and one of its IPs stays unassigned, with an Event)
 Stop everything: make demo-down   (ovnkube processes, then the cluster)

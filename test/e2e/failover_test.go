@@ -384,7 +384,7 @@ func runFailover(t *testing.T, layout, mode, family string) {
 // takes over, finishes the change, and leaves no stale or duplicate NB row.
 func TestMasterHA(t *testing.T) {
 	if fromImage() {
-		t.Skip("OVNKUBE_FROM=image: the manifests' masters listen on port 9410 of the host (hostNetwork); two cannot run on one host")
+		t.Skip("OVNKUBE_FROM=image: the manifests' masters listen on port 9412 of the host (hostNetwork); two cannot run on one host")
 	}
 	e := newEnv(t, "shared", cluster.FamilyIPv4)
 	e.startMaster("master-b", "127.0.0.1:29102")

@@ -215,12 +215,12 @@ func (d procDaemon) holds(identity string) bool {
 }
 
 // startMaster starts an ovnkube master named name (its Lease identity differs per
-// process) with metrics on metricsAddr. From the images, the manifests' master listens on 127.0.0.1:9410
-// (0.0.0.0:9410): only one master can run there at a time.
+// process) with metrics on metricsAddr. From the images, the manifests' master listens on 127.0.0.1:9412
+// (0.0.0.0:9412): only one master can run there at a time.
 func (e *env) startMaster(name, metricsAddr string) {
 	var d daemon
 	if e.images != nil {
-		d, metricsAddr = e.images.startMaster(e.t, name), "127.0.0.1:9410"
+		d, metricsAddr = e.images.startMaster(e.t, name), "127.0.0.1:9412"
 	} else {
 		role := []string{"--init-master", "--nb-address", e.c.NBAddress()}
 		if e.interconnect() {

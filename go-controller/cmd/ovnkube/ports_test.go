@@ -1,0 +1,55 @@
+package main
+
+import (
+	"net"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"testing"
+
+	"github.com/ovn-egressip/ovn-egressip/go-controller/pkg/config"
+	"github.com/ovn-egressip/ovn-egressip/test/apiserver"
+)
+
+// upstreamPorts are the ports upstream OVN-Kubernetes' daemons bind on the host
+// (its dist/images/ovnkube.sh defaults): the master / cluster manager's metrics
+// (9409), ovnkube-node's (9410), the OVN metrics (9476) and the OVS metrics
+// exporter (9310). The egress IP health check port 9107 is upstream's on
+// purpose: it belongs to whichever egress IP controller runs.
+var upstreamPorts = map[int]string{9409: "ovnkube-master metrics", 9410: "ovnkube-node metrics", 9476: "OVN metrics", 9310: "OVS metrics exporter"}
+
+// TestPortsAvoidUpstream: no port the manifests open on the host, nor the
+// profiles' default, is one upstream's daemons bind (both run with hostNetwork).
+func TestPortsAvoidUpstream(t *testing.T) {
+	root, err := apiserver.RepoRoot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	manifest, err := os.ReadFile(filepath.Join(root, "dist", "manifests", "ovnkube-egressip.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	seen := map[int]bool{}
+	for _, re := range []*regexp.Regexp{
+		regexp.MustCompile(`(?m)^\s*(?:containerPort|port|hostPort):\s*(\d+)\s*$`),
+		regexp.MustCompile(`"(?:[0-9.]+|\[[0-9a-f:]*\]):(\d+)"`), // "0.0.0.0:PORT" in a command
+	} {
+		for _, m := range re.FindAllSubmatch(manifest, -1) {
+			p, _ := strconv.Atoi(string(m[1]))
+			seen[p] = true
+		}
+	}
+	_, pp, _ := net.SplitHostPort(config.DefaultPprofBindAddress)
+	p, _ := strconv.Atoi(pp)
+	seen[p] = true
+	if len(seen) < 3 {
+		t.Fatalf("found only ports %v in the manifest: the patterns no longer match it", seen)
+	}
+	for p := range seen {
+		if what, ok := upstreamPorts[p]; ok {
+			t.Errorf("port %d is upstream OVN-Kubernetes' %s", p, what)
+		}
+	}
+	t.Logf("ports: %v", seen)
+}
