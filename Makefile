@@ -9,7 +9,7 @@ SERIAL_PKGS := ./test/cluster/... ./test/e2e/...
 GOTEST_FLAGS ?= -race -count=1
 TEST_TIMEOUT ?= 60m
 
-.PHONY: help build image kubelet-images kubelet-demo kubelet-test test-images generate verify test test-unit test-serial test-matrix lint clean bench scale scale-ic demo chaos
+.PHONY: help docs build image kubelet-images kubelet-demo kubelet-test test-images generate verify test test-unit test-serial test-matrix lint clean bench scale scale-ic demo chaos
 
 help:
 	@echo "make demo           bring up the local cluster and run the main job (GATEWAY_MODE=local for local gateway mode)"
@@ -20,8 +20,9 @@ help:
 	@echo "make image          OCI archives of the images in _output/images (ovn-egressip: static; ovn-egressip-node: Debian + iptables), docs/images.md"
 	@echo "make kubelet-demo   dist/manifests on real kubelets (containerd + kubelet per node), the demo and a DaemonSet roll on them, checked (docs/images.md)"
 	@echo "make kubelet-test   the same as a Go test (test/e2e/kubelet)"
-	@echo "make generate       regenerate clientset, deepcopy, CRDs and the NB model"
-	@echo "make verify         generated code and go.mod/go.sum are up to date"
+	@echo "make generate       regenerate clientset, deepcopy, CRDs, the NB model and docs/flags.md"
+	@echo "make docs           regenerate docs/flags.md (the flag and config file reference) from the flag definitions"
+	@echo "make verify         generated code, docs/flags.md and go.mod/go.sum are up to date"
 	@echo "make lint           gofmt, go vet, staticcheck"
 	@echo "make bench          benchmarks that print numbers (NB programming speed)"
 	@echo "make scale          the master process at scale on a real apiserver and NB: 100 simulated nodes, 5000 pods (SCALE_FLAGS=-scale.nodes=N ..., see docs/egressip.md)"
@@ -55,9 +56,13 @@ kubelet-test: kubelet-images
 	@KUBE_EXTRA="kubelet kube-controller-manager kube-scheduler" ./contrib/build-kube.sh >/dev/null
 	$(GO) test $(GOTEST_FLAGS) -timeout 15m -v -run TestManifestsOnKubelets ./test/e2e/kubelet/
 
-generate:
+generate: docs
 	./hack/update-codegen.sh
 	@if [ -x hack/update-liqo-crds.sh ]; then ./hack/update-liqo-crds.sh; fi
+
+# docs/flags.md from the flag definitions (go-controller/cmd/ovnkube/flagsdoc_test.go).
+docs:
+	$(GO) test -count=1 -run '^TestFlagReference$$' ./go-controller/cmd/ovnkube -args -update
 
 verify:
 	./hack/verify.sh
