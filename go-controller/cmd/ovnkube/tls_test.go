@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"net/http"
 	"strings"
 	"testing"
 	"time"
@@ -18,7 +19,7 @@ import (
 	"github.com/ovn-egressip/ovn-egressip/test/pki"
 )
 
-// TestNBOverTLS runs the master and explain against a real ovsdb-server serving
+// TestNBOverTLS runs the master, a zone controller and explain against a real ovsdb-server serving
 // pssl: with certificates made here: with the right CA, client certificate and
 // server name both work; a client certificate of another CA, a CA that did not
 // sign the server's certificate and a wrong server name are each refused with an
@@ -80,6 +81,33 @@ func TestNBOverTLS(t *testing.T) {
 	})
 	if err != nil {
 		t.Fatalf("the master on %s did not assign eip1: %v", nb.SSLAddr, err)
+	}
+
+	// The zone controller (interconnect layout) over ssl: it is ready only after a sync, which follows its NB
+	// connection.
+	metrics := freeAddr(t)
+	zoneCtx, stopZone := context.WithCancel(ctx)
+	zoneDone := make(chan error, 1)
+	zoneArgs := append([]string{"ovnkube", "--init-ovnkube-controller", "node1", "--enable-egress-ip", "--kubeconfig", env.Kubeconfig,
+		"--metrics-bind-address", metrics}, good...)
+	go func() { zoneDone <- newApp().RunContext(zoneCtx, config.NormalizeArgs(zoneArgs)) }()
+	err = wait.PollUntilContextTimeout(ctx, 50*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
+		select {
+		case err := <-zoneDone:
+			zoneDone <- err
+			t.Fatalf("zone controller exited: %v", err)
+		default:
+		}
+		resp, err := http.Get("http://" + metrics + "/readyz")
+		if err != nil {
+			return false, nil
+		}
+		resp.Body.Close()
+		return resp.StatusCode == http.StatusOK, nil
+	})
+	stopZone()
+	if zerr := <-zoneDone; err != nil || zerr != nil {
+		t.Fatalf("zone controller on %s: not ready: %v (exit: %v)", nb.SSLAddr, err, zerr)
 	}
 
 	explain := func(flags []string) (*master.EgressIPReport, error) {
