@@ -132,6 +132,7 @@ address as an IP SAN); with it, that name must be in the subjectAltName, or, for
 (as ` + "`ovs-pki`" + ` makes them), equal its Common Name. A missing or unreadable file, or an ` + "`ssl:`" + ` address without the
 files, stops the process at start-up naming the flag and the file. A server that refuses the client's certificate
 makes the master and the zone controller exit after ` + "`--nb-connect-timeout`" + `, saying the server ended the TLS session.
+The files are read once: renewed certificates take effect when the process restarts.
 
 ### Ports
 
