@@ -94,7 +94,7 @@ const (
 	// controller (the per-node process, as faultNode) killed and restarted after a random delay of 1 to 9 s, within
 	// or beyond the release linger; one zone's NB and SB ovsdb-servers killed and started again 0 to 3 s later.
 	faultCM     = "kill -9 cluster manager"
-	faultZone   = "kill -9 zone controller, slow restart"
+	faultZone   = "kill -9 zone controller"
 	faultZoneDB = "zone NB+SB restart"
 )
 
@@ -963,8 +963,8 @@ func (h *harness) run(d time.Duration) {
 			h.badCheck = append(h.badCheck, fmt.Sprintf("round %d (%v, %s): %v", round, what, kind, v))
 			h.logf("round %d: NOT converged %s after %s (%v): %v", round, *flagConverge, kind, what, v)
 		} else {
-			h.logf("round %d: %s + %v: converged %.1fs after the fault began, %d pods", round, kind, what,
-				took.Seconds(), len(v.sources))
+			h.logf("round %d: %s + %v: converged %.1fs after the fault began, %d pods, %d reroute/SNAT rows", round, kind, what,
+				took.Seconds(), len(v.sources), v.rows)
 		}
 		time.Sleep(2 * time.Second) // quiet: probes must all be as expected
 	}
@@ -986,7 +986,7 @@ func (h *harness) report() {
 	}
 	sort.Strings(kinds)
 	for _, k := range kinds {
-		h.logf("fault %-22s injected %3d  longest re-convergence %5.1fs", k, h.faults[k], h.longest[k].Seconds())
+		h.logf("fault %-24s injected %3d  longest re-convergence %5.1fs", k, h.faults[k], h.longest[k].Seconds())
 	}
 	var chs []string
 	for k, n := range h.changeCount {

@@ -49,6 +49,8 @@ type verdict struct {
 	// sources: for each pod (namespace/name), the sources the echo server may see: the pod's EgressIP's assigned
 	// IPs when it is served, else its node's own egress address.
 	sources map[string][]netip.Addr
+	// rows is how many EgressIP rows (reroutes, SNATs) the NB databases must hold.
+	rows int
 }
 
 func (v verdict) ok() bool { return len(v.statusErrs)+len(v.missing)+len(v.stale) == 0 }
@@ -215,6 +217,7 @@ func (k *checker) check(ctx context.Context, statusOnly bool) (verdict, error) {
 		checkZoneAnnotations(eips.Items, nodes.Items, local, k.isCut, &v)
 	}
 	for line, n := range want {
+		v.rows += n
 		if have[line] < n {
 			v.missing = append(v.missing, line)
 		}
