@@ -276,7 +276,7 @@ func (h *harness) interconnect() bool { return h.c.Layout() == cluster.LayoutInt
 func (h *harness) dialNB(address string) client.Client {
 	dbm, err := model.NewClientDBModel("OVN_Northbound", map[string]model.Model{
 		nbdb.LogicalRouterTable: &nbdb.LogicalRouter{}, nbdb.LogicalRouterPolicyTable: &nbdb.LogicalRouterPolicy{},
-		nbdb.NATTable: &nbdb.NAT{}})
+		nbdb.NATTable: &nbdb.NAT{}, nbdb.AddressSetTable: &nbdb.AddressSet{}})
 	if err != nil {
 		h.t.Fatal(err)
 	}
@@ -606,11 +606,21 @@ func (h *harness) fault(round int) (string, []string, time.Time, error) {
 		if err := h.c.StopZoneDatabases(h.ctx, n, false); err != nil {
 			return kind, nil, t0, err
 		}
-		what := h.changes(round) // the zone's controller, northd and ovn-controller lose their databases
+		// The zone's controller, northd and ovn-controller lose their databases; the databases come back after down
+		// whatever the changes do meanwhile (the harness' own pod wiring in that zone waits for them, and retries).
 		down := time.Duration(h.rnd.Intn(4)) * time.Second
-		time.Sleep(down)
+		started := make(chan error, 1)
+		go func() {
+			select {
+			case <-h.ctx.Done():
+			case <-time.After(down):
+			}
+			started <- h.c.StartZoneDatabases(h.ctx, n, false)
+		}()
+		what := h.changes(round)
+		err := <-started
 		h.logf("round %d: zone %s's NB and SB down %s", round, n, down)
-		return kind, what, t0, h.c.StartZoneDatabases(h.ctx, n, false)
+		return kind, what, t0, err
 	case faultNBLeader:
 		l, err := h.c.NBLeader(h.ctx)
 		if err != nil {
@@ -963,7 +973,7 @@ func (h *harness) run(d time.Duration) {
 			h.badCheck = append(h.badCheck, fmt.Sprintf("round %d (%v, %s): %v", round, what, kind, v))
 			h.logf("round %d: NOT converged %s after %s (%v): %v", round, *flagConverge, kind, what, v)
 		} else {
-			h.logf("round %d: %s + %v: converged %.1fs after the fault began, %d pods, %d reroute/SNAT rows", round, kind, what,
+			h.logf("round %d: %s + %v: converged %.1fs after the fault began, %d pods, %d rows (reroutes, SNATs, served-pods addresses)", round, kind, what,
 				took.Seconds(), len(v.sources), v.rows)
 		}
 		time.Sleep(2 * time.Second) // quiet: probes must all be as expected

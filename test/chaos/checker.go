@@ -38,6 +38,10 @@ const (
 	lingeringAnnKey = "k8s.ovn.org/egress-ips-lingering"
 )
 
+// servedPodsSet is the documented address set of the served pods' IPv4 addresses (docs/egressip.md, "OVN Northbound
+// rows"; in the interconnect layout each zone's holds its own served pods only, docs/interconnect.md).
+const servedPodsSet = "egressip_served_pods_v4"
+
 // idKey is the documented external_ids key of our NB rows: k8s.ovn.org/<name> (owner-type, name, rule, pod, ...).
 func idKey(name string) string { return "k8s.ovn.org/" + name }
 
@@ -49,7 +53,7 @@ type verdict struct {
 	// sources: for each pod (namespace/name), the sources the echo server may see: the pod's EgressIP's assigned
 	// IPs when it is served, else its node's own egress address.
 	sources map[string][]netip.Addr
-	// rows is how many EgressIP rows (reroutes, SNATs) the NB databases must hold.
+	// rows is how many EgressIP rows (reroutes, SNATs, served-pods addresses) the NB databases must hold.
 	rows int
 }
 
@@ -175,6 +179,11 @@ func (k *checker) check(ctx context.Context, statusOnly bool) (verdict, error) {
 			}
 			key := p.Namespace + "/" + p.Name
 			servedBy[key] = e
+			if ic {
+				want[fmt.Sprintf("zone %s: address set %s has %s", p.Spec.NodeName, servedPodsSet, p.Status.PodIP)]++
+			} else {
+				want[fmt.Sprintf("address set %s has %s", servedPodsSet, p.Status.PodIP)]++
+			}
 			if ic {
 				wantZoneRows(want, e, &p, local, nexthop, transit)
 				continue
@@ -310,7 +319,8 @@ func (k *checker) nbRows(ctx context.Context, zone string, nb client.Client, out
 	var routers []nbdb.LogicalRouter
 	var pols []nbdb.LogicalRouterPolicy
 	var nats []nbdb.NAT
-	for _, l := range []any{&routers, &pols, &nats} {
+	var sets []nbdb.AddressSet
+	for _, l := range []any{&routers, &pols, &nats, &sets} {
 		if err := nb.List(ctx, l); err != nil {
 			return err
 		}
@@ -318,6 +328,13 @@ func (k *checker) nbRows(ctx context.Context, zone string, nb client.Client, out
 	prefix := ""
 	if zone != "" {
 		prefix = "zone " + zone + ": "
+	}
+	for _, as := range sets {
+		if as.Name == servedPodsSet {
+			for _, a := range as.Addresses {
+				out[fmt.Sprintf("%saddress set %s has %s", prefix, servedPodsSet, a)]++
+			}
+		}
 	}
 	parent := map[string]string{}
 	for _, r := range routers {
