@@ -224,6 +224,9 @@ func (k *checker) check(ctx context.Context, statusOnly bool) (verdict, error) {
 	}
 	if ic {
 		checkZoneAnnotations(eips.Items, nodes.Items, local, k.isCut, &v)
+		if err := desiredOpinion(ctx, k.c.GatewayMode(), k.nb, eips.Items, nodes.Items, nss.Items, pods.Items, &v); err != nil {
+			return v, err
+		}
 	}
 	for line, n := range want {
 		v.rows += n
