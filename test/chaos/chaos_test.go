@@ -344,7 +344,9 @@ func (h *harness) startOvnkube() {
 	}
 }
 
-// setup: namespaces ns1..ns4 (team=t1..t4), two egress-assignable nodes, one EgressIP, four pods.
+// setup: namespaces ns1..ns4 (team=t1..t4), two egress-assignable nodes, one EgressIP, four pods: two that eip1
+// serves whatever its pod selector (ns1, app=web), on node1 (no egress node: in the interconnect layout a zone
+// that reroutes over the transit switch) and node2 (an egress node), and two at random.
 func (h *harness) setup() {
 	for i := 1; i <= namespaces; i++ {
 		h.must(h.ensureNamespace(fmt.Sprintf("ns%d", i), fmt.Sprintf("t%d", i)))
@@ -352,7 +354,9 @@ func (h *harness) setup() {
 	h.must(h.labelNode("node2", true))
 	h.must(h.labelNode("node3", true))
 	h.must(h.createEIP(1))
-	for i := 0; i < 4; i++ {
+	h.must(h.addPodAt("node1", "ns1", "web"))
+	h.must(h.addPodAt("node2", "ns1", "web"))
+	for i := 0; i < 2; i++ {
 		h.must(h.addPod())
 	}
 	start := time.Now()
@@ -457,10 +461,15 @@ func (h *harness) eipNames() []int {
 }
 
 func (h *harness) addPod() error {
-	h.podSeq++
 	node := h.c.Nodes()[h.rnd.Intn(len(h.c.Nodes()))].Name
 	ns := fmt.Sprintf("ns%d", 1+h.rnd.Intn(namespaces))
 	app := []string{"web", "db"}[h.rnd.Intn(2)]
+	return h.addPodAt(node, ns, app)
+}
+
+// addPodAt adds a pod app=app on node in namespace ns and starts probing from it.
+func (h *harness) addPodAt(node, ns, app string) error {
+	h.podSeq++
 	name := fmt.Sprintf("p%d", h.podSeq)
 	var err error
 	for i := 0; i < 60; i++ { // the apiserver may be restarting
