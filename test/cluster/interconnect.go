@@ -88,7 +88,9 @@ func startZoneCentral(ctx context.Context, p paths, n NodeAddrs, listen netip.Ad
 	return err
 }
 
-func zoneDBFile(p paths, node, db string) string { return filepath.Join(p.zoneDB(node), "ovn"+db+".db") }
+func zoneDBFile(p paths, node, db string) string {
+	return filepath.Join(p.zoneDB(node), "ovn"+db+".db")
+}
 
 // zoneDBServerArgs are the arguments of the ovsdb-server of zone n's database db ("nb" or "sb").
 func zoneDBServerArgs(p paths, n NodeAddrs, db string, listen netip.Addr) []string {
