@@ -27,7 +27,7 @@ help:
 	@echo "make bench          benchmarks that print numbers (NB programming speed)"
 	@echo "make scale          the master process at scale on a real apiserver and NB: 100 simulated nodes, 5000 pods (SCALE_FLAGS=-scale.nodes=N ..., see docs/egressip.md)"
 	@echo "make scale-ic       the interconnect layout at scale: cluster manager + 3 real zones (own NB, zone controller) of 100 nodes, 5000 pods (SCALE_FLAGS, docs/interconnect.md)"
-	@echo "make chaos          random changes and faults on the local cluster (NB as RAFT) for CHAOS_DURATION (10m), checked against the documented semantics (docs/reliability.md); CHAOS_GATEWAY_MODE=local for local gateway mode"
+	@echo "make chaos          random changes and faults on the local cluster (NB as RAFT) for CHAOS_DURATION (10m), checked against the documented semantics (docs/reliability.md); CHAOS_GATEWAY_MODE=local for local gateway mode, CHAOS_LAYOUT=interconnect for one OVN zone per node"
 	@echo "make demo-down      stop the demo's ovnkube processes and the local cluster"
 	@echo "make cluster-up / cluster-down   the local cluster alone (cluster-down also stops the demo)"
 	@echo "make clean          remove build outputs"
@@ -82,8 +82,10 @@ test-serial:
 	./hack/rerun-after-bed-crash.sh ./test/e2e/... $(GOTEST_FLAGS) -timeout $(TEST_TIMEOUT) -p 1
 	$(GO) test $(GOTEST_FLAGS) -timeout 30m -run TestChaos ./test/chaos/ -args -chaos.duration=$(CHAOS_CI_DURATION) -chaos.gateway-mode=shared
 	$(GO) test $(GOTEST_FLAGS) -timeout 30m -run TestChaos ./test/chaos/ -args -chaos.duration=$(CHAOS_CI_DURATION) -chaos.gateway-mode=local
+	$(GO) test $(GOTEST_FLAGS) -timeout 30m -run TestChaos ./test/chaos/ -args -chaos.duration=$(CHAOS_CI_DURATION) -chaos.gateway-mode=shared -chaos.layout=interconnect
+	$(GO) test $(GOTEST_FLAGS) -timeout 30m -run TestChaos ./test/chaos/ -args -chaos.duration=$(CHAOS_CI_DURATION) -chaos.gateway-mode=local -chaos.layout=interconnect
 	@if [ -f _output/e2e-results.txt ]; then echo "== measured by the end-to-end tests"; cat _output/e2e-results.txt; fi
-	@for m in shared local; do if [ -f _output/chaos-results-$$m.txt ]; then echo "== chaos, $$m gateway mode ($(CHAOS_CI_DURATION), docs/reliability.md)"; grep -v ' round ' _output/chaos-results-$$m.txt; fi; done
+	@for m in shared local interconnect-shared interconnect-local; do if [ -f _output/chaos-results-$$m.txt ]; then echo "== chaos, $$m gateway mode ($(CHAOS_CI_DURATION), docs/reliability.md)" | sed 's/interconnect-\([a-z]*\) gateway mode/interconnect layout, \1 gateway mode/'; grep -v ' round ' _output/chaos-results-$$m.txt; fi; done
 
 # The end-to-end cases with the master and node pods of dist/manifests run from the images (docs/images.md).
 test-images: image
@@ -117,13 +119,15 @@ lint:
 	 else echo "staticcheck v0.8.2 does not install from the module proxy here: skipped"; fi
 
 # The chaos soak drives the machine's one OVS data plane for its whole run (docs/reliability.md). make test runs a
-# CHAOS_CI_DURATION version of it in each gateway mode (about 2 minutes each in all) with the same assertions.
+# CHAOS_CI_DURATION version of it in each gateway mode and layout (about 2 minutes each in all) with the same
+# assertions. CHAOS_LAYOUT=interconnect runs it with one OVN zone per node (a cluster manager and zone controllers).
 CHAOS_DURATION ?= 10m
 CHAOS_CI_DURATION ?= 90s
 CHAOS_GATEWAY_MODE ?= shared
+CHAOS_LAYOUT ?= centralized
 CHAOS_FLAGS ?=
 chaos:
-	$(GO) test -count=1 -timeout 120m -run TestChaos -v ./test/chaos/ -args -chaos.duration=$(CHAOS_DURATION) -chaos.gateway-mode=$(CHAOS_GATEWAY_MODE) $(CHAOS_FLAGS)
+	$(GO) test -count=1 -timeout 120m -run TestChaos -v ./test/chaos/ -args -chaos.duration=$(CHAOS_DURATION) -chaos.gateway-mode=$(CHAOS_GATEWAY_MODE) -chaos.layout=$(CHAOS_LAYOUT) $(CHAOS_FLAGS)
 
 clean:
 	rm -rf _output/bin

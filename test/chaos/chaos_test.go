@@ -38,7 +38,8 @@ import (
 
 var (
 	flagDuration = flag.Duration("chaos.duration", 10*time.Minute, "how long to inject changes and faults")
-	flagNB       = flag.String("chaos.nb", cluster.NBRaft, "NB layout: raft or standalone")
+	flagNB       = flag.String("chaos.nb", cluster.NBRaft, "NB layout: raft or standalone (centralized layout; the interconnect layout's zone NBs are standalone)")
+	flagLayout   = flag.String("chaos.layout", cluster.LayoutCentralized, "OVN layout: centralized (a master, one NB) or interconnect (a cluster manager, one zone per node)")
 	flagSeed     = flag.Int64("chaos.seed", 0, "random seed (0: from the clock; printed)")
 	flagRace     = flag.Bool("chaos.race", false, "build ovnkube with the race detector (about 5x the CPU and memory)")
 	flagMode     = flag.String("chaos.gateway-mode", cluster.GatewayShared, "gateway mode: shared or local (local also checks each node's host state)")
@@ -89,6 +90,12 @@ const (
 	faultNBLeader  = "kill -9 NB leader"
 	faultAPIServer = "apiserver restart"
 	faultLinks     = "node links cut"
+	// The interconnect layout's: the cluster manager takes the master's place (its kill is faultCM); a zone
+	// controller (the per-node process, as faultNode) killed and restarted after a random delay of 1 to 9 s, within
+	// or beyond the release linger; one zone's NB and SB ovsdb-servers killed and started again 0 to 3 s later.
+	faultCM     = "kill -9 cluster manager"
+	faultZone   = "kill -9 zone controller"
+	faultZoneDB = "zone NB+SB restart"
 )
 
 // Change kinds.
@@ -139,6 +146,8 @@ type harness struct {
 	chk *checker
 	rnd *rand.Rand
 	log *os.File
+	// leader is the supervised name of the leader-elected process: "master" or "cluster-manager" (interconnect).
+	leader string
 
 	mu       sync.Mutex
 	cut      map[string]bool
@@ -183,13 +192,21 @@ func TestChaos(t *testing.T) {
 	defer cancel()
 	dir := filepath.Join(repoRoot(), "_output", "chaos")
 	_ = cluster.Down(ctx, dir)
-	c, err := cluster.Up(ctx, cluster.Config{StateDir: dir, Nodes: 3, GatewayMode: *flagMode, NB: *flagNB,
+	nb := *flagNB
+	if *flagLayout == cluster.LayoutInterconnect {
+		nb = cluster.NBStandalone // one NB per zone
+	}
+	c, err := cluster.Up(ctx, cluster.Config{StateDir: dir, Nodes: 3, GatewayMode: *flagMode, NB: nb, Layout: *flagLayout,
 		RepoRoot: repoRoot(), Logf: t.Logf})
 	if err != nil {
 		t.Fatalf("cluster up: %v", err)
 	}
 	logDir := filepath.Join(dir, "log")
-	results, err := os.Create(filepath.Join(repoRoot(), "_output", "chaos-results-"+c.GatewayMode()+".txt"))
+	resultsName := "chaos-results-" + c.GatewayMode() + ".txt"
+	if c.Layout() == cluster.LayoutInterconnect {
+		resultsName = "chaos-results-interconnect-" + c.GatewayMode() + ".txt"
+	}
+	results, err := os.Create(filepath.Join(repoRoot(), "_output", resultsName))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -219,13 +236,27 @@ func TestChaos(t *testing.T) {
 			t.Errorf("cluster down: %v", err)
 		}
 	})
-	h.logf("chaos: seed %d, duration %s, %s gateway mode, NB %s (%s)", seed, *flagDuration, c.GatewayMode(), *flagNB, c.NBAddress())
+	if h.interconnect() {
+		h.leader = "cluster-manager"
+		h.logf("chaos: seed %d, duration %s, %s gateway mode, interconnect layout (one zone per node, NB of zone <node> %s)",
+			seed, *flagDuration, c.GatewayMode(), c.ZoneNBAddress("<node>"))
+	} else {
+		h.leader = "master"
+		h.logf("chaos: seed %d, duration %s, %s gateway mode, NB %s (%s)", seed, *flagDuration, c.GatewayMode(), nb, c.NBAddress())
+	}
 	rc, err := c.RESTConfig()
 	if err != nil {
 		t.Fatal(err)
 	}
 	h.eip = egressipclientset.NewForConfigOrDie(rc)
-	h.chk = &checker{kube: c.Client(), eip: h.eip, nb: h.dialNB(), c: c, isCut: h.isCut}
+	h.chk = &checker{kube: c.Client(), eip: h.eip, nb: map[string]client.Client{}, c: c, isCut: h.isCut}
+	if h.interconnect() {
+		for _, n := range c.Nodes() {
+			h.chk.nb[n.Name] = h.dialNB(c.ZoneNBAddress(n.Name))
+		}
+	} else {
+		h.chk.nb[""] = h.dialNB(c.NBAddress())
+	}
 	h.startOvnkube()
 	h.setup()
 	h.run(*flagDuration)
@@ -238,11 +269,14 @@ func (h *harness) isCut(node string) bool {
 	return h.cut[node]
 }
 
-// dialNB is the checker's own NB client: every member, leader only, reconnecting.
-func (h *harness) dialNB() client.Client {
+// interconnect reports whether the cluster runs one OVN zone per node.
+func (h *harness) interconnect() bool { return h.c.Layout() == cluster.LayoutInterconnect }
+
+// dialNB is the checker's own client of one NB (comma-separated members: leader only), reconnecting.
+func (h *harness) dialNB(address string) client.Client {
 	dbm, err := model.NewClientDBModel("OVN_Northbound", map[string]model.Model{
 		nbdb.LogicalRouterTable: &nbdb.LogicalRouter{}, nbdb.LogicalRouterPolicyTable: &nbdb.LogicalRouterPolicy{},
-		nbdb.NATTable: &nbdb.NAT{}})
+		nbdb.NATTable: &nbdb.NAT{}, nbdb.AddressSetTable: &nbdb.AddressSet{}})
 	if err != nil {
 		h.t.Fatal(err)
 	}
@@ -250,7 +284,7 @@ func (h *harness) dialNB() client.Client {
 	retry := backoff.NewExponentialBackOff()
 	retry.InitialInterval, retry.MaxInterval, retry.MaxElapsedTime = 50*time.Millisecond, time.Second, 0
 	opts := []client.Option{client.WithLogger(&quiet), client.WithReconnect(10*time.Second, retry)}
-	eps := strings.Split(h.c.NBAddress(), ",")
+	eps := strings.Split(address, ",")
 	for _, ep := range eps {
 		opts = append(opts, client.WithEndpoint(ep))
 	}
@@ -282,11 +316,13 @@ func freePort(t *testing.T) string {
 	return l.Addr().String()
 }
 
+// startOvnkube starts the layout's processes with the local cluster's command lines (cluster.OvnkubeLeaderArgs,
+// OvnkubeNodeArgs): the master (centralized) or cluster manager (interconnect), and one process per node in its
+// netns: the node daemon, with the node's zone controller in the interconnect layout.
 func (h *harness) startOvnkube() {
-	common := []string{"--egress-ip-enable", "--gateway-mode", h.c.GatewayMode(), "--kubeconfig", h.c.Kubeconfig(),
-		"--cluster-subnets", "10.244.0.0/16", "--loglevel", "2"}
-	master := &proc{name: "master", metrics: freePort(h.t)}
-	master.argv = append([]string{ovnkubeBin}, append(common, "--init-master", "--nb-address", h.c.NBAddress(),
+	common := h.c.OvnkubeCommonArgs(h.c.Kubeconfig(), "2")
+	master := &proc{name: h.leader, metrics: freePort(h.t)}
+	master.argv = append([]string{ovnkubeBin}, append(append(common, h.c.OvnkubeLeaderArgs()...),
 		"--metrics-bind-address", master.metrics)...)
 	if *flagReach > 0 {
 		master.argv = append(master.argv, "--egressip-reachability-total-timeout", flagReach.String())
@@ -300,7 +336,7 @@ func (h *harness) startOvnkube() {
 			h.t.Fatal(err)
 		}
 		p := &proc{name: "node-" + n.Name, netns: ns, metrics: fmt.Sprintf("127.0.0.1:%d", 29200+i)}
-		p.argv = append([]string{ovnkubeBin}, append(common, "--init-node", n.Name, "--egressip-node-resync-interval", "2s",
+		p.argv = append([]string{ovnkubeBin}, append(append(slices.Clone(common), h.c.OvnkubeNodeArgs(n.Name)...),
 			"--metrics-bind-address", p.metrics)...)
 		if err := h.sup.add(p); err != nil {
 			h.t.Fatal(err)
@@ -308,7 +344,9 @@ func (h *harness) startOvnkube() {
 	}
 }
 
-// setup: namespaces ns1..ns4 (team=t1..t4), two egress-assignable nodes, one EgressIP, four pods.
+// setup: namespaces ns1..ns4 (team=t1..t4), two egress-assignable nodes, one EgressIP, four pods: two that eip1
+// serves whatever its pod selector (ns1, app=web), on node1 (no egress node: in the interconnect layout a zone
+// that reroutes over the transit switch) and node2 (an egress node), and two at random.
 func (h *harness) setup() {
 	for i := 1; i <= namespaces; i++ {
 		h.must(h.ensureNamespace(fmt.Sprintf("ns%d", i), fmt.Sprintf("t%d", i)))
@@ -316,11 +354,13 @@ func (h *harness) setup() {
 	h.must(h.labelNode("node2", true))
 	h.must(h.labelNode("node3", true))
 	h.must(h.createEIP(1))
-	for i := 0; i < 4; i++ {
+	h.must(h.addPodAt("node1", "ns1", "web"))
+	h.must(h.addPodAt("node2", "ns1", "web"))
+	for i := 0; i < 2; i++ {
 		h.must(h.addPod())
 	}
 	start := time.Now()
-	if v, ok := h.converge(); !ok {
+	if v, ok := h.converge(false); !ok {
 		h.t.Fatalf("the initial state did not converge in %s: %v", *flagConverge, v)
 	}
 	h.logf("setup converged in %.1fs", time.Since(start).Seconds())
@@ -421,10 +461,15 @@ func (h *harness) eipNames() []int {
 }
 
 func (h *harness) addPod() error {
-	h.podSeq++
 	node := h.c.Nodes()[h.rnd.Intn(len(h.c.Nodes()))].Name
 	ns := fmt.Sprintf("ns%d", 1+h.rnd.Intn(namespaces))
 	app := []string{"web", "db"}[h.rnd.Intn(2)]
+	return h.addPodAt(node, ns, app)
+}
+
+// addPodAt adds a pod app=app on node in namespace ns and starts probing from it.
+func (h *harness) addPodAt(node, ns, app string) error {
+	h.podSeq++
 	name := fmt.Sprintf("p%d", h.podSeq)
 	var err error
 	for i := 0; i < 60; i++ { // the apiserver may be restarting
@@ -536,25 +581,55 @@ func (h *harness) fault(round int) (string, []string, time.Time, error) {
 		if h.c.NBRaft() {
 			h.deck = append(h.deck, faultNBLeader)
 		}
+		if h.interconnect() {
+			h.deck = []string{faultNone, faultCM, faultNode, faultZone, faultZoneDB, faultAPIServer, faultLinks}
+		}
 		h.rnd.Shuffle(len(h.deck), func(i, j int) { h.deck[i], h.deck[j] = h.deck[j], h.deck[i] })
 	}
 	kind := h.deck[0]
 	h.deck = h.deck[1:]
 	t0 := time.Now()
 	switch kind {
-	case faultMaster:
-		if err := h.sup.kill9("master"); err != nil {
+	case faultMaster, faultCM:
+		if err := h.sup.kill9(h.leader, restartDelay); err != nil {
 			return kind, nil, t0, err
 		}
 		what := h.changes(round) // while no master runs (the new one waits for the Lease to expire)
-		return kind, what, t0, h.waitServing("master")
-	case faultNode:
+		return kind, what, t0, h.waitServing(h.leader)
+	case faultNode, faultZone:
 		n := "node-" + h.c.Nodes()[h.rnd.Intn(len(h.c.Nodes()))].Name
-		if err := h.sup.kill9(n); err != nil {
+		delay := restartDelay
+		if kind == faultZone {
+			delay = time.Duration(1+h.rnd.Intn(9)) * time.Second
+		}
+		if err := h.sup.kill9(n, delay); err != nil {
 			return kind, nil, t0, err
 		}
-		what := h.changes(round)
+		what := h.changes(round) // while the process is down: moves its zone has yet to see
+		if kind == faultZone {
+			h.logf("round %d: %s killed, restarted %s later", round, n, delay)
+		}
 		return kind, what, t0, h.waitServing(n)
+	case faultZoneDB:
+		n := h.c.Nodes()[h.rnd.Intn(len(h.c.Nodes()))].Name
+		if err := h.c.StopZoneDatabases(h.ctx, n, false); err != nil {
+			return kind, nil, t0, err
+		}
+		// The zone's controller, northd and ovn-controller lose their databases; the databases come back after down
+		// whatever the changes do meanwhile (the harness' own pod wiring in that zone waits for them, and retries).
+		down := time.Duration(h.rnd.Intn(4)) * time.Second
+		started := make(chan error, 1)
+		go func() {
+			select {
+			case <-h.ctx.Done():
+			case <-time.After(down):
+			}
+			started <- h.c.StartZoneDatabases(h.ctx, n, false)
+		}()
+		what := h.changes(round)
+		err := <-started
+		h.logf("round %d: zone %s's NB and SB down %s", round, n, down)
+		return kind, what, t0, err
 	case faultNBLeader:
 		l, err := h.c.NBLeader(h.ctx)
 		if err != nil {
@@ -581,7 +656,10 @@ func (h *harness) fault(round int) (string, []string, time.Time, error) {
 		what := h.changes(round)
 		// The master must find the node unreachable and move its IPs (checked; with no other egress node left to
 		// answer, it keeps them: the checker's held), then the links come back.
-		if v, ok := h.converge(); !ok {
+		// In the interconnect layout the cut node's zone controller cannot hear the apiserver either: its zone and
+		// its Node's annotations stay as they were until the links are back, so only status is checked then, and
+		// the window stays open (the check after the links are back is the round's).
+		if v, ok := h.converge(h.interconnect()); !ok {
 			h.badCheck = append(h.badCheck, fmt.Sprintf("round %d, while %s's links were cut: %v", round, n, v))
 		}
 		h.openWindow() // the node comes back: an EgressIP short of nodes gets its other IPs
@@ -610,14 +688,17 @@ func (h *harness) waitServing(name string) error {
 
 // converge polls the checker until the cluster is what it must be (true) or flagConverge passes (false, with the
 // last verdict). On success, it classifies the probes made inside the window and closes the window; on failure the
-// window stays open until a later check converges.
+// window stays open until a later check converges. statusOnly checks EgressIP status alone and leaves the window
+// open (interconnect layout, while a node is cut off: its zone cannot follow until its links are back).
 //
 // A check counts only when a master leads and its sync queue was idle before the check and still is after it, with
 // nothing added meanwhile (workqueue metrics, metricsutil): the state checked is then the master's answer to every
 // fault and change so far, not a state it has yet to react to. (Without that, a check made while no master led, say
 // a new master waiting out the Lease after an apiserver restart, saw the old rows still right; the master then
-// found a node killed meanwhile unreachable and moved its IP, after the window had closed.)
-func (h *harness) converge() (verdict, bool) {
+// found a node killed meanwhile unreachable and moved its IP, after the window had closed.) In the interconnect
+// layout the same holds for the cluster manager and for every zone controller (the same queue, in each node's
+// process), each with the same pid before and after.
+func (h *harness) converge(statusOnly bool) (verdict, bool) {
 	start := time.Now()
 	deadline := start.Add(*flagConverge)
 	var v verdict
@@ -625,12 +706,16 @@ func (h *harness) converge() (verdict, bool) {
 	told := false
 	for {
 		pid0, q0 := h.masterQueue()
-		v, err = h.chk.check(h.ctx)
-		if err == nil {
+		z0 := h.zoneQueues(statusOnly)
+		v, err = h.chk.check(h.ctx, statusOnly)
+		if err == nil && !statusOnly {
 			h.countHostPending(v)
 		}
 		if err == nil && v.ok() && !h.masterQuiet(q0) {
 			err = fmt.Errorf("master not idle, or finds a node unreachable that is not cut (%s)", q0)
+		}
+		if err == nil && v.ok() {
+			err = zonesQuiet(z0, nil)
 		}
 		if !told && time.Since(start) > *flagTell && (err != nil || !v.ok()) {
 			told = true // what a long re-convergence is waiting for
@@ -639,13 +724,21 @@ func (h *harness) converge() (verdict, bool) {
 		if err == nil && v.ok() {
 			// Status and NB are right; OVN carries NB to the data path (northd to SB, ovn-controller to
 			// OpenFlow): wait for it, as ovn-nbctl --wait=hv does, before the probes must see it.
-			if err = h.c.WaitDataPath(h.ctx, time.Until(deadline)); err == nil {
+			if !statusOnly {
+				err = h.c.WaitDataPath(h.ctx, time.Until(deadline))
+			}
+			if err == nil {
 				pid1, q1 := h.masterQueue()
-				if pid1 == pid0 && h.masterQuiet(q1) && q1.adds == q0.adds {
-					h.closeWindow(v)
+				err = zonesQuiet(h.zoneQueues(statusOnly), z0)
+				if err == nil && pid1 == pid0 && h.masterQuiet(q1) && q1.adds == q0.adds {
+					if !statusOnly {
+						h.closeWindow(v)
+					}
 					return v, true
 				}
-				err = fmt.Errorf("master synced during the check (before %s, after %s)", q0, q1)
+				if err == nil {
+					err = fmt.Errorf("master synced during the check (before %s, after %s)", q0, q1)
+				}
 			}
 		}
 		if time.Now().After(deadline) {
@@ -656,6 +749,49 @@ func (h *harness) converge() (verdict, bool) {
 		}
 		time.Sleep(250 * time.Millisecond)
 	}
+}
+
+// zoneQueue is a zone controller's sync queue as read once, with the pid of its process.
+type zoneQueue struct {
+	pid int
+	q   queueState
+}
+
+// zoneQueues reads every zone controller's sync queue (interconnect layout; nil in the centralized one), skipping
+// the zones of nodes whose links are cut when skipCut.
+func (h *harness) zoneQueues(skipCut bool) map[string]zoneQueue {
+	if !h.interconnect() {
+		return nil
+	}
+	out := map[string]zoneQueue{}
+	for _, n := range h.c.Nodes() {
+		if skipCut && h.isCut(n.Name) {
+			continue
+		}
+		name := "node-" + n.Name
+		h.sup.mu.Lock()
+		p := h.sup.procs[name]
+		h.sup.mu.Unlock()
+		zq := zoneQueue{pid: h.sup.pid(name)}
+		if q, err := readQueue(h.ctx, p, "egressip-master"); err == nil {
+			zq.q = q
+		}
+		out[name] = zq
+	}
+	return out
+}
+
+// zonesQuiet: every zone controller's queue is idle; with before, also the same process with nothing added since.
+func zonesQuiet(now, before map[string]zoneQueue) error {
+	for name, z := range now {
+		if !z.q.idle() {
+			return fmt.Errorf("zone controller %s not idle (%s)", name, z.q)
+		}
+		if b, ok := before[name]; before != nil && (!ok || b.pid != z.pid || b.q.adds != z.q.adds) {
+			return fmt.Errorf("zone controller %s synced during the check (before %s pid %d, after %s pid %d)", name, b.q, b.pid, z.q, z.pid)
+		}
+	}
+	return nil
 }
 
 // masterQuiet: the master leads, its sync queue is idle, and its health check finds every node reachable but
@@ -675,12 +811,12 @@ func (h *harness) masterQuiet(q queueState) bool {
 	return true
 }
 
-// masterQueue reads the master's pid and its sync queue's metrics (absent while it stands by).
+// masterQueue reads the master's (cluster manager's) pid and its sync queue's metrics (absent while it stands by).
 func (h *harness) masterQueue() (int, queueState) {
 	h.sup.mu.Lock()
-	p := h.sup.procs["master"]
+	p := h.sup.procs[h.leader]
 	h.sup.mu.Unlock()
-	pid := h.sup.pid("master")
+	pid := h.sup.pid(h.leader)
 	if p == nil {
 		return pid, queueState{}
 	}
@@ -836,7 +972,7 @@ func (h *harness) run(d time.Duration) {
 			h.t.Fatalf("round %d: fault %s: %v", round, kind, err)
 		}
 		h.faults[kind]++
-		v, ok := h.converge()
+		v, ok := h.converge(false)
 		took := time.Since(tf)
 		h.checks++
 		if took > h.longest[kind] {
@@ -846,15 +982,15 @@ func (h *harness) run(d time.Duration) {
 			h.badCheck = append(h.badCheck, fmt.Sprintf("round %d (%v, %s): %v", round, what, kind, v))
 			h.logf("round %d: NOT converged %s after %s (%v): %v", round, *flagConverge, kind, what, v)
 		} else {
-			h.logf("round %d: %s + %v: converged %.1fs after the fault began, %d pods", round, kind, what,
-				took.Seconds(), len(v.sources))
+			h.logf("round %d: %s + %v: converged %.1fs after the fault began, %d pods, %d rows (reroutes, SNATs, served-pods addresses)", round, kind, what,
+				took.Seconds(), len(v.sources), v.rows)
 		}
 		time.Sleep(2 * time.Second) // quiet: probes must all be as expected
 	}
 	h.sampleAll()
 	// The final check, all faults healed.
 	h.openWindow()
-	v, ok := h.converge()
+	v, ok := h.converge(false)
 	h.checks++
 	if !ok {
 		h.badCheck = append(h.badCheck, fmt.Sprintf("final: %v", v))
@@ -869,7 +1005,7 @@ func (h *harness) report() {
 	}
 	sort.Strings(kinds)
 	for _, k := range kinds {
-		h.logf("fault %-22s injected %3d  longest re-convergence %5.1fs", k, h.faults[k], h.longest[k].Seconds())
+		h.logf("fault %-24s injected %3d  longest re-convergence %5.1fs", k, h.faults[k], h.longest[k].Seconds())
 	}
 	var chs []string
 	for k, n := range h.changeCount {
@@ -883,7 +1019,7 @@ func (h *harness) report() {
 	h.logf("probes: %d as expected; unexpected source inside the window %d, outside the window %d; failed inside %d, outside %d",
 		p.ok, p.insideWindow, p.outsideWindow, p.failedInside, p.failedOutside)
 	h.logf("checks: %d, with stale/missing rows or wrong status: %d", h.checks, len(h.badCheck))
-	if b, err := os.ReadFile(filepath.Join(h.sup.dir, "ovnkube-master.log")); err == nil {
+	if b, err := os.ReadFile(filepath.Join(h.sup.dir, "ovnkube-"+h.leader+".log")); err == nil {
 		// The master's health check verdicts over every run of it (its log is appended to across restarts).
 		h.logf("health check: nodes declared unreachable %d, held because no node answered (the master suspected itself) %d",
 			strings.Count(string(b), "is unreachable (no health answer"), strings.Count(string(b), "the master suspects itself"))

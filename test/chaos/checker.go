@@ -2,11 +2,14 @@ package chaos
 
 // The independent checker: what status, NB and (local gateway mode) the nodes' host state must hold, derived from
 // the documented semantics (docs/egressip.md: "Assignment", "OVN Northbound rows", "Host side, local gateway
-// mode"), reading the API objects, NB rows, and each node's addresses and iptables rules (ip, iptables-save in the
-// node's netns) directly. It calls nothing of the product.
+// mode"; in the interconnect layout docs/interconnect.md: "Which process writes which row in which database",
+// "Readiness and moves across zones"), reading the API objects, NB rows (every zone's NB in the interconnect
+// layout), and each node's addresses and iptables rules (ip, iptables-save in the node's netns) directly. It calls
+// nothing of the product.
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"net/netip"
 	"slices"
@@ -28,6 +31,17 @@ import (
 // assignableLabel is the documented node label (docs/egressip.md).
 const assignableLabel = "k8s.ovn.org/egress-assignable"
 
+// The documented Node annotations of the interconnect layout (docs/interconnect.md): the egress IPs whose SNAT rows
+// the node's zone has committed (shared gateway mode), and those it still keeps after a release.
+const (
+	snatReadyAnnKey = "k8s.ovn.org/egress-ips-snat-ready"
+	lingeringAnnKey = "k8s.ovn.org/egress-ips-lingering"
+)
+
+// servedPodsSet is the documented address set of the served pods' IPv4 addresses (docs/egressip.md, "OVN Northbound
+// rows"; in the interconnect layout each zone's holds its own served pods only, docs/interconnect.md).
+const servedPodsSet = "egressip_served_pods_v4"
+
 // idKey is the documented external_ids key of our NB rows: k8s.ovn.org/<name> (owner-type, name, rule, pod, ...).
 func idKey(name string) string { return "k8s.ovn.org/" + name }
 
@@ -39,6 +53,8 @@ type verdict struct {
 	// sources: for each pod (namespace/name), the sources the echo server may see: the pod's EgressIP's assigned
 	// IPs when it is served, else its node's own egress address.
 	sources map[string][]netip.Addr
+	// rows is how many EgressIP rows (reroutes, SNATs, served-pods addresses) the NB databases must hold.
+	rows int
 }
 
 func (v verdict) ok() bool { return len(v.statusErrs)+len(v.missing)+len(v.stale) == 0 }
@@ -49,9 +65,11 @@ func (v verdict) String() string {
 }
 
 type checker struct {
-	kube  kubernetes.Interface
-	eip   egressipclientset.Interface
-	nb    client.Client // leader-only, monitors Logical_Router, Logical_Router_Policy, NAT
+	kube kubernetes.Interface
+	eip  egressipclientset.Interface
+	// nb are the NB clients by zone (monitors of Logical_Router, Logical_Router_Policy, NAT): "" the one NB of the
+	// centralized layout (leader-only), or each node's zone NB in the interconnect layout.
+	nb    map[string]client.Client
 	c     *cluster.Cluster
 	isCut func(node string) bool
 	// host reads a node's host state (local gateway mode); hostState by default.
@@ -72,8 +90,8 @@ func nodeReady(n *corev1.Node) bool {
 	return false
 }
 
-// check compares the cluster with what it must be now.
-func (k *checker) check(ctx context.Context) (verdict, error) {
+// check compares the cluster with what it must be now; statusOnly checks EgressIP status alone.
+func (k *checker) check(ctx context.Context, statusOnly bool) (verdict, error) {
 	v := verdict{sources: map[string][]netip.Addr{}}
 	eips, err := k.eip.K8sV1().EgressIPs().List(ctx, metav1.ListOptions{})
 	if err != nil {
@@ -92,8 +110,10 @@ func (k *checker) check(ctx context.Context) (verdict, error) {
 		return v, err
 	}
 	local := k.c.GatewayMode() == cluster.GatewayLocal
+	ic := k.c.Layout() == cluster.LayoutInterconnect
 	eligible := map[string]bool{}
 	nexthop := map[string]string{} // shared: the gateway router's join IP; local: the management port IP
+	transit := map[string]string{} // interconnect: the transit switch IP, other zones' next hop toward the node
 	// held: a labelled node that is cut while no other labelled node is not. The master declares a silent node
 	// unreachable only once another egress node answered since its failures began (docs/egressip.md, "A master that
 	// hears no node suspects itself"); with no other egress node it keeps the node's IPs in place. Whether another
@@ -119,6 +139,7 @@ func (k *checker) check(ctx context.Context) (verdict, error) {
 			if local {
 				nexthop[n.Name] = a.MgmtIP.String()
 			}
+			transit[n.Name] = a.TransitIP.String()
 		}
 	}
 	nsLabels := map[string]map[string]string{}
@@ -151,11 +172,6 @@ func (k *checker) check(ctx context.Context) (verdict, error) {
 		if len(e.Status.Items) == 0 {
 			continue
 		}
-		var nh []string
-		for _, it := range e.Status.Items {
-			nh = append(nh, nexthop[it.Node])
-		}
-		sort.Strings(nh)
 		for _, p := range pods.Items {
 			if p.Status.Phase != corev1.PodRunning || p.Status.PodIP == "" || p.Spec.HostNetwork ||
 				!selects(e.Spec.NamespaceSelector, nsLabels[p.Namespace]) || !selects(e.Spec.PodSelector, p.Labels) {
@@ -163,6 +179,20 @@ func (k *checker) check(ctx context.Context) (verdict, error) {
 			}
 			key := p.Namespace + "/" + p.Name
 			servedBy[key] = e
+			if ic {
+				want[fmt.Sprintf("zone %s: address set %s has %s", p.Spec.NodeName, servedPodsSet, p.Status.PodIP)]++
+			} else {
+				want[fmt.Sprintf("address set %s has %s", servedPodsSet, p.Status.PodIP)]++
+			}
+			if ic {
+				wantZoneRows(want, e, &p, local, nexthop, transit)
+				continue
+			}
+			var nh []string
+			for _, it := range e.Status.Items {
+				nh = append(nh, nexthop[it.Node])
+			}
+			sort.Strings(nh)
 			want[fmt.Sprintf("reroute %s %s %v (%s)", key, p.Status.PodIP, nh, e.Name)]++
 			if local {
 				continue // no SNAT rows: the holders SNAT (checked on the hosts below)
@@ -171,6 +201,9 @@ func (k *checker) check(ctx context.Context) (verdict, error) {
 				want[fmt.Sprintf("snat GR_%s %s <- %s (%s)", it.Node, it.EgressIP, p.Status.PodIP, e.Name)]++
 			}
 		}
+	}
+	if statusOnly {
+		return v, nil
 	}
 	for _, p := range pods.Items {
 		key := p.Namespace + "/" + p.Name
@@ -183,11 +216,20 @@ func (k *checker) check(ctx context.Context) (verdict, error) {
 		}
 	}
 
-	have, err := k.nbRows(ctx)
-	if err != nil {
-		return v, err
+	have := map[string]int{}
+	for zone, nb := range k.nb {
+		if err := k.nbRows(ctx, zone, nb, have); err != nil {
+			return v, fmt.Errorf("zone %q NB: %w", zone, err)
+		}
+	}
+	if ic {
+		checkZoneAnnotations(eips.Items, nodes.Items, local, k.isCut, &v)
+		if err := desiredOpinion(ctx, k.c.GatewayMode(), k.nb, eips.Items, nodes.Items, nss.Items, pods.Items, &v); err != nil {
+			return v, err
+		}
 	}
 	for line, n := range want {
+		v.rows += n
 		if have[line] < n {
 			v.missing = append(v.missing, line)
 		}
@@ -207,15 +249,94 @@ func (k *checker) check(ctx context.Context) (verdict, error) {
 	return v, nil
 }
 
-// nbRows reads our EgressIP rows (external_ids owner-type=EgressIP) as lines: reroute policies on
-// ovn_cluster_router and SNATs with the router that holds them.
-func (k *checker) nbRows(ctx context.Context) (map[string]int, error) {
+// wantZoneRows adds the rows pod p served by e must have in the interconnect layout (docs/interconnect.md, "Which
+// process writes which row in which database"), with every holder ready (a quiet state): in the pod's zone, a
+// reroute toward every holder, a holder of the pod's own zone through its local next hop (gateway router join IP,
+// or management port IP in local gateway mode) and any other through its transit switch IP; in each other holder's
+// zone, a reroute of the pod to that holder's local next hop; in shared gateway mode, in each holder's zone, the
+// SNAT of the pod to the holder's egress IP on the holder's gateway router.
+func wantZoneRows(want map[string]int, e *egressipv1.EgressIP, p *corev1.Pod, local bool, nexthop, transit map[string]string) {
+	key := p.Namespace + "/" + p.Name
+	var nh []string
+	for _, it := range e.Status.Items {
+		if it.Node == p.Spec.NodeName {
+			nh = append(nh, nexthop[it.Node])
+		} else {
+			nh = append(nh, transit[it.Node])
+			want[fmt.Sprintf("zone %s: reroute %s %s %v (%s)", it.Node, key, p.Status.PodIP, []string{nexthop[it.Node]}, e.Name)]++
+		}
+		if !local {
+			want[fmt.Sprintf("zone %s: snat GR_%s %s <- %s (%s)", it.Node, it.Node, it.EgressIP, p.Status.PodIP, e.Name)]++
+		}
+	}
+	sort.Strings(nh)
+	want[fmt.Sprintf("zone %s: reroute %s %s %v (%s)", p.Spec.NodeName, key, p.Status.PodIP, nh, e.Name)]++
+}
+
+// checkZoneAnnotations checks, in a quiet state of the interconnect layout, what each node not cut off publishes
+// about its zone (docs/interconnect.md, "Readiness and moves across zones"): in shared gateway mode
+// egress-ips-snat-ready lists exactly the egress IPs the node holds (its zone committed their SNAT rows); no node
+// lists an IP as lingering (the release linger is over); in local gateway mode nothing is listed SNAT-ready (the
+// node daemon's egress-ips-ready, checked with the host, says it instead).
+func checkZoneAnnotations(eips []egressipv1.EgressIP, nodes []corev1.Node, local bool, isCut func(string) bool, v *verdict) {
+	held := map[string][]string{}
+	for _, e := range eips {
+		for _, it := range e.Status.Items {
+			held[it.Node] = append(held[it.Node], it.EgressIP)
+		}
+	}
+	for _, n := range nodes {
+		if isCut(n.Name) {
+			continue // its zone cannot hear the apiserver: nothing says what it must publish
+		}
+		want := held[n.Name]
+		if local {
+			want = nil
+		}
+		for key, want := range map[string][]string{snatReadyAnnKey: want, lingeringAnnKey: nil} {
+			var have []string
+			if a, ok := n.Annotations[key]; ok {
+				if err := json.Unmarshal([]byte(a), &have); err != nil {
+					v.statusErrs = append(v.statusErrs, fmt.Sprintf("node %s: %s %q does not parse: %v", n.Name, key, a, err))
+					continue
+				}
+			}
+			for _, ip := range want {
+				if !slices.Contains(have, ip) {
+					v.missing = append(v.missing, fmt.Sprintf("zone %s: %s %s", n.Name, key, ip))
+				}
+			}
+			for _, ip := range have {
+				if !slices.Contains(want, ip) {
+					v.stale = append(v.stale, fmt.Sprintf("zone %s: %s %s", n.Name, key, ip))
+				}
+			}
+		}
+	}
+}
+
+// nbRows adds our EgressIP rows (external_ids owner-type=EgressIP) of one NB to out as lines: reroute policies on
+// ovn_cluster_router and SNATs with the router that holds them; in the interconnect layout each line starts with
+// "zone <node>: ".
+func (k *checker) nbRows(ctx context.Context, zone string, nb client.Client, out map[string]int) error {
 	var routers []nbdb.LogicalRouter
 	var pols []nbdb.LogicalRouterPolicy
 	var nats []nbdb.NAT
-	for _, l := range []any{&routers, &pols, &nats} {
-		if err := k.nb.List(ctx, l); err != nil {
-			return nil, err
+	var sets []nbdb.AddressSet
+	for _, l := range []any{&routers, &pols, &nats, &sets} {
+		if err := nb.List(ctx, l); err != nil {
+			return err
+		}
+	}
+	prefix := ""
+	if zone != "" {
+		prefix = "zone " + zone + ": "
+	}
+	for _, as := range sets {
+		if as.Name == servedPodsSet {
+			for _, a := range as.Addresses {
+				out[fmt.Sprintf("%saddress set %s has %s", prefix, servedPodsSet, a)]++
+			}
 		}
 	}
 	parent := map[string]string{}
@@ -224,7 +345,6 @@ func (k *checker) nbRows(ctx context.Context) (map[string]int, error) {
 			parent[u] = r.Name
 		}
 	}
-	out := map[string]int{}
 	for _, p := range pols {
 		if p.ExternalIDs[idKey("owner-type")] != "EgressIP" || p.ExternalIDs[idKey("rule")] != "reroute" {
 			continue
@@ -235,17 +355,17 @@ func (k *checker) nbRows(ctx context.Context) (map[string]int, error) {
 		if parent[p.UUID] != "ovn_cluster_router" || p.Action != "reroute" || p.Priority != 100 {
 			ip = fmt.Sprintf("%s [bad row: router %q action %s priority %d]", ip, parent[p.UUID], p.Action, p.Priority)
 		}
-		out[fmt.Sprintf("reroute %s %s %v (%s)", p.ExternalIDs[idKey("pod")], ip, nh, p.ExternalIDs[idKey("name")])]++
+		out[fmt.Sprintf("%sreroute %s %s %v (%s)", prefix, p.ExternalIDs[idKey("pod")], ip, nh, p.ExternalIDs[idKey("name")])]++
 	}
 	for _, n := range nats {
 		if n.ExternalIDs[idKey("owner-type")] != "EgressIP" {
 			continue
 		}
-		line := fmt.Sprintf("snat %s %s <- %s (%s)", parent[n.UUID], n.ExternalIP, n.LogicalIP, n.ExternalIDs[idKey("name")])
+		line := fmt.Sprintf("%ssnat %s %s <- %s (%s)", prefix, parent[n.UUID], n.ExternalIP, n.LogicalIP, n.ExternalIDs[idKey("name")])
 		if n.Type != "snat" || n.ExternalIDs[idKey("rule")] != "snat" {
 			line += fmt.Sprintf(" [bad row: type %s rule %s]", n.Type, n.ExternalIDs[idKey("rule")])
 		}
 		out[line]++
 	}
-	return out, nil
+	return nil
 }

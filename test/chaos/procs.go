@@ -33,7 +33,9 @@ type proc struct {
 	cmd      *exec.Cmd
 	exited   chan struct{}
 	restarts int
-	exits    []string // "<time> <how>" of every exit
+	// delay is how long the supervisor waits before restarting it after its next exit (restartDelay when 0).
+	delay time.Duration
+	exits []string // "<time> <how>" of every exit
 }
 
 // supervisor runs ovnkube processes and restarts them when they exit (kill -9, lost Lease, crash).
@@ -88,7 +90,13 @@ func (s *supervisor) start(p *proc) error {
 		s.mu.Lock()
 		p.exits = append(p.exits, fmt.Sprintf("%s %v", time.Now().Format("15:04:05"), err))
 		s.mu.Unlock()
-		time.Sleep(restartDelay)
+		s.mu.Lock()
+		delay := restartDelay
+		if p.delay > 0 {
+			delay, p.delay = p.delay, 0
+		}
+		s.mu.Unlock()
+		time.Sleep(delay)
 		s.mu.Lock()
 		if s.done {
 			s.mu.Unlock()
@@ -101,14 +109,15 @@ func (s *supervisor) start(p *proc) error {
 	return nil
 }
 
-// kill9 sends SIGKILL to the process group of name; the supervisor restarts it after restartDelay.
-func (s *supervisor) kill9(name string) error {
+// kill9 sends SIGKILL to the process group of name; the supervisor restarts it after delay.
+func (s *supervisor) kill9(name string, delay time.Duration) error {
 	s.mu.Lock()
 	p := s.procs[name]
 	var cmd *exec.Cmd
 	var exited chan struct{}
 	if p != nil {
 		cmd, exited = p.cmd, p.exited
+		p.delay = delay
 	}
 	s.mu.Unlock()
 	if cmd == nil {

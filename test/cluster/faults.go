@@ -81,10 +81,15 @@ func procArgv(pid int) ([]string, error) {
 }
 
 // DaemonPids maps the name of every daemon of the cluster (pidfile name: ovsdb-server, ovnnb_db, ovn-northd,
-// kube-apiserver, ...) that runs now to its pid, for memory sampling.
+// kube-apiserver, ...; node1/ovnnb_db, ... of the interconnect layout's zones) that runs now to its pid, for memory sampling.
 func (c *Cluster) DaemonPids() map[string]int {
 	out := map[string]int{}
 	names := append([]string{nbMemberName(1), nbMemberName(2)}, daemons...)
+	for _, n := range c.nodes { // the interconnect layout's zones: <node>/ovnnb_db, ...
+		for _, d := range zoneDaemons {
+			names = append(names, zonePidName(n.Name, d))
+		}
+	}
 	for _, d := range names {
 		if pid, err := readPid(c.p.pidfile(d)); err == nil && alive(pid) {
 			out[d] = pid

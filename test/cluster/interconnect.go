@@ -77,28 +77,96 @@ func startZoneCentral(ctx context.Context, p paths, n NodeAddrs, listen netip.Ad
 		}
 	}
 	for _, db := range []string{"nb", "sb"} {
-		file := filepath.Join(p.zoneDB(n.Name), "ovn"+db+".db")
-		if _, err := run(ctx, "ovsdb-tool", "create", file, "/usr/share/ovn/ovn-"+db+".ovsschema"); err != nil {
+		if _, err := run(ctx, "ovsdb-tool", "create", zoneDBFile(p, n.Name, db), "/usr/share/ovn/ovn-"+db+".ovsschema"); err != nil {
 			return err
 		}
-		name := zonePidName(n.Name, "ovn"+db+"_db")
-		args := []string{file, "--detach", "--no-chdir",
-			"--pidfile=" + p.pidfile(name), "--log-file=" + filepath.Join(p.log(), n.Name+"-ovsdb-server-"+db+".log"),
-			"--remote=punix:" + filepath.Join(p.zoneRun(n.Name), "ovn"+db+"_db.sock"),
-			"--unixctl=" + filepath.Join(p.run(), name+".ctl")}
-		if db == "nb" {
-			args = append(args, "--remote=ptcp:"+strconv.Itoa(ZoneNBTCPBase+n.Index)+":"+ovsdbHost(listen))
-		}
-		if _, err := run(ctx, "ovsdb-server", args...); err != nil {
+		if _, err := run(ctx, "ovsdb-server", zoneDBServerArgs(p, n, db, listen)...); err != nil {
 			return err
 		}
 	}
-	name := zonePidName(n.Name, "ovn-northd")
-	_, err := run(ctx, "ovn-northd", "--detach", "--no-chdir", "--pidfile="+p.pidfile(name),
-		"--log-file="+filepath.Join(p.log(), n.Name+"-ovn-northd.log"),
-		"--ovnnb-db=unix:"+p.zoneNBSock(n.Name), "--ovnsb-db=unix:"+p.zoneSBSock(n.Name),
-		"--unixctl="+filepath.Join(p.run(), name+".ctl"))
+	_, err := run(ctx, "ovn-northd", zoneNorthdArgs(p, n.Name)...)
 	return err
+}
+
+func zoneDBFile(p paths, node, db string) string {
+	return filepath.Join(p.zoneDB(node), "ovn"+db+".db")
+}
+
+// zoneDBServerArgs are the arguments of the ovsdb-server of zone n's database db ("nb" or "sb").
+func zoneDBServerArgs(p paths, n NodeAddrs, db string, listen netip.Addr) []string {
+	name := zonePidName(n.Name, "ovn"+db+"_db")
+	args := []string{zoneDBFile(p, n.Name, db), "--detach", "--no-chdir",
+		"--pidfile=" + p.pidfile(name), "--log-file=" + filepath.Join(p.log(), n.Name+"-ovsdb-server-"+db+".log"),
+		"--remote=punix:" + filepath.Join(p.zoneRun(n.Name), "ovn"+db+"_db.sock"),
+		"--unixctl=" + filepath.Join(p.run(), name+".ctl")}
+	if db == "nb" {
+		args = append(args, "--remote=ptcp:"+strconv.Itoa(ZoneNBTCPBase+n.Index)+":"+ovsdbHost(listen))
+	}
+	return args
+}
+
+// zoneNorthdArgs are the arguments of zone node's ovn-northd.
+func zoneNorthdArgs(p paths, node string) []string {
+	name := zonePidName(node, "ovn-northd")
+	return []string{"--detach", "--no-chdir", "--pidfile=" + p.pidfile(name),
+		"--log-file=" + filepath.Join(p.log(), node+"-ovn-northd.log"),
+		"--ovnnb-db=unix:" + p.zoneNBSock(node), "--ovnsb-db=unix:" + p.zoneSBSock(node),
+		"--unixctl=" + filepath.Join(p.run(), name+".ctl")}
+}
+
+// StopZoneDatabases (interconnect layout) kills zone node's NB and SB ovsdb-servers with SIGKILL (and, with northd,
+// its ovn-northd) and waits until they are gone: the zone's controller, northd and ovn-controller lose their
+// connections. StartZoneDatabases starts them again.
+func (c *Cluster) StopZoneDatabases(ctx context.Context, node string, northd bool) error {
+	if _, err := c.zoneNode(node); err != nil {
+		return err
+	}
+	names := []string{"ovnnb_db", "ovnsb_db"}
+	if northd {
+		names = append(names, "ovn-northd")
+	}
+	for _, d := range names {
+		pidFile := c.p.pidfile(zonePidName(node, d))
+		pid, err := readPid(pidFile)
+		if err != nil || !alive(pid) {
+			return fmt.Errorf("zone %s: %s not running (%v)", node, d, err)
+		}
+		_ = syscall.Kill(pid, syscall.SIGKILL)
+		if err := poll(ctx, 10*time.Millisecond, func() (bool, error) { return !alive(pid), nil }); err != nil {
+			return err
+		}
+		_ = os.Remove(pidFile)
+	}
+	return nil
+}
+
+// StartZoneDatabases starts zone node's NB and SB ovsdb-servers (and, with northd, its ovn-northd) again on the same
+// database files, sockets and ports, after StopZoneDatabases: the rows committed before the kill are on disk and
+// come back; the clients reconnect by themselves.
+func (c *Cluster) StartZoneDatabases(ctx context.Context, node string, northd bool) error {
+	n, err := c.zoneNode(node)
+	if err != nil {
+		return err
+	}
+	listen := plans[c.Families()[0]].apiServer
+	for _, db := range []string{"nb", "sb"} {
+		if _, err := run(ctx, "ovsdb-server", zoneDBServerArgs(c.p, n, db, listen)...); err != nil {
+			return fmt.Errorf("zone %s: start %s ovsdb-server: %w", node, db, err)
+		}
+	}
+	if northd {
+		if _, err := run(ctx, "ovn-northd", zoneNorthdArgs(c.p, node)...); err != nil {
+			return fmt.Errorf("zone %s: start ovn-northd: %w", node, err)
+		}
+	}
+	return nil
+}
+
+func (c *Cluster) zoneNode(node string) (NodeAddrs, error) {
+	if c.st.layout() != LayoutInterconnect {
+		return NodeAddrs{}, fmt.Errorf("zone databases: the cluster is in the %s layout", c.st.layout())
+	}
+	return c.Node(node)
 }
 
 // ovsdbHost is an address as OVSDB remotes write it (IPv6 in brackets).

@@ -243,6 +243,49 @@ func testInterconnect(t *testing.T, mode, family string) {
 		t.Errorf("pod a after the egress IP rows are gone: echo saw %s (%v), want %s", got, err, want)
 	}
 
+	// (4) zone node2's NB and SB (and northd) killed and started again: the rows are back from disk, the data path
+	// follows (northd and ovn-controller reconnect), and a zone's databases stay the zone's.
+	if mode == GatewayShared && family == FamilyIPv4 {
+		if err := c.StopZoneDatabases(ctx, "node2", true); err != nil {
+			t.Fatalf("StopZoneDatabases: %v", err)
+		}
+		if _, err := run(ctx, "ovn-nbctl", "--db="+c.ZoneNBAddress("node2"), "--timeout=2", "ls-list"); err == nil {
+			t.Error("zone node2's NB answers after StopZoneDatabases")
+		}
+		if err := c.StartZoneDatabases(ctx, "node2", true); err != nil {
+			t.Fatalf("StartZoneDatabases: %v", err)
+		}
+		t1 := time.Now()
+		out, err := run(ctx, "ovn-nbctl", "--db="+c.ZoneNBAddress("node2"), "--timeout=10", "--bare", "--columns=name", "find",
+			"logical_switch_port", "name="+b.LSP)
+		if err != nil || strings.TrimSpace(out) != b.LSP {
+			t.Errorf("zone node2's NB after the restart: pod b's port %q: %q (%v)", b.LSP, out, err)
+		}
+		if err := c.WaitDataPath(ctx, 30*time.Second); err != nil {
+			t.Errorf("data path after zone node2's databases restarted: %v", err)
+		}
+		pctx, pcancel := context.WithTimeout(ctx, 20*time.Second)
+		err = poll(pctx, 200*time.Millisecond, func() (bool, error) {
+			_, err := c.Exec(pctx, "prod", "a", "ping", "-c1", "-W1", b.IP.String())
+			return err == nil, nil
+		})
+		pcancel()
+		if err != nil {
+			t.Errorf("pod a -> pod b after zone node2's databases restarted: %v", err)
+		} else {
+			t.Logf("zone node2's NB, SB and northd restarted: data path in sync and pod a -> pod b again %.1fs later", time.Since(t1).Seconds())
+		}
+		if err := c.StopZoneDatabases(ctx, "node2", false); err != nil {
+			t.Fatal(err)
+		}
+		if err := c.StartZoneDatabases(ctx, "node2", false); err != nil {
+			t.Fatal(err)
+		}
+		if err := c.WaitDataPath(ctx, 30*time.Second); err != nil {
+			t.Errorf("data path after zone node2's NB and SB (not northd) restarted: %v", err)
+		}
+	}
+
 	if err := c.DeletePod(ctx, "prod", "b"); err != nil {
 		t.Errorf("DeletePod: %v", err)
 	}

@@ -181,20 +181,9 @@ func (e *env) checkNoDenial() {
 	}
 }
 
-// commonArgs are the flags of every ovnkube process; kubeconfig is the identity it runs as (the master's
-// ServiceAccount, or a node daemon's token bound to its Node, as the local cluster issues them).
-func (e *env) commonArgs(kubeconfig string) []string {
-	var clusterNets, joinNets []string
-	for _, f := range e.fams {
-		if f == 4 {
-			clusterNets, joinNets = append(clusterNets, cluster.ClusterCIDR), append(joinNets, cluster.JoinCIDR)
-		} else {
-			clusterNets, joinNets = append(clusterNets, cluster.ClusterCIDR6), append(joinNets, cluster.JoinCIDR6)
-		}
-	}
-	return []string{"--egress-ip-enable", "--gateway-mode", e.mode, "--kubeconfig", kubeconfig,
-		"--cluster-subnets", strings.Join(clusterNets, ","), "--join-subnet", strings.Join(joinNets, ","), "--loglevel", "4"}
-}
+// commonArgs are the flags of every ovnkube process (cluster.OvnkubeCommonArgs); kubeconfig is the identity it
+// runs as (the master's ServiceAccount, or a node daemon's token bound to its Node, as the local cluster issues them).
+func (e *env) commonArgs(kubeconfig string) []string { return e.c.OvnkubeCommonArgs(kubeconfig, "4") }
 
 // daemon is one running ovnkube: a process, or a pod run from the images.
 type daemon interface {
@@ -222,11 +211,7 @@ func (e *env) startMaster(name, metricsAddr string) {
 	if e.images != nil {
 		d, metricsAddr = e.images.startMaster(e.t, name), "127.0.0.1:9412"
 	} else {
-		role := []string{"--init-master", "--nb-address", e.c.NBAddress()}
-		if e.interconnect() {
-			role = []string{"--init-cluster-manager"} // no NB: the zones write the rows
-		}
-		args := append(append(e.commonArgs(e.c.MasterKubeconfig()), role...),
+		args := append(append(e.commonArgs(e.c.MasterKubeconfig()), e.c.OvnkubeLeaderArgs()...),
 			"--metrics-bind-address", metricsAddr, "--leader-elect-namespace", cluster.AccessNamespace)
 		cmd := exec.Command(ovnkubeBin, args...)
 		e.startProc(name, cmd)
@@ -252,10 +237,7 @@ func (e *env) startNode(node string) {
 		if err != nil {
 			e.t.Fatal(err)
 		}
-		args := append([]string{"netns", "exec", ns, ovnkubeBin}, append(e.commonArgs(kc), "--init-node", node, "--egressip-node-resync-interval", "2s")...)
-		if e.interconnect() {
-			args = append(args, "--init-ovnkube-controller", node, "--nb-address", e.c.ZoneNBAddress(node))
-		}
+		args := append([]string{"netns", "exec", ns, ovnkubeBin}, append(e.commonArgs(kc), e.c.OvnkubeNodeArgs(node)...)...)
 		cmd := exec.Command("ip", args...)
 		e.startProc("node-"+node, cmd)
 		d = procDaemon{cmd}

@@ -1,0 +1,46 @@
+package cluster
+
+import "strings"
+
+// The ovnkube command lines of the local cluster, in either layout: one place for the tests that run ovnkube as
+// processes on it (test/e2e, test/chaos), so that both layouts start the same way everywhere.
+//
+// Centralized layout: one leader-elected `ovnkube --init-master --nb-address <NB>` and per node
+// `ovnkube --init-node NODE` (in the node's netns). Interconnect layout: one leader-elected
+// `ovnkube --init-cluster-manager` (no NB) and per node `ovnkube --init-node NODE --init-ovnkube-controller NODE
+// --nb-address <the zone's NB>` (docs/interconnect.md, "Flags").
+
+// OvnkubeCommonArgs are the flags of every ovnkube process of the cluster: the egress IP feature, the gateway mode,
+// the cluster and join subnets of the cluster's families, and kubeconfig (the identity it runs as).
+func (c *Cluster) OvnkubeCommonArgs(kubeconfig string, loglevel string) []string {
+	var clusterNets, joinNets []string
+	for _, f := range c.Families() {
+		if f == 4 {
+			clusterNets, joinNets = append(clusterNets, ClusterCIDR), append(joinNets, JoinCIDR)
+		} else {
+			clusterNets, joinNets = append(clusterNets, ClusterCIDR6), append(joinNets, JoinCIDR6)
+		}
+	}
+	return []string{"--egress-ip-enable", "--gateway-mode", c.GatewayMode(), "--kubeconfig", kubeconfig,
+		"--cluster-subnets", strings.Join(clusterNets, ","), "--join-subnet", strings.Join(joinNets, ","), "--loglevel", loglevel}
+}
+
+// OvnkubeLeaderArgs are the role flags of the layout's leader-elected process: `--init-master --nb-address <NB>`
+// (centralized) or `--init-cluster-manager` (interconnect: no NB, the zones write the rows).
+func (c *Cluster) OvnkubeLeaderArgs() []string {
+	if c.Layout() == LayoutInterconnect {
+		return []string{"--init-cluster-manager"}
+	}
+	return []string{"--init-master", "--nb-address", c.NBAddress()}
+}
+
+// OvnkubeNodeArgs are the role flags of node's process (run in NodeNetns(node)): `--init-node NODE` with a 2 s
+// host resync (the tests' pace), and in the interconnect layout the node's zone controller in the same process,
+// `--init-ovnkube-controller NODE --nb-address <ZoneNBAddress(node)>`.
+func (c *Cluster) OvnkubeNodeArgs(node string) []string {
+	args := []string{"--init-node", node, "--egressip-node-resync-interval", "2s"}
+	if c.Layout() == LayoutInterconnect {
+		args = append(args, "--init-ovnkube-controller", node, "--nb-address", c.ZoneNBAddress(node))
+	}
+	return args
+}

@@ -1,0 +1,35 @@
+package cluster
+
+import (
+	"slices"
+	"strings"
+	"testing"
+)
+
+// TestOvnkubeArgs: the roles of each layout, and the subnets of the cluster's families.
+func TestOvnkubeArgs(t *testing.T) {
+	central := &Cluster{p: paths{dir: "/s"}, st: State{GatewayMode: GatewayLocal, IPFamily: FamilyDual, NBAddress: "unix:/s/run/ovnnb_db.sock"}}
+	ic := &Cluster{p: paths{dir: "/s"}, st: State{GatewayMode: GatewayShared, IPFamily: FamilyIPv4, Layout: LayoutInterconnect}}
+	for _, tc := range []struct {
+		name string
+		got  []string
+		want string
+	}{
+		{"central common", central.OvnkubeCommonArgs("/kc", "2"), "--egress-ip-enable --gateway-mode local --kubeconfig /kc " +
+			"--cluster-subnets 10.244.0.0/16,fd00:10:244::/48 --join-subnet 100.64.0.0/16,fd98::/64 --loglevel 2"},
+		{"central leader", central.OvnkubeLeaderArgs(), "--init-master --nb-address unix:/s/run/ovnnb_db.sock"},
+		{"central node", central.OvnkubeNodeArgs("node2"), "--init-node node2 --egressip-node-resync-interval 2s"},
+		{"ic common", ic.OvnkubeCommonArgs("/kc", "4"), "--egress-ip-enable --gateway-mode shared --kubeconfig /kc " +
+			"--cluster-subnets 10.244.0.0/16 --join-subnet 100.64.0.0/16 --loglevel 4"},
+		{"ic leader", ic.OvnkubeLeaderArgs(), "--init-cluster-manager"},
+		{"ic node", ic.OvnkubeNodeArgs("node2"), "--init-node node2 --egressip-node-resync-interval 2s " +
+			"--init-ovnkube-controller node2 --nb-address unix:/s/run/node2/ovnnb_db.sock"},
+	} {
+		if got := strings.Join(tc.got, " "); got != tc.want {
+			t.Errorf("%s:\n got %s\nwant %s", tc.name, got, tc.want)
+		}
+	}
+	if slices.Contains(ic.OvnkubeLeaderArgs(), "--nb-address") {
+		t.Error("the cluster manager takes no NB")
+	}
+}
