@@ -9,8 +9,6 @@ import (
 	"testing"
 	"time"
 
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/util/wait"
 
 	"github.com/ovn-egressip/ovn-egressip/go-controller/pkg/config"
 	"github.com/ovn-egressip/ovn-egressip/go-controller/pkg/master"
@@ -66,20 +64,7 @@ func TestNBOverTLS(t *testing.T) {
 		}
 	}()
 	// The master connects to NB before it starts its informers: an assignment means it reached NB over ssl.
-	err = wait.PollUntilContextTimeout(ctx, 50*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
-		select {
-		case err := <-done:
-			done <- err
-			t.Fatalf("ovnkube exited: %v", err)
-		default:
-		}
-		e, err := eips.K8sV1().EgressIPs().Get(ctx, "eip1", metav1.GetOptions{})
-		if err != nil {
-			return false, err
-		}
-		return len(e.Status.Items) == 1 && e.Status.Items[0].Node == "node1", nil
-	})
-	if err != nil {
+	if err := pollWhileRunning(ctx, t, "ovnkube", done, eip1OnNode1(eips)); err != nil {
 		t.Fatalf("the master on %s did not assign eip1: %v", nb.SSLAddr, err)
 	}
 
@@ -91,13 +76,7 @@ func TestNBOverTLS(t *testing.T) {
 	zoneArgs := append([]string{"ovnkube", "--init-ovnkube-controller", "node1", "--enable-egress-ip", "--kubeconfig", env.Kubeconfig,
 		"--metrics-bind-address", metrics}, good...)
 	go func() { zoneDone <- newApp().RunContext(zoneCtx, config.NormalizeArgs(zoneArgs)) }()
-	err = wait.PollUntilContextTimeout(ctx, 50*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
-		select {
-		case err := <-zoneDone:
-			zoneDone <- err
-			t.Fatalf("zone controller exited: %v", err)
-		default:
-		}
+	err = pollWhileRunning(ctx, t, "zone controller", zoneDone, func(ctx context.Context) (bool, error) {
 		resp, err := http.Get("http://" + metrics + "/readyz")
 		if err != nil {
 			return false, nil

@@ -44,20 +44,7 @@ func TestUpstreamCommandLineStartsMaster(t *testing.T) {
 			t.Errorf("ovnkube %s: %v", strings.Join(args[1:], " "), err)
 		}
 	}()
-	err := wait.PollUntilContextTimeout(ctx, 50*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
-		select {
-		case err := <-done:
-			done <- err
-			t.Fatalf("ovnkube exited: %v", err)
-		default:
-		}
-		e, err := eips.K8sV1().EgressIPs().Get(ctx, "eip1", metav1.GetOptions{})
-		if err != nil {
-			return false, err
-		}
-		return len(e.Status.Items) == 1 && e.Status.Items[0].Node == "node1", nil
-	})
-	if err != nil {
+	if err := pollWhileRunning(ctx, t, "ovnkube", done, eip1OnNode1(eips)); err != nil {
 		t.Fatalf("the master started by %v did not assign eip1: %v", args, err)
 	}
 	// explain, as an operator types it (flags after the NAME), reads the same.
@@ -108,4 +95,30 @@ func seedNodeAndEgressIP(t *testing.T, env *apiserver.Env) (kubernetes.Interface
 		t.Fatal(err)
 	}
 	return admin, eips
+}
+
+// pollWhileRunning polls cond every 50 ms for up to 30 s, failing the test at once if the
+// process whose exit done reports (named what) ends meanwhile.
+func pollWhileRunning(ctx context.Context, t *testing.T, what string, done chan error, cond wait.ConditionWithContextFunc) error {
+	t.Helper()
+	return wait.PollUntilContextTimeout(ctx, 50*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
+		select {
+		case err := <-done:
+			done <- err
+			t.Fatalf("%s exited: %v", what, err)
+		default:
+		}
+		return cond(ctx)
+	})
+}
+
+// eip1OnNode1 is true once EgressIP eip1's status holds one item, on node1.
+func eip1OnNode1(eips egressipclientset.Interface) wait.ConditionWithContextFunc {
+	return func(ctx context.Context) (bool, error) {
+		e, err := eips.K8sV1().EgressIPs().Get(ctx, "eip1", metav1.GetOptions{})
+		if err != nil {
+			return false, err
+		}
+		return len(e.Status.Items) == 1 && e.Status.Items[0].Node == "node1", nil
+	}
 }
