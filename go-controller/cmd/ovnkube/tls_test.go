@@ -9,7 +9,6 @@ import (
 	"testing"
 	"time"
 
-
 	"github.com/ovn-egressip/ovn-egressip/go-controller/pkg/config"
 	"github.com/ovn-egressip/ovn-egressip/go-controller/pkg/master"
 	"github.com/ovn-egressip/ovn-egressip/test/apiserver"
