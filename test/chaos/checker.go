@@ -223,7 +223,7 @@ func (k *checker) check(ctx context.Context, statusOnly bool) (verdict, error) {
 		}
 	}
 	if ic {
-		checkZoneAnnotations(eips.Items, nodes.Items, local, k.isCut, &v)
+		checkZoneAnnotations(eips.Items, nodes.Items, k.isCut, &v)
 		if err := desiredOpinion(ctx, k.c.GatewayMode(), k.nb, eips.Items, nodes.Items, nss.Items, pods.Items, &v); err != nil {
 			return v, err
 		}
@@ -275,10 +275,10 @@ func wantZoneRows(want map[string]int, e *egressipv1.EgressIP, p *corev1.Pod, lo
 
 // checkZoneAnnotations checks, in a quiet state of the interconnect layout, what each node not cut off publishes
 // about its zone (docs/interconnect.md, "Readiness and moves across zones"): in shared gateway mode
-// egress-ips-snat-ready lists exactly the egress IPs the node holds (its zone committed their SNAT rows); no node
-// lists an IP as lingering (the release linger is over); in local gateway mode nothing is listed SNAT-ready (the
-// node daemon's egress-ips-ready, checked with the host, says it instead).
-func checkZoneAnnotations(eips []egressipv1.EgressIP, nodes []corev1.Node, local bool, isCut func(string) bool, v *verdict) {
+// egress-ips-snat-ready lists exactly the egress IPs the node holds (its zone committed their rows: SNATs in shared
+// gateway mode, the reroutes to its management port in local gateway mode); no node lists an IP as lingering (the
+// release linger is over).
+func checkZoneAnnotations(eips []egressipv1.EgressIP, nodes []corev1.Node, isCut func(string) bool, v *verdict) {
 	held := map[string][]string{}
 	for _, e := range eips {
 		for _, it := range e.Status.Items {
@@ -290,9 +290,6 @@ func checkZoneAnnotations(eips []egressipv1.EgressIP, nodes []corev1.Node, local
 			continue // its zone cannot hear the apiserver: nothing says what it must publish
 		}
 		want := held[n.Name]
-		if local {
-			want = nil
-		}
 		for key, want := range map[string][]string{snatReadyAnnKey: want, lingeringAnnKey: nil} {
 			var have []string
 			if a, ok := n.Annotations[key]; ok {

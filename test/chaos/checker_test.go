@@ -80,7 +80,7 @@ func TestCheckZoneAnnotations(t *testing.T) {
 		node("node4", map[string]string{snatReadyAnnKey: `not json`}),
 	}
 	var v verdict
-	checkZoneAnnotations(eips, nodes, false, func(string) bool { return false }, &v)
+	checkZoneAnnotations(eips, nodes, func(string) bool { return false }, &v)
 	sort.Strings(v.stale)
 	wantMissing := []string{"zone node3: k8s.ovn.org/egress-ips-snat-ready 172.18.0.62"}
 	wantStale := []string{"zone node1: k8s.ovn.org/egress-ips-snat-ready 172.18.0.63", "zone node3: k8s.ovn.org/egress-ips-lingering 172.18.0.64"}
@@ -89,12 +89,7 @@ func TestCheckZoneAnnotations(t *testing.T) {
 	}
 
 	v = verdict{}
-	checkZoneAnnotations(eips, nodes[1:2], true, func(string) bool { return false }, &v)
-	if want := []string{"zone node2: k8s.ovn.org/egress-ips-snat-ready 172.18.0.61"}; !slices.Equal(v.stale, want) || len(v.missing) != 0 {
-		t.Errorf("local gateway mode: stale %q, want %q; missing %q, want none", v.stale, want, v.missing)
-	}
-	v = verdict{}
-	checkZoneAnnotations(eips, nodes, false, func(n string) bool { return n != "node2" }, &v)
+	checkZoneAnnotations(eips, nodes, func(n string) bool { return n != "node2" }, &v)
 	if !v.ok() {
 		t.Errorf("only node2 read, which is right: %v", v)
 	}

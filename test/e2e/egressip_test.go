@@ -182,7 +182,7 @@ func runEgressIPCases(t *testing.T, layout, mode, family string) {
 		if mode == "local" {
 			waitHostClean(t, e, from, e.ips(eipA)...)
 			for _, ip := range e.ips(eipA) {
-				waitHostHas(t, e, holder(items, ip), ip)
+				waitHostHas(t, e, "prod", holder(items, ip), ip)
 			}
 		}
 	})
@@ -470,7 +470,7 @@ func waitHostClean(t *testing.T, e *env, node string, ips ...string) {
 }
 
 // waitHostHas waits until node holds ip and has SNAT rules to it.
-func waitHostHas(t *testing.T, e *env, node, ip string) {
+func waitHostHas(t *testing.T, e *env, eip, node, ip string) {
 	t.Helper()
 	deadline := time.Now().Add(10 * time.Second)
 	for {
@@ -479,7 +479,13 @@ func waitHostHas(t *testing.T, e *env, node, ip string) {
 			return
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("node %s: want %s with SNAT rules, have rules %v addresses %v (%v)", node, ip, rules, addrs, err)
+			// What the node was told, and what its daemon and the Events said: a status that moved
+			// again, or a daemon that did not act on it.
+			now := e.getEgressIP(eip)
+			t.Logf("EgressIP %s now: status %+v; conditions %+v", eip, now.Status.Items, now.Status.Conditions)
+			t.Logf("events:\n%s", e.kubectl("", "get", "events", "-A", "--sort-by=.lastTimestamp"))
+			t.Fatalf("node %s: want %s with SNAT rules, have rules %v addresses %v (%v); the holder now: %s", node, ip, rules, addrs, err,
+				holder(now.Status.Items, ip))
 		}
 		time.Sleep(100 * time.Millisecond)
 	}

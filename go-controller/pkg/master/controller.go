@@ -97,7 +97,7 @@ func newController(s settings, nb nbClient, m *metrics, kubeInf informers.Shared
 		reachable: map[string]bool{},
 		lastNote:  map[string]string{},
 	}
-	c.nodeParser = newNodeParser(factsLayout{mode: s.mode, interconnect: s.interconnect, joins: s.JoinSubnets}, s.Reachability)
+	c.nodeParser = newNodeParser(factsLayout{mode: s.mode, interconnect: s.interconnect, joins: s.JoinSubnets, zone: s.Zone}, s.Reachability)
 	c.compiler = selection.NewCompiler()
 	eipInformer := eipInf.K8s().V1().EgressIPs()
 	nodeInformer := kubeInf.Core().V1().Nodes()

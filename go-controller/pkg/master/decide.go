@@ -145,8 +145,11 @@ func statusFor(in statusInput, eip *egressipv1.EgressIP, cur egressipv1.EgressIP
 		}
 		if in.mode == nbstate.LocalGateway || in.interconnect {
 			list := annotations.EgressIPsReady
-			if in.mode == nbstate.SharedGateway {
+			switch {
+			case in.mode == nbstate.SharedGateway:
 				list = annotations.EgressIPsSNATReady // written by the holder's zone controller
+			case in.interconnect:
+				list = annotations.EgressIPsReady + " and " + annotations.EgressIPsSNATReady // node daemon and zone controller
 			}
 			ip, err := netip.ParseAddr(it.EgressIP)
 			if err != nil || !in.nbNodes[it.Node].ReadyEgressIPs[ip] {

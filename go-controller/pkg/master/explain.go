@@ -2,6 +2,7 @@ package master
 
 import (
 	"fmt"
+	"maps"
 	"net/netip"
 	"slices"
 	"sort"
@@ -269,7 +270,11 @@ func ExplainEgressIP(in ExplainInput, name string) (*EgressIPReport, error) {
 		r.Hosts = st.hosts(eip)
 		for _, h := range r.Hosts {
 			for _, ip := range h.Missing {
-				notProg[ip] = "node " + h.Node + " does not list it in " + annotations.EgressIPsReady
+				list := annotations.EgressIPsReady
+				if in.ZoneNB != nil {
+					list += " and " + annotations.EgressIPsSNATReady // node daemon and zone controller
+				}
+				notProg[ip] = "node " + h.Node + " does not list it in " + list
 			}
 		}
 	}
@@ -354,7 +359,15 @@ func (st *explainState) compareZones(name string) *RowsReport {
 // desiredIn is desired for the rows of one zone (interconnect layout; "" = the
 // centralized layout's one NB).
 func (st *explainState) desiredIn(zone string) nbstate.State {
-	in := nbstate.Input{Mode: st.mode, ClusterSubnets: st.in.ClusterSubnets, JoinSubnets: st.in.JoinSubnets, Nodes: st.nbNodes, Zone: zone}
+	nodes := st.nbNodes
+	if f, ok := st.nodes[zone]; ok && f.hostReady != nil {
+		// The zone's own node, as its zone controller reads it (factsLayout.zone).
+		nodes = maps.Clone(st.nbNodes)
+		self := nodes[zone]
+		self.ReadyEgressIPs = f.hostReady
+		nodes[zone] = self
+	}
+	in := nbstate.Input{Mode: st.mode, ClusterSubnets: st.in.ClusterSubnets, JoinSubnets: st.in.JoinSubnets, Nodes: nodes, Zone: zone}
 	for _, e := range selection.Ordered(st.in.EgressIPs) {
 		if _, bad := st.served.Errors[e.Name]; bad {
 			continue

@@ -22,6 +22,10 @@ type nodeFacts struct {
 	nb     nbstate.Node
 	// readyErr: the EgressIPsReady annotation does not parse (local mode).
 	readyErr error
+	// hostReady (interconnect layout, local gateway mode) is the node daemon's
+	// EgressIPsReady alone: what the node's own zone reroutes to its management
+	// port by (nb.ReadyEgressIPs also needs the zone's EgressIPsSNATReady).
+	hostReady map[netip.Addr]bool
 	// claims are the node's address claims vetted against status (claimsOf).
 	claims assign.Claims
 }
@@ -42,6 +46,10 @@ type factsLayout struct {
 	mode         nbstate.Mode
 	interconnect bool
 	joins        []netip.Prefix
+	// zone is the zone controller's own node (empty elsewhere): in local gateway
+	// mode its ready list is its node daemon's alone, since the zone's own
+	// EgressIPsSNATReady says what this zone has committed.
+	zone string
 }
 
 // parseNodeIn is parseNode for a layout. In the interconnect layout the gateway
@@ -104,6 +112,21 @@ func parseNodeIn(n *corev1.Node, lay factsLayout, reach Reachability) nodeFacts 
 		lingering, errL := annotations.ParseIPList(n, annotations.EgressIPsLingering)
 		f.nb.ReadyEgressIPs, f.nb.LingeringEgressIPs = ready, lingering
 		f.readyErr = errors.Join(err, errL)
+	case lay.interconnect && mode == nbstate.LocalGateway:
+		// Both halves of the holder: its node daemon's address and iptables SNAT
+		// (EgressIPsReady) and its zone's reroutes of the IP's pods to its management
+		// port (EgressIPsSNATReady, written by its zone controller after the commit).
+		// Traffic another zone reroutes here before that commit meets no reroute and
+		// leaves through the gateway router with its address.
+		// The zone's own node: its node daemon's list alone (what it publishes
+		// follows from its own commit).
+		host, err := annotations.ParseEgressIPsReady(n)
+		zone, errZ := annotations.ParseIPList(n, annotations.EgressIPsSNATReady)
+		f.hostReady, f.nb.ReadyEgressIPs = host, bothReady(host, zone)
+		f.readyErr = errors.Join(err, errZ)
+		if n.Name == lay.zone {
+			f.nb.ReadyEgressIPs, f.readyErr = host, err
+		}
 	case mode == nbstate.LocalGateway:
 		// Absent: the node has listed nothing ready yet (new, restarting, or its
 		// write not in our cache yet). Unparsable: nothing is ready there (the
@@ -219,4 +242,15 @@ func toNB(name string, items []egressipv1.EgressIPStatusItem, pods []*corev1.Pod
 		e.Pods = append(e.Pods, nbstate.Pod{Namespace: p.Namespace, Name: p.Name, IPs: selection.PodIPs(p), Node: p.Spec.NodeName})
 	}
 	return e
+}
+
+// bothReady is the egress IPs in both sets, in a fresh map.
+func bothReady(host, zone map[netip.Addr]bool) map[netip.Addr]bool {
+	out := map[netip.Addr]bool{}
+	for ip := range host {
+		if zone[ip] {
+			out[ip] = true
+		}
+	}
+	return out
 }

@@ -254,3 +254,65 @@ func (ic *icEnv) explain(name string) *EgressIPReport {
 	}
 	return r
 }
+
+// TestInterconnectLocalGateway: in local gateway mode a holder is ready for the other zones once both its node
+// daemon lists the IP (address and iptables SNAT) and its own zone has committed the reroutes of the IP's pods to
+// its management port (and lists the IP in egress-ips-snat-ready). A pod's zone that rerouted on the daemon's list
+// alone sent the pod's traffic into a zone with no reroute for it, out of that node's gateway router with its
+// address (CI saw one such request during a failover).
+func TestInterconnectLocalGateway(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts etcd, kube-apiserver and four ovsdb-servers")
+	}
+	ic := newICEnv(t, "local")
+	cm := ic.cm
+	cm.create(icNode(1, true))
+	cm.create(icNode(2, false))
+	cm.create(icNode(3, false))
+	cm.create(namespace("prod", prodNS))
+	cm.create(icPod("prod", "web2", "10.244.3.6", "node3", web))
+	ic.startCM()
+	ic.startZone("node3", time.Second)
+	z1, z3 := ic.zones["node1"], ic.zones["node3"]
+
+	cm.create(egressIP("eip-prod", 0, []string{"172.18.0.33"}, prodNS, web))
+	cm.expectStatus("eip-prod", "172.18.0.33@node1")
+	// node1's daemon has its address and rules; its zone controller is not running. The same update adds a host
+	// address of node1: zone node3's node-IPs address set shows when it has read the update.
+	cm.updateNode("node1", func(n *corev1.Node) {
+		n.Annotations[annotations.EgressIPsReady] = `["172.18.0.33"]`
+		n.Annotations[annotations.HostCIDRs] = `["172.18.0.111/16"]`
+	})
+	z3.eventually("zone node3 read node1's update", func() error {
+		if rows := strings.Join(z3.ours(), "\n"); !strings.Contains(rows, "172.18.0.111") {
+			return fmt.Errorf("no node IP 172.18.0.111 in %s", rows)
+		}
+		return nil
+	})
+	if got := z3.reroutes()["prod/web2"]; strings.Contains(got, "100.88.0.2") {
+		t.Fatalf("zone node3 reroutes to node1 (%s) before node1's zone has a reroute for the pod", got)
+	}
+
+	ic.startZone("node1", time.Second)
+	toMgmt := rr("eip-prod", "10.244.3.6", "10.244.1.2")
+	cm.eventually("zone node3 reroutes to node1 once node1's zone has programmed the IP", func() error {
+		got := z3.reroutes()["prod/web2"]
+		if !strings.Contains(got, "100.88.0.2") {
+			return fmt.Errorf("web2: %q", got)
+		}
+		if h := z1.reroutes()["prod/web2"]; h != toMgmt {
+			t.Fatalf("zone node3 reroutes to node1 (%s) while node1's zone has %q, want %q", got, h, toMgmt)
+		}
+		return nil
+	})
+	if got := ic.annotation("node1", annotations.EgressIPsSNATReady); got != `["172.18.0.33"]` {
+		t.Errorf("%s = %q, want the IP", annotations.EgressIPsSNATReady, got)
+	}
+	n1, err := cm.kube.CoreV1().Nodes().Get(context.Background(), "node1", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if v, ok := n1.Annotations[annotations.EgressIPsLingering]; ok {
+		t.Errorf("local gateway mode: the zone wrote %s = %q (the pod zones time the linger)", annotations.EgressIPsLingering, v)
+	}
+}

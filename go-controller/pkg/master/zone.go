@@ -124,15 +124,15 @@ func (c *controller) zoneLinger(items map[string][]egressipv1.EgressIPStatusItem
 	return wake
 }
 
-// publishZone writes, after a committed transaction in shared gateway mode, the
-// zone node's SNAT-ready list (the IPs it holds, whose SNAT rows for every pod they
-// serve are now in NB; none while its gateway router is not among routers, as this
-// sync read them) and its lingering list, when they differ from what the Node carries.
+// publishZone writes, after a committed transaction, the zone node's SNAT-ready
+// list: the IPs it holds whose rows for every pod they serve are now in NB (shared
+// gateway mode: the SNAT rows on its gateway router; local gateway mode: the
+// reroutes of the pods to its management port, where its node daemon SNATs). None
+// while its routers are not among routers, as this sync read them. In shared
+// gateway mode also its lingering list (local gateway mode: the pod zones time the
+// linger). Only what differs from what the Node carries is written.
 func (c *controller) publishZone(ctx context.Context, nodes []*corev1.Node, items map[string][]egressipv1.EgressIPStatusItem,
 	routers map[string]bool) error {
-	if c.s.mode != nbstate.SharedGateway {
-		return nil
-	}
 	var self *corev1.Node
 	for _, n := range nodes {
 		if n.Name == c.s.Zone {
@@ -143,7 +143,20 @@ func (c *controller) publishZone(ctx context.Context, nodes []*corev1.Node, item
 		return nil // not registered yet: the Node's add event syncs again
 	}
 	ready := heldBy(items, c.s.Zone)
-	if !routers[nbstate.GatewayRouter(c.s.Zone)] || !routers[nbstate.ClusterRouter] {
+	if c.s.mode == nbstate.LocalGateway {
+		// Rows for an IP are written once the node daemon lists it (nexthop): hold
+		// back what it does not list yet.
+		host, err := annotations.ParseEgressIPsReady(self)
+		if err != nil {
+			host = nil
+		}
+		for ip := range ready {
+			if !host[ip] {
+				delete(ready, ip)
+			}
+		}
+	}
+	if !routers[nbstate.ClusterRouter] || (c.s.mode == nbstate.SharedGateway && !routers[nbstate.GatewayRouter(c.s.Zone)]) {
 		ready = map[netip.Addr]bool{} // no row of ours could be written
 	}
 	now := time.Now()
@@ -153,9 +166,9 @@ func (c *controller) publishZone(ctx context.Context, nodes []*corev1.Node, item
 			lingering[ip] = true
 		}
 	}
-	want := map[string]string{
-		annotations.EgressIPsSNATReady: annotations.FormatEgressIPsReady(ready),
-		annotations.EgressIPsLingering: annotations.FormatEgressIPsReady(lingering),
+	want := map[string]string{annotations.EgressIPsSNATReady: annotations.FormatEgressIPsReady(ready)}
+	if c.s.mode == nbstate.SharedGateway {
+		want[annotations.EgressIPsLingering] = annotations.FormatEgressIPsReady(lingering)
 	}
 	patch := map[string]any{}
 	for k, v := range want {

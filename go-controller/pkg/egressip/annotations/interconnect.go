@@ -24,10 +24,12 @@ const (
 	// NodeEncapIPs is a JSON list of the node's tunnel endpoint IPs.
 	NodeEncapIPs = "k8s.ovn.org/node-encap-ips"
 
-	// EgressIPsSNATReady is, in the interconnect layout and shared gateway mode, the JSON list of the egress IPs
-	// (as EgressIPsReady) that this node holds and whose SNAT rows its zone controller has committed on its gateway
-	// router, for every pod the IP serves at that commit. Other zones reroute to this node's transit switch IP for
-	// an egress IP only once it is listed here (make-before-break across zones). Written by the zone controller.
+	// EgressIPsSNATReady is, in the interconnect layout, the JSON list of the egress IPs (as EgressIPsReady) that
+	// this node holds and whose rows its zone controller has committed for every pod the IP serves at that commit:
+	// in shared gateway mode the SNAT rows on its gateway router; in local gateway mode, once the node daemon lists
+	// the IP in EgressIPsReady, the reroutes to its management port. Other zones reroute to this node's transit
+	// switch IP for an egress IP only once it is listed here (local gateway mode: here and in EgressIPsReady):
+	// make-before-break across zones. Written by the zone controller.
 	EgressIPsSNATReady = "k8s.ovn.org/egress-ips-snat-ready"
 	// EgressIPsLingering is, in the interconnect layout and shared gateway mode, the JSON list of the egress IPs
 	// this node no longer holds but whose SNAT rows its zone still keeps (the release linger). A zone whose pods have
