@@ -8,7 +8,8 @@ CLUSTER_NODES ?= 3
 GATEWAY_MODE ?= shared
 CLUSTER_IP_FAMILY ?= ipv4
 CLUSTER_NB ?= standalone
-CLUSTER_LAYOUT ?= centralized
+# Empty: each tool's default (make demo: interconnect; make cluster-up, clusterctl: centralized).
+CLUSTER_LAYOUT ?=
 CLUSTERCTL := $(CURDIR)/_output/bin/clusterctl
 export CLUSTER_STATE CLUSTER_NODES GATEWAY_MODE CLUSTER_IP_FAMILY CLUSTER_NB CLUSTER_LAYOUT
 

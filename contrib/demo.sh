@@ -2,7 +2,7 @@
 # The main job, as a cluster admin does it, on the local cluster:
 # ovnkube master + node daemons with --egress-ip-enable, kubectl label, kubectl apply,
 # then real requests from pods to the external echo server, showing the source IP it saw.
-#   GATEWAY_MODE=shared|local  CLUSTER_IP_FAMILY=ipv4|ipv6|dual  CLUSTER_LAYOUT=centralized|interconnect
+#   GATEWAY_MODE=shared|local  CLUSTER_IP_FAMILY=ipv4|ipv6|dual  CLUSTER_LAYOUT=interconnect (default)|centralized
 #   CLUSTER_STATE=dir (default _output/cluster)
 # Stop everything with: make demo-down
 set -euo pipefail
@@ -10,7 +10,7 @@ root=$(cd "$(dirname "$0")/.." && pwd)
 cd "$root"
 MODE=${GATEWAY_MODE:-shared}
 FAMILY=${CLUSTER_IP_FAMILY:-ipv4}
-LAYOUT=${CLUSTER_LAYOUT:-centralized}
+LAYOUT=${CLUSTER_LAYOUT:-interconnect}
 case $LAYOUT in centralized|interconnect) ;; *) echo "CLUSTER_LAYOUT=$LAYOUT: want centralized or interconnect" >&2; exit 2 ;; esac
 export CLUSTER_STATE=${CLUSTER_STATE:-$root/_output/cluster} GATEWAY_MODE=$MODE CLUSTER_IP_FAMILY=$FAMILY CLUSTER_NODES=3 CLUSTER_LAYOUT=$LAYOUT
 case $FAMILY in
