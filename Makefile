@@ -32,9 +32,12 @@ help:
 	@echo "make cluster-up / cluster-down   the local cluster alone (cluster-down also stops the demo)"
 	@echo "make clean          remove build outputs"
 
+# ovnkube --version: the git version, stamped at link time.
+VERSION_LDFLAGS = -X github.com/ovn-egressip/ovn-egressip/go-controller/pkg/version.gitVersion=$(shell git describe --tags --always --dirty 2>/dev/null)
+
 build:
 	@mkdir -p $(BIN)
-	$(GO) build -o $(BIN)/ovnkube ./go-controller/cmd/ovnkube
+	$(GO) build -ldflags "$(VERSION_LDFLAGS)" -o $(BIN)/ovnkube ./go-controller/cmd/ovnkube
 	$(GO) build -o $(BIN)/directconn ./go-controller/cmd/directconn
 
 image: install-deps

@@ -21,9 +21,12 @@ created=$(git log -1 --format=%ct)
 cache=${OVN_EIP_CACHE:-/var/cache/ovn-egressip}/image-root
 mkdir -p "$out/bin" "$root/_output/bin" "$cache"
 
-# The static binaries: no cgo, no build paths, no build id, no VCS stamp (the labels carry version and revision).
+# The static binaries: no cgo, no build paths, no build id, no VCS stamp (the labels carry version and revision;
+# ovnkube --version prints the version, stamped at link time).
 for cmd in ovnkube directconn; do
-  CGO_ENABLED=0 go build -trimpath -buildvcs=false -ldflags "-s -w -buildid=" -o "$out/bin/$cmd" "./go-controller/cmd/$cmd"
+  CGO_ENABLED=0 go build -trimpath -buildvcs=false \
+    -ldflags "-s -w -buildid= -X github.com/ovn-egressip/ovn-egressip/go-controller/pkg/version.gitVersion=$version" \
+    -o "$out/bin/$cmd" "./go-controller/cmd/$cmd"
 done
 go build -C contrib/image -trimpath -o "$root/_output/bin/ociimage" ./ociimage
 

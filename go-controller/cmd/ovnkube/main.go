@@ -15,6 +15,7 @@ import (
 	"k8s.io/klog/v2"
 
 	"github.com/ovn-egressip/ovn-egressip/go-controller/pkg/config"
+	"github.com/ovn-egressip/ovn-egressip/go-controller/pkg/version"
 )
 
 func main() {
@@ -28,6 +29,7 @@ func main() {
 func newApp() *cli.App {
 	return &cli.App{
 		Name:            "ovnkube",
+		Version:         version.String(),
 		Usage:           "egress IPs for OVN-Kubernetes-style clusters: master (assignment, status, OVN Northbound) and node daemon",
 		Flags:           config.Flags(),
 		HideHelpCommand: true,
@@ -41,6 +43,7 @@ func newApp() *cli.App {
 				return err
 			}
 			setupLogging(cfg.LogLevel)
+			klog.InfoS("ovnkube starting", "version", version.String())
 			ctx, stop := signal.NotifyContext(c.Context, syscall.SIGINT, syscall.SIGTERM)
 			defer stop()
 			rc, err := restConfig(cfg)
