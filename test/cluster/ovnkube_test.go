@@ -10,6 +10,8 @@ import (
 func TestOvnkubeArgs(t *testing.T) {
 	central := &Cluster{p: paths{dir: "/s"}, st: State{GatewayMode: GatewayLocal, IPFamily: FamilyDual, NBAddress: "unix:/s/run/ovnnb_db.sock"}}
 	ic := &Cluster{p: paths{dir: "/s"}, st: State{GatewayMode: GatewayShared, IPFamily: FamilyIPv4, Layout: LayoutInterconnect}}
+	// The local cluster's nodes are netns of one machine: the leaders opt in to the fast health check timings.
+	const fast = "--egressip-reachability-interval 25ms --egressip-reachability-total-timeout 75ms"
 	for _, tc := range []struct {
 		name string
 		got  []string
@@ -17,11 +19,11 @@ func TestOvnkubeArgs(t *testing.T) {
 	}{
 		{"central common", central.OvnkubeCommonArgs("/kc", "2"), "--egress-ip-enable --gateway-mode local --kubeconfig /kc " +
 			"--cluster-subnets 10.244.0.0/16,fd00:10:244::/48 --join-subnet 100.64.0.0/16,fd98::/64 --loglevel 2"},
-		{"central leader", central.OvnkubeLeaderArgs(), "--init-master --nb-address unix:/s/run/ovnnb_db.sock"},
+		{"central leader", central.OvnkubeLeaderArgs(), "--init-master --nb-address unix:/s/run/ovnnb_db.sock " + fast},
 		{"central node", central.OvnkubeNodeArgs("node2"), "--init-node node2 --egressip-node-resync-interval 2s"},
 		{"ic common", ic.OvnkubeCommonArgs("/kc", "4"), "--egress-ip-enable --gateway-mode shared --kubeconfig /kc " +
 			"--cluster-subnets 10.244.0.0/16 --join-subnet 100.64.0.0/16 --loglevel 4"},
-		{"ic leader", ic.OvnkubeLeaderArgs(), "--init-cluster-manager"},
+		{"ic leader", ic.OvnkubeLeaderArgs(), "--init-cluster-manager " + fast},
 		{"ic node", ic.OvnkubeNodeArgs("node2"), "--init-node node2 --egressip-node-resync-interval 2s " +
 			"--init-ovnkube-controller node2 --nb-address unix:/s/run/node2/ovnnb_db.sock"},
 	} {

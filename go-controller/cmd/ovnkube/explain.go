@@ -42,7 +42,7 @@ func egressIPCommand() *cli.Command {
 				&cli.DurationFlag{Name: "timeout", Value: 10 * time.Second, Usage: "how long to wait for the API and NB"},
 				&cli.BoolFlag{Name: "probe", Usage: "probe the labelled nodes' egress health check as the master does (from where explain runs: it must reach the nodes' management IPs); without it every labelled node is taken as reachable"},
 				&cli.IntFlag{Name: config.FlagHealthCheckPort, Value: 9107, Usage: "with --probe: the nodes' gRPC health check port; 0 = legacy TCP check on port 9"},
-				&cli.DurationFlag{Name: config.FlagReachabilityTimeout, Value: 75 * time.Millisecond, Usage: "with --probe: total timeout of one probe"},
+				&cli.DurationFlag{Name: config.FlagReachabilityTimeout, Value: config.DefaultReachabilityTimeout, Usage: "with --probe: total timeout of one probe"},
 			),
 			Action: runExplain,
 		}},
@@ -339,7 +339,7 @@ func (p probed) Reachable(node string) bool { r, ok := p[node]; return !ok || r 
 // failures that are silence only if another node answered meanwhile; a node held
 // because no node answered is logged on stderr and counts as reachable, as in the
 // master) against the labelled nodes until each has passed two rounds in a row or
-// been probed twelve times (at most 3 s), and returns the checker's verdicts.
+// been probed twelve times (at most 3 s, or four timeouts when longer), and returns the checker's verdicts.
 func probe(ctx context.Context, nodes []*corev1.Node, port int, timeout time.Duration) probed {
 	var targets []healthcheck.Target
 	for _, n := range nodes {
@@ -356,7 +356,7 @@ func probe(ctx context.Context, nodes []*corev1.Node, port int, timeout time.Dur
 	}
 	var mu sync.Mutex
 	seen := map[string][]bool{}
-	pctx, cancel := context.WithTimeout(ctx, 3*time.Second)
+	pctx, cancel := context.WithTimeout(ctx, max(3*time.Second, 4*timeout))
 	defer cancel()
 	checker := healthcheck.NewChecker(healthcheck.CheckerConfig{
 		Port: port, Interval: 50 * time.Millisecond, Timeout: timeout,

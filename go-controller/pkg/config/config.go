@@ -122,6 +122,11 @@ const (
 	FlagJoinSubnet          = "join-subnet"
 	FlagHealthCheckPort     = "egressip-node-healthcheck-port"
 	FlagReachabilityTimeout = "egressip-reachability-total-timeout"
+	// DefaultReachabilityTimeout and DefaultReachabilityInterval are safe on real networks: a node whose links
+	// are cut is declared unreachable after about interval + 2 x timeout (2.5 s); a dead daemon (its kernel refuses
+	// the health port) within one interval.
+	DefaultReachabilityTimeout  = time.Second
+	DefaultReachabilityInterval = 500 * time.Millisecond
 	FlagReachabilityPeriod  = "egressip-reachability-interval"
 	FlagNodeResync          = "egressip-node-resync-interval"
 	FlagNodeReleaseLinger   = "egressip-node-release-linger"
@@ -160,8 +165,8 @@ func Flags() []cli.Flag {
 		&cli.StringFlag{Name: FlagClusterSubnets, Value: "10.244.0.0/16", Usage: "comma list of cluster pod `SUBNETS` (CIDR, optionally CIDR/hostPrefix)"},
 		&cli.StringFlag{Name: FlagJoinSubnet, Aliases: []string{"gateway-v4-join-subnet"}, Value: "100.64.0.0/16", Usage: "comma list of join switch `SUBNETS`"},
 		&cli.IntFlag{Name: FlagHealthCheckPort, Value: 9107, Usage: "egress node gRPC health check port; 0 = legacy TCP check on port 9"},
-		&cli.DurationFlag{Name: FlagReachabilityTimeout, Value: 75 * time.Millisecond, Usage: "total timeout of one egress node health probe (0 disables the check: every node is reachable); a node is unreachable after two probes in a row its kernel did not answer either (or that its health server refused), or after ten slow answers in a row"},
-		&cli.DurationFlag{Name: FlagReachabilityPeriod, Value: 25 * time.Millisecond, Usage: "interval between egress node health probes"},
+		&cli.DurationFlag{Name: FlagReachabilityTimeout, Value: DefaultReachabilityTimeout, Usage: "total timeout of one egress node health probe (0 disables the check: every node is reachable); a node is unreachable after two probes in a row its kernel did not answer either (or that its health server refused), or after ten slow answers in a row; 75ms with an interval of 25ms fails a cut node over in about 175 ms where the master's path to the nodes is short and quiet (docs/egressip.md, \"Health check timings\")"},
+		&cli.DurationFlag{Name: FlagReachabilityPeriod, Value: DefaultReachabilityInterval, Usage: "interval between egress node health probes"},
 		&cli.DurationFlag{Name: FlagNodeResync, Value: 30 * time.Second, Usage: "how often the node re-applies its egress host state (repairs drift)"},
 		&cli.DurationFlag{Name: FlagNodeReleaseLinger, Value: 5 * time.Second, Usage: "local gateway mode: how long the SNAT rules of an egress IP that moved to another node stay (traffic still rerouted here leaves with the egress IP); 0 = not at all"},
 		&cli.StringFlag{Name: FlagMetricsBindAddress, Usage: "`HOST:PORT` to serve Prometheus /metrics, /healthz and /readyz on (default: off)"},
