@@ -127,22 +127,22 @@ const (
 	// the health port) within one interval.
 	DefaultReachabilityTimeout  = time.Second
 	DefaultReachabilityInterval = 500 * time.Millisecond
-	FlagReachabilityPeriod  = "egressip-reachability-interval"
-	FlagNodeResync          = "egressip-node-resync-interval"
-	FlagNodeReleaseLinger   = "egressip-node-release-linger"
-	FlagMetricsBindAddress  = "metrics-bind-address"
-	FlagEnablePprof         = "enable-pprof"
-	FlagPprofBindAddress    = "pprof-bind-address"
-	FlagLogLevel            = "loglevel"
-	FlagLeaderElection      = "leader-elect"
-	FlagLeaderNamespace     = "leader-elect-namespace"
-	FlagLeaderName          = "leader-elect-name"
-	FlagLeaseDuration       = "leader-elect-lease-duration"
-	FlagRenewDeadline       = "leader-elect-renew-deadline"
-	FlagRetryPeriod         = "leader-elect-retry-period"
-	FlagNBConnectTimeout    = "nb-connect-timeout"
-	FlagKubeAPIQPS          = "kube-api-qps"
-	FlagKubeAPIBurst        = "kube-api-burst"
+	FlagReachabilityPeriod      = "egressip-reachability-interval"
+	FlagNodeResync              = "egressip-node-resync-interval"
+	FlagNodeReleaseLinger       = "egressip-node-release-linger"
+	FlagMetricsBindAddress      = "metrics-bind-address"
+	FlagEnablePprof             = "enable-pprof"
+	FlagPprofBindAddress        = "pprof-bind-address"
+	FlagLogLevel                = "loglevel"
+	FlagLeaderElection          = "leader-elect"
+	FlagLeaderNamespace         = "leader-elect-namespace"
+	FlagLeaderName              = "leader-elect-name"
+	FlagLeaseDuration           = "leader-elect-lease-duration"
+	FlagRenewDeadline           = "leader-elect-renew-deadline"
+	FlagRetryPeriod             = "leader-elect-retry-period"
+	FlagNBConnectTimeout        = "nb-connect-timeout"
+	FlagKubeAPIQPS              = "kube-api-qps"
+	FlagKubeAPIBurst            = "kube-api-burst"
 )
 
 // Flags returns the command-line flags of ovnkube.
