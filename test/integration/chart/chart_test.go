@@ -93,7 +93,7 @@ func TestChartAppliesOnAPIServer(t *testing.T) {
 		{"interconnect", "shared", []string{"deployment.apps/ovnkube-egressip-cluster-manager",
 			"poddisruptionbudget.policy/ovnkube-egressip-cluster-manager"},
 			[]string{"- --init-cluster-manager\n", "- --init-ovnkube-controller=$(NODE_NAME)\n", "- --init-node=$(NODE_NAME)\n",
-				"address = unix:/var/run/ovn/ovnnb_db.sock\n"}},
+				"- --nb-address=unix:/var/run/ovn/ovnnb_db.sock\n", "fieldPath: status.hostIP\n"}},
 		{"interconnect", "local", []string{"deployment.apps/ovnkube-egressip-cluster-manager"}, []string{"mode = local\n"}},
 	}
 	for _, c := range cases {

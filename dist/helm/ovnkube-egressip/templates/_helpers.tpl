@@ -15,11 +15,6 @@ The one source of the names, probes and security contexts that every layout's ob
 
 {{- define "oeip.image" -}}{{ .repository }}:{{ .tag }}{{- end -}}
 
-{{/* The NB address of ovnkube.conf: the cluster's (centralized) or the zone's (interconnect). */}}
-{{- define "oeip.nbAddress" -}}
-{{- if eq (include "oeip.layout" .) "interconnect" -}}{{ .Values.zone.nbAddress }}{{- else -}}{{ .Values.nbAddress }}{{- end -}}
-{{- end -}}
-
 {{/* Flags every ovnkube process of the chart takes, after its role flags (a YAML list). */}}
 {{- define "oeip.commonArgs" -}}
 - --config-file=/etc/ovnkube/ovnkube.conf
