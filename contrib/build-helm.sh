@@ -11,11 +11,8 @@ V=v4.3.2
 cache=${OVN_EIP_CACHE:-/var/cache/ovn-egressip}/helm-$V
 bin=$cache/bin
 cached() { [[ -x $bin/helm && -f $bin/.stamp && "$(cat "$bin/.stamp")" == "$V" ]]; }
-if cached; then echo "$bin"; exit 0; fi
-mkdir -p "$bin"
-exec 9>"$cache/.lock"
-flock 9
-if cached; then echo "$bin"; exit 0; fi
+. "$here/cache.sh"
+cache_reuse_or_lock "$bin" "$cache"
 command -v go >/dev/null || { echo "build-helm: go is not installed (need Go 1.26 to build helm $V)" >&2; exit 1; }
 # The version helm prints (helm version): the module's own default is only major.minor.
 LD="-s -w -X helm.sh/helm/v4/internal/version.version=$V"
