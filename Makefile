@@ -56,7 +56,7 @@ kubelet-demo: kubelet-images
 kubelet-test: kubelet-images
 	@KUBELET=1 ./contrib/install-deps.sh
 	@KUBE_EXTRA="kubelet kube-controller-manager kube-scheduler" ./contrib/build-kube.sh >/dev/null
-	$(GO) test $(GOTEST_FLAGS) -timeout 15m -v -run TestManifestsOnKubelets ./test/e2e/kubelet/
+	$(GO) test $(GOTEST_FLAGS) -timeout 15m -v -run 'Test(Manifests|Chart)OnKubelets' ./test/e2e/kubelet/
 
 generate: docs
 	./hack/update-codegen.sh
