@@ -249,20 +249,11 @@ func TestChartOnKubelets(t *testing.T) {
 	chart := filepath.Join(b.root, "dist", "helm", "ovnkube-egressip")
 	set := []string{"--set", "layout=centralized", "--set", "gatewayMode=" + b.mode, "--set", "nbAddress=" + b.c.NBTCPAddress()}
 	// The local cluster applied the chart's access objects (ServiceAccounts, roles, admission policy) from
-	// dist/manifests before ovnkube's tokens were issued: mark them as the release's, as helm's adoption of existing
-	// objects asks, so that helm install takes them over instead of refusing.
-	rendered := filepath.Join(t.TempDir(), "rendered.yaml")
-	if err := os.WriteFile(rendered, []byte(b.run(helm, append([]string{"template", release, chart, "--namespace", ns}, set...)...)), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	if existing := strings.Fields(b.kubectl("get", "-f", rendered, "--ignore-not-found", "-o", "name")); len(existing) > 0 {
-		b.kubectl(append([]string{"-n", ns, "annotate", "--overwrite", "meta.helm.sh/release-name=" + release,
-			"meta.helm.sh/release-namespace=" + ns}, existing...)...)
-		b.kubectl(append([]string{"-n", ns, "label", "--overwrite", "app.kubernetes.io/managed-by=Helm"}, existing...)...)
-		t.Logf("adopted %d objects the local cluster had applied", len(existing))
-	}
+	// dist/manifests with kubectl before it issued ovnkube's tokens: helm install takes them over (--take-ownership)
+	// and overrides kubectl's field ownership of them (--force-conflicts), as when adopting an install from
+	// dist/manifests.
 	t1 := time.Now()
-	b.run(helm, append([]string{"install", release, chart, "--namespace", ns}, set...)...)
+	b.run(helm, append([]string{"install", release, chart, "--namespace", ns, "--take-ownership", "--force-conflicts"}, set...)...)
 	b.checkRunning(t1, "helm install")
 	b.startServedPod()
 	b.underProbing("HELM UPGRADE", "helm upgrade --set logLevel=5 (2 master and 3 node daemon pods roll)", func() {
