@@ -4,11 +4,19 @@
 package chart
 
 import (
+	"bufio"
 	"bytes"
+	"fmt"
+	"io"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 
 	"github.com/ovn-egressip/ovn-egressip/test/apiserver"
 )
@@ -23,10 +31,7 @@ type tools struct {
 
 func setup(t *testing.T) *tools {
 	t.Helper()
-	root, err := apiserver.RepoRoot()
-	if err != nil {
-		t.Fatal(err)
-	}
+	root := mustRoot(t)
 	helm, err := apiserver.Helm(root)
 	if err != nil {
 		t.Fatal(err)
@@ -44,6 +49,15 @@ func setup(t *testing.T) *tools {
 // template is `helm template` of the chart with the --set flags given.
 func (tl *tools) template(t *testing.T, set ...string) []byte {
 	t.Helper()
+	out, err := tl.tryTemplate(set...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+// tryTemplate is template that returns helm's failure (with its stderr) instead of failing the test.
+func (tl *tools) tryTemplate(set ...string) ([]byte, error) {
 	args := []string{"template", "ovnkube-egressip", filepath.Join(tl.root, "dist", "helm", "ovnkube-egressip"),
 		"--namespace", namespace}
 	for _, s := range set {
@@ -53,9 +67,38 @@ func (tl *tools) template(t *testing.T, set ...string) []byte {
 	cmd := exec.Command(tl.helm, args...)
 	cmd.Stdout, cmd.Stderr = &out, &errb
 	if err := cmd.Run(); err != nil {
-		t.Fatalf("helm %s: %v\n%s", strings.Join(args, " "), err, errb.String())
+		return nil, fmt.Errorf("helm %s: %v\n%s", strings.Join(args, " "), err, errb.String())
 	}
-	return out.Bytes()
+	return out.Bytes(), nil
+}
+
+// podSpecs decodes the Deployment and the DaemonSet of a rendered manifest: their pod templates by object name.
+func podSpecs(t *testing.T, manifest []byte) map[string]corev1.PodSpec {
+	t.Helper()
+	specs := map[string]corev1.PodSpec{}
+	r := utilyaml.NewYAMLReader(bufio.NewReader(bytes.NewReader(manifest)))
+	for {
+		doc, err := r.Read()
+		if err == io.EOF {
+			return specs
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		var obj struct {
+			Kind     string            `json:"kind"`
+			Metadata metav1.ObjectMeta `json:"metadata"`
+			Spec     struct {
+				Template corev1.PodTemplateSpec `json:"template"`
+			} `json:"spec"`
+		}
+		if err := utilyaml.Unmarshal(doc, &obj); err != nil {
+			t.Fatalf("%v in\n%s", err, doc)
+		}
+		if obj.Kind == "Deployment" || obj.Kind == "DaemonSet" {
+			specs[obj.Metadata.Name] = obj.Spec.Template.Spec
+		}
+	}
 }
 
 func (tl *tools) kubectl(stdin []byte, args ...string) (string, error) {
@@ -137,4 +180,130 @@ func TestChartDryRunRejectsInvalid(t *testing.T) {
 			t.Errorf("layout %s: the error does not name the field:\n%s", layout, out)
 		}
 	}
+}
+
+// TestChartZoneNB: in the interconnect layout the zone controller's NB is, by default, the socket an OVN-Kubernetes
+// node has: its single-node-zone pods mount the host's /var/run/openvswitch at /var/run/ovn, so the pod mounts that
+// host directory (read-only, once it exists) at /var/run/ovn and connects to /var/run/ovn/ovnnb_db.sock. A tcp: zone
+// NB mounts nothing; a unix: socket outside /var/run/ovn/ fails the install, naming the value.
+func TestChartZoneNB(t *testing.T) {
+	tl := &tools{root: mustRoot(t)}
+	var err error
+	if tl.helm, err = apiserver.Helm(tl.root); err != nil {
+		t.Fatal(err)
+	}
+	node := podSpecs(t, tl.template(t, "layout=interconnect"))["ovnkube-egressip-node"]
+	if len(node.Containers) != 1 {
+		t.Fatalf("node DaemonSet: %d containers", len(node.Containers))
+	}
+	c := node.Containers[0]
+	if !slices.Contains(c.Command, "--nb-address=unix:/var/run/ovn/ovnnb_db.sock") {
+		t.Errorf("zone controller command %v: no --nb-address=unix:/var/run/ovn/ovnnb_db.sock", c.Command)
+	}
+	mount := volumeMount(c, "/var/run/ovn")
+	if mount == nil || !mount.ReadOnly {
+		t.Fatalf("no read-only mount at /var/run/ovn: %+v", c.VolumeMounts)
+	}
+	v := volume(node, mount.Name)
+	if v == nil || v.HostPath == nil || v.HostPath.Path != "/var/run/openvswitch" || v.HostPath.Type == nil ||
+		*v.HostPath.Type != corev1.HostPathDirectory {
+		t.Errorf("volume %s: %+v, want hostPath /var/run/openvswitch of type Directory", mount.Name, v)
+	}
+
+	node = podSpecs(t, tl.template(t, "layout=interconnect", "zone.nbAddress=tcp:$(NODE_IP):6641"))["ovnkube-egressip-node"]
+	if m := volumeMount(node.Containers[0], "/var/run/ovn"); m != nil {
+		t.Errorf("tcp: zone NB: the pod still mounts %s at /var/run/ovn", m.Name)
+	}
+	if _, err := tl.tryTemplate("layout=interconnect", "zone.nbAddress=unix:/run/ovn/ovnnb_db.sock"); err == nil ||
+		!strings.Contains(err.Error(), `zone.nbAddress "unix:/run/ovn/ovnnb_db.sock"`) {
+		t.Errorf("a zone socket outside /var/run/ovn/: %v", err)
+	}
+}
+
+// TestChartNBTLS: with an ssl: NB and nbTLS.secretName, the process that connects to NB (the master; the zone
+// controller) gets the Secret's files read-only at /ovn-cert and the flags naming them, the others get neither, and the
+// whole passes the apiserver's dry run; an ssl: NB without a Secret fails the install, naming nbTLS.secretName.
+func TestChartNBTLS(t *testing.T) {
+	tl := setup(t)
+	cases := []struct {
+		layout, addr, user, other string
+	}{
+		{"centralized", "nbAddress=ssl:ovnkube-db.ovn-kubernetes.svc:6641", "ovnkube-egressip-master", "ovnkube-egressip-node"},
+		{"interconnect", "zone.nbAddress=ssl:$(NODE_IP):6641", "ovnkube-egressip-node", "ovnkube-egressip-cluster-manager"},
+	}
+	for _, c := range cases {
+		t.Run(c.layout, func(t *testing.T) {
+			if _, err := tl.tryTemplate("layout="+c.layout, c.addr); err == nil || !strings.Contains(err.Error(), "set nbTLS.secretName") {
+				t.Errorf("ssl: NB without nbTLS.secretName: %v", err)
+			}
+			manifest := tl.template(t, "layout="+c.layout, c.addr, "nbTLS.secretName=ovn-nb-client",
+				"nbTLS.privkeyKey=key.pem", "nbTLS.certCommonName=ovnnb")
+			specs := podSpecs(t, manifest)
+			user, other := specs[c.user], specs[c.other]
+			if len(user.Containers) != 1 || len(other.Containers) != 1 {
+				t.Fatalf("%s, %s: not one container each in %v", c.user, c.other, specs)
+			}
+			cmd := user.Containers[0].Command
+			for _, f := range []string{"--nb-client-privkey=/ovn-cert/client-privkey.pem", "--nb-client-cert=/ovn-cert/client-cert.pem",
+				"--nb-client-cacert=/ovn-cert/ca-cert.pem", "--nb-cert-common-name=ovnnb"} {
+				if !slices.Contains(cmd, f) {
+					t.Errorf("%s: no %s in %v", c.user, f, cmd)
+				}
+			}
+			mount := volumeMount(user.Containers[0], "/ovn-cert")
+			if mount == nil || !mount.ReadOnly {
+				t.Fatalf("%s: no read-only mount at /ovn-cert: %+v", c.user, user.Containers[0].VolumeMounts)
+			}
+			v := volume(user, mount.Name)
+			if v == nil || v.Secret == nil || v.Secret.SecretName != "ovn-nb-client" {
+				t.Fatalf("%s: volume %s is not the Secret ovn-nb-client: %+v", c.user, mount.Name, v)
+			}
+			want := map[string]string{"key.pem": "client-privkey.pem", "tls.crt": "client-cert.pem", "ca.crt": "ca-cert.pem"}
+			got := map[string]string{}
+			for _, it := range v.Secret.Items {
+				got[it.Key] = it.Path
+			}
+			if fmt.Sprint(got) != fmt.Sprint(want) {
+				t.Errorf("%s: Secret items %v, want %v", c.user, got, want)
+			}
+			if c.layout == "centralized" && (user.SecurityContext == nil || user.SecurityContext.FSGroup == nil || *user.SecurityContext.FSGroup != 65532) {
+				t.Errorf("master: no fsGroup 65532 (the image's group) to read the 0440 files: %+v", user.SecurityContext)
+			}
+			if volumeMount(other.Containers[0], "/ovn-cert") != nil || slices.ContainsFunc(other.Containers[0].Command, func(a string) bool {
+				return strings.HasPrefix(a, "--nb-client-")
+			}) {
+				t.Errorf("%s, which does not connect to NB, got the NB client files: %v", c.other, other.Containers[0].Command)
+			}
+			if out, err := tl.kubectl(manifest, "apply", "--dry-run=server", "-f", "-"); err != nil {
+				t.Fatalf("kubectl apply --dry-run=server: %v\n%s", err, out)
+			}
+		})
+	}
+}
+
+func mustRoot(t *testing.T) string {
+	t.Helper()
+	root, err := apiserver.RepoRoot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return root
+}
+
+func volumeMount(c corev1.Container, path string) *corev1.VolumeMount {
+	for i := range c.VolumeMounts {
+		if c.VolumeMounts[i].MountPath == path {
+			return &c.VolumeMounts[i]
+		}
+	}
+	return nil
+}
+
+func volume(p corev1.PodSpec, name string) *corev1.Volume {
+	for i := range p.Volumes {
+		if p.Volumes[i].Name == name {
+			return &p.Volumes[i]
+		}
+	}
+	return nil
 }

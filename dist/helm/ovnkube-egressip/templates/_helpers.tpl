@@ -15,6 +15,54 @@ The one source of the names, probes and security contexts that every layout's ob
 
 {{- define "oeip.image" -}}{{ .repository }}:{{ .tag }}{{- end -}}
 
+{{/*
+NB over TLS (nbTLS), for the process that connects to NB (.addr: its --nb-address): the three flags (and
+--nb-cert-common-name), the mount and the volume of the Secret. An ssl: address without nbTLS.secretName fails.
+*/}}
+{{- define "oeip.nbTLSCheck" -}}
+{{- if and (contains "ssl:" .addr) (not .root.Values.nbTLS.secretName) -}}
+{{- fail (printf "NB address %q is ssl: set nbTLS.secretName to the Secret with the client's key, certificate and CA certificate" .addr) -}}
+{{- end -}}
+{{- end -}}
+{{- define "oeip.nbTLSArgs" -}}
+{{- include "oeip.nbTLSCheck" . -}}
+{{- with .root.Values.nbTLS -}}
+{{- if .secretName -}}
+- --nb-client-privkey=/ovn-cert/client-privkey.pem
+- --nb-client-cert=/ovn-cert/client-cert.pem
+- --nb-client-cacert=/ovn-cert/ca-cert.pem
+{{- with .certCommonName }}
+- --nb-cert-common-name={{ . }}
+{{- end }}
+{{- end -}}
+{{- end -}}
+{{- end -}}
+{{- define "oeip.nbTLSMount" -}}
+{{- if .Values.nbTLS.secretName -}}
+- name: nb-tls
+  mountPath: /ovn-cert
+  readOnly: true
+{{- end -}}
+{{- end -}}
+{{- define "oeip.nbTLSVolume" -}}
+{{- with .Values.nbTLS -}}
+{{- if .secretName -}}
+- name: nb-tls
+  secret:
+    secretName: {{ .secretName }}
+    # Readable by the process' group only: root in the node pod, fsGroup (the image's 65532) in the master's.
+    defaultMode: 0440
+    items:
+    - key: {{ .privkeyKey }}
+      path: client-privkey.pem
+    - key: {{ .certKey }}
+      path: client-cert.pem
+    - key: {{ .cacertKey }}
+      path: ca-cert.pem
+{{- end -}}
+{{- end -}}
+{{- end -}}
+
 {{/* Flags every ovnkube process of the chart takes, after its role flags (a YAML list). */}}
 {{- define "oeip.commonArgs" -}}
 - --config-file=/etc/ovnkube/ovnkube.conf
