@@ -108,10 +108,17 @@ func (tl *tools) kubectl(stdin []byte, args ...string) (string, error) {
 	return string(out), err
 }
 
-// TestChartAppliesOnAPIServer: helm template dist/helm/ovnkube-egressip --set layout=X | kubectl apply
-// --dry-run=server -f -, in both layouts and both gateway modes; every object of the layout is accepted.
-func TestChartAppliesOnAPIServer(t *testing.T) {
+// TestChartOnAPIServer runs the cases below against one kube-apiserver (each start costs about 7 s).
+func TestChartOnAPIServer(t *testing.T) {
 	tl := setup(t)
+	t.Run("applies", func(t *testing.T) { testApplies(t, tl) })
+	t.Run("rejects-invalid", func(t *testing.T) { testDryRunRejectsInvalid(t, tl) })
+	t.Run("nb-tls", func(t *testing.T) { testNBTLS(t, tl) })
+}
+
+// testApplies: helm template dist/helm/ovnkube-egressip --set layout=X | kubectl apply
+// --dry-run=server -f -, in both layouts and both gateway modes; every object of the layout is accepted.
+func testApplies(t *testing.T, tl *tools) {
 	access := []string{
 		"serviceaccount/ovnkube-egressip-master", "serviceaccount/ovnkube-egressip-node",
 		"clusterrole.rbac.authorization.k8s.io/ovnkube-egressip-master",
@@ -165,11 +172,10 @@ func TestChartAppliesOnAPIServer(t *testing.T) {
 	}
 }
 
-// TestChartDryRunRejectsInvalid: the same pipeline fails on a manifest the server refuses (a node selector key that
+// testDryRunRejectsInvalid: the same pipeline fails on a manifest the server refuses (a node selector key that
 // is no label key passes the chart's schema, not the apiserver's validation), so the passing cases above mean
 // something.
-func TestChartDryRunRejectsInvalid(t *testing.T) {
-	tl := setup(t)
+func testDryRunRejectsInvalid(t *testing.T, tl *tools) {
 	for _, layout := range []string{"centralized", "interconnect"} {
 		manifest := tl.template(t, "layout="+layout, "nodeSelector.a/b/c=x")
 		out, err := tl.kubectl(manifest, "apply", "--dry-run=server", "-f", "-")
@@ -220,11 +226,10 @@ func TestChartZoneNB(t *testing.T) {
 	}
 }
 
-// TestChartNBTLS: with an ssl: NB and nbTLS.secretName, the process that connects to NB (the master; the zone
+// testNBTLS: with an ssl: NB and nbTLS.secretName, the process that connects to NB (the master; the zone
 // controller) gets the Secret's files read-only at /ovn-cert and the flags naming them, the others get neither, and the
 // whole passes the apiserver's dry run; an ssl: NB without a Secret fails the install, naming nbTLS.secretName.
-func TestChartNBTLS(t *testing.T) {
-	tl := setup(t)
+func testNBTLS(t *testing.T, tl *tools) {
 	cases := []struct {
 		layout, addr, user, other string
 	}{
