@@ -9,7 +9,7 @@ SERIAL_PKGS := ./test/cluster/... ./test/e2e/...
 GOTEST_FLAGS ?= -race -count=1
 TEST_TIMEOUT ?= 60m
 
-.PHONY: help docs build image kubelet-images kubelet-demo kubelet-test test-images generate verify test test-unit test-serial test-matrix lint clean bench scale scale-ic demo chaos
+.PHONY: help docs build manifests chart-check image kubelet-images kubelet-demo kubelet-test test-images generate verify test test-unit test-serial test-matrix lint clean bench scale scale-ic demo chaos
 
 help:
 	@echo "make demo           bring up the local cluster and run the main job (GATEWAY_MODE=local for local gateway mode)"
@@ -22,7 +22,9 @@ help:
 	@echo "make kubelet-test   the same as a Go test (test/e2e/kubelet)"
 	@echo "make generate       regenerate clientset, deepcopy, CRDs, the NB model and docs/flags.md"
 	@echo "make docs           regenerate docs/flags.md (the flag and config file reference) from the flag definitions"
-	@echo "make verify         generated code, docs/flags.md and go.mod/go.sum are up to date"
+	@echo "make manifests      render dist/manifests (both layouts) from the Helm chart dist/helm/ovnkube-egressip"
+	@echo "make chart-check    helm lint and helm template of the chart in both layouts, dist/manifests up to date (in make verify)"
+	@echo "make verify         generated code, docs/flags.md, go.mod/go.sum and dist/manifests are up to date"
 	@echo "make lint           gofmt, go vet, staticcheck"
 	@echo "make bench          benchmarks that print numbers (NB programming speed)"
 	@echo "make scale          the master process at scale on a real apiserver and NB: 100 simulated nodes, 5000 pods (SCALE_FLAGS=-scale.nodes=N ..., see docs/egressip.md)"
@@ -57,7 +59,7 @@ kubelet-demo: kubelet-images
 kubelet-test: kubelet-images
 	@KUBELET=1 ./contrib/install-deps.sh
 	@KUBE_EXTRA="kubelet kube-controller-manager kube-scheduler" ./contrib/build-kube.sh >/dev/null
-	$(GO) test $(GOTEST_FLAGS) -timeout 15m -v -run TestManifestsOnKubelets ./test/e2e/kubelet/
+	$(GO) test $(GOTEST_FLAGS) -timeout 15m -v -run 'Test(Manifests|Chart)OnKubelets' ./test/e2e/kubelet/
 
 generate: docs
 	./hack/update-codegen.sh
@@ -69,6 +71,13 @@ docs:
 
 verify:
 	./hack/verify.sh
+
+# dist/manifests is rendered from the chart (helm from contrib/build-helm.sh, cached like kubectl).
+manifests:
+	./hack/update-manifests.sh
+
+chart-check:
+	./hack/verify-chart.sh
 
 # Each stage prints its time (CI's budget is 60 minutes).
 test:

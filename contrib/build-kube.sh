@@ -16,11 +16,8 @@ cached() {
   [[ -x $bin/kube-apiserver && -x $bin/kubectl && -f $bin/.stamp && "$(cat "$bin/.stamp")" == "$V" ]] || return 1
   local x; for x in "${extra[@]}"; do [[ -x $bin/$x ]] || return 1; done
 }
-if cached; then echo "$bin"; exit 0; fi
-mkdir -p "$bin"
-exec 9>"$cache/.lock"
-flock 9
-if cached; then echo "$bin"; exit 0; fi
+. "$here/cache.sh"
+cache_reuse_or_lock "$bin" "$cache"
 command -v go >/dev/null || { echo "build-kube: go is not installed (need Go 1.26 to build kube-apiserver/kubectl $V)" >&2; exit 1; }
 LD="-s -w"
 for p in k8s.io/component-base/version k8s.io/client-go/pkg/version; do

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Fails when generated code, CRDs, docs/flags.md or go.mod/go.sum are stale.
+# Fails when generated code, CRDs, docs/flags.md, go.mod/go.sum or dist/manifests (rendered from the Helm chart) are stale.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 make generate >/dev/null
@@ -14,3 +14,4 @@ if [ -n "$(git status --porcelain --untracked-files=all -- go-controller dist go
   exit 1
 fi
 go mod verify
+./hack/verify-chart.sh

@@ -32,14 +32,10 @@ const (
 func ResolveBinaries(repoRoot string) (Binaries, error) {
 	dir := os.Getenv(EnvKubeBinDir)
 	if dir == "" {
-		script := filepath.Join(repoRoot, "contrib", "build-kube.sh")
-		var out, errb bytes.Buffer
-		cmd := exec.Command("bash", script)
-		cmd.Stdout, cmd.Stderr = &out, &errb
-		if err := cmd.Run(); err != nil {
-			return Binaries{}, fmt.Errorf("%s failed: %v: %s", script, err, strings.TrimSpace(errb.String()))
+		var err error
+		if dir, err = cachedBinDir(repoRoot, "build-kube.sh"); err != nil {
+			return Binaries{}, err
 		}
-		dir = strings.TrimSpace(out.String())
 	}
 	b := Binaries{APIServer: filepath.Join(dir, "kube-apiserver"), Kubectl: filepath.Join(dir, "kubectl")}
 	for _, p := range []string{b.APIServer, b.Kubectl} {
@@ -53,6 +49,30 @@ func ResolveBinaries(repoRoot string) (Binaries, error) {
 	}
 	b.Etcd = etcd
 	return b, nil
+}
+
+// Helm returns the path of the helm CLI that <repoRoot>/contrib/build-helm.sh builds from the Go module proxy
+// (once per machine; it prints the cache directory).
+func Helm(repoRoot string) (string, error) {
+	dir, err := cachedBinDir(repoRoot, "build-helm.sh")
+	if err != nil {
+		return "", err
+	}
+	p := filepath.Join(dir, "helm")
+	return p, executable(p)
+}
+
+// cachedBinDir runs the build script contrib/<script>, which builds into its per-machine cache on first use and
+// prints the bin directory.
+func cachedBinDir(repoRoot, script string) (string, error) {
+	path := filepath.Join(repoRoot, "contrib", script)
+	var out, errb bytes.Buffer
+	cmd := exec.Command("bash", path)
+	cmd.Stdout, cmd.Stderr = &out, &errb
+	if err := cmd.Run(); err != nil {
+		return "", fmt.Errorf("%s failed: %v: %s", path, err, strings.TrimSpace(errb.String()))
+	}
+	return strings.TrimSpace(out.String()), nil
 }
 
 func findEtcd() (string, error) {

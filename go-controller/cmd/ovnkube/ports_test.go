@@ -26,18 +26,21 @@ func TestPortsAvoidUpstream(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	manifest, err := os.ReadFile(filepath.Join(root, "dist", "manifests", "ovnkube-egressip.yaml"))
-	if err != nil {
-		t.Fatal(err)
-	}
 	seen := map[int]bool{}
-	for _, re := range []*regexp.Regexp{
-		regexp.MustCompile(`(?m)^\s*(?:containerPort|port|hostPort):\s*(\d+)\s*$`),
-		regexp.MustCompile(`"(?:[0-9.]+|\[[0-9a-f:]*\]):(\d+)"`), // "0.0.0.0:PORT" in a command
-	} {
-		for _, m := range re.FindAllSubmatch(manifest, -1) {
-			p, _ := strconv.Atoi(string(m[1]))
-			seen[p] = true
+	// Both layouts, rendered from the chart (make manifests).
+	for _, f := range []string{"ovnkube-egressip.yaml", filepath.Join("interconnect", "ovnkube-egressip.yaml")} {
+		manifest, err := os.ReadFile(filepath.Join(root, "dist", "manifests", f))
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, re := range []*regexp.Regexp{
+			regexp.MustCompile(`(?m)^\s*(?:containerPort|port|hostPort):\s*(\d+)\s*$`),
+			regexp.MustCompile(`(?m)[="](?:[0-9.]+|\[[0-9a-f:]*\]):(\d+)"?\s*$`), // --flag=0.0.0.0:PORT or "0.0.0.0:PORT" in a command
+		} {
+			for _, m := range re.FindAllSubmatch(manifest, -1) {
+				p, _ := strconv.Atoi(string(m[1]))
+				seen[p] = true
+			}
 		}
 	}
 	_, pp, _ := net.SplitHostPort(config.DefaultPprofBindAddress)

@@ -1,11 +1,12 @@
-// Package kubelet installs dist/manifests on real kubelets (the local cluster's kubelet mode, docs/images.md "Real
-// kubelets") and checks what an admin would: the master and node pods Running and Ready, a master holding the Lease,
-// an EgressIP serving a pod that is a real container (the oeip-prober image, wired into OVN by the CNI plugin), and a
-// `kubectl rollout restart` of the node DaemonSet during which no request of that pod leaves with another source.
+// Package kubelet installs dist/manifests, and the Helm chart with helm install, on real kubelets (the local
+// cluster's kubelet mode, docs/images.md "Real kubelets") and checks what an admin would: the master and node pods
+// Running and Ready, a master holding the Lease, an EgressIP serving a pod that is a real container (the oeip-prober
+// image, wired into OVN by the CNI plugin), and a roll of the daemons (`kubectl rollout restart` of the node
+// DaemonSet; a `helm upgrade` that changes a setting) during which no request of that pod leaves with another source.
 // It skips without root, without the kubelet, kube-controller-manager and kube-scheduler builds (about 11 minutes
 // cold: KUBE_EXTRA="kubelet kube-controller-manager kube-scheduler" contrib/build-kube.sh) or without the image
 // archives (make kubelet-images), or without containerd and Debian's loopback CNI plugin (KUBELET=1 make
-// install-deps); make kubelet-test builds what it needs and runs it (about a minute warm).
+// install-deps); make kubelet-test builds what it needs and runs it (about a minute warm per test).
 package kubelet
 
 import (
@@ -41,7 +42,20 @@ func repoRoot() string {
 	return filepath.Clean(filepath.Join(filepath.Dir(file), "..", "..", ".."))
 }
 
-func TestManifestsOnKubelets(t *testing.T) {
+// bed is the kubelet-mode local cluster of one test (local gateway mode: the node daemons program the egress IPs,
+// so their roll is what is checked).
+type bed struct {
+	t    *testing.T
+	ctx  context.Context
+	c    *cluster.Cluster
+	cs   kubernetes.Interface
+	root string
+	mode string
+	eips []string
+}
+
+// startBed brings up the kubelet-mode cluster, or skips the test without what it needs. It is torn down at cleanup.
+func startBed(t *testing.T) *bed {
 	if os.Geteuid() != 0 {
 		t.Skip("needs root (network namespaces, OVS, containerd, kubelets)")
 	}
@@ -65,55 +79,52 @@ func TestManifestsOnKubelets(t *testing.T) {
 			t.Skipf("%s not installed (KUBELET=1 make install-deps)", tool)
 		}
 	}
-	mode := cluster.GatewayLocal // the node daemons program the egress IPs: their roll is what is checked
+	b := &bed{t: t, root: root, mode: cluster.GatewayLocal, eips: []string{"172.18.0.33", "172.18.0.44"}}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
-	defer cancel()
+	t.Cleanup(cancel)
+	b.ctx = ctx
 	state := t.TempDir()
 	t0 := time.Now()
-	c, err := cluster.Up(ctx, cluster.Config{StateDir: state, GatewayMode: mode, Kubelets: true, RepoRoot: root, Logf: t.Logf})
+	c, err := cluster.Up(ctx, cluster.Config{StateDir: state, GatewayMode: b.mode, Kubelets: true, RepoRoot: root, Logf: t.Logf})
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer func() {
+	t.Cleanup(func() {
 		c.Close()
 		if err := cluster.Down(context.Background(), state); err != nil {
 			t.Errorf("cluster down: %v", err)
 		}
-	}()
+	})
 	t.Logf("cluster with kubelets up in %v", time.Since(t0).Round(time.Millisecond))
-	cs := c.Client()
-	kubectl := func(args ...string) string {
-		t.Helper()
-		cmd := exec.CommandContext(ctx, c.Kubectl(), args...)
-		cmd.Env = append(os.Environ(), "KUBECONFIG="+c.Kubeconfig())
-		out, err := cmd.CombinedOutput()
-		if err != nil {
-			t.Fatalf("kubectl %v: %v: %s", args, err, out)
-		}
-		return string(out)
-	}
+	b.c, b.cs = c, c.Client()
+	return b
+}
 
-	// The manifests, with the two settings an admin gives this cluster (NB address, gateway mode).
-	dir := t.TempDir()
-	for _, f := range []string{"ovnkube-egressip.yaml", "directconn.yaml"} {
-		b, err := os.ReadFile(filepath.Join(root, "dist", "manifests", f))
-		if err != nil {
-			t.Fatal(err)
-		}
-		s := strings.Replace(string(b), "address = tcp:ovnkube-db.ovn-kubernetes.svc:6641", "address = "+c.NBTCPAddress(), 1)
-		s = strings.Replace(s, "\n    mode = shared\n", "\n    mode = "+mode+"\n", 1)
-		if f == "ovnkube-egressip.yaml" && s == string(b) {
-			t.Fatal("the ConfigMap of dist/manifests/ovnkube-egressip.yaml no longer has the NB address and gateway mode lines this test sets")
-		}
-		if err := os.WriteFile(filepath.Join(dir, f), []byte(s), 0o644); err != nil {
-			t.Fatal(err)
-		}
+// run runs a command with the cluster's KUBECONFIG and returns its output; a failure is fatal.
+func (b *bed) run(name string, args ...string) string {
+	b.t.Helper()
+	cmd := exec.CommandContext(b.ctx, name, args...)
+	cmd.Env = append(os.Environ(), "KUBECONFIG="+b.c.Kubeconfig())
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		b.t.Fatalf("%s %v: %v: %s", filepath.Base(name), args, err, out)
 	}
-	t1 := time.Now()
-	kubectl("apply", "-f", dir)
-	kubectl("-n", ns, "rollout", "status", "daemonset/"+nodeDSName, "--timeout=240s")
-	kubectl("-n", ns, "rollout", "status", "deployment/"+masterName, "--timeout=240s")
-	t.Logf("master Deployment and node DaemonSet ready %v after kubectl apply", time.Since(t1).Round(time.Millisecond))
+	return string(out)
+}
+
+func (b *bed) kubectl(args ...string) string {
+	b.t.Helper()
+	return b.run(b.c.Kubectl(), args...)
+}
+
+// checkRunning waits for the master Deployment and the node DaemonSet to roll out, their pods to be Running and
+// Ready, and a master pod to hold the Lease.
+func (b *bed) checkRunning(since time.Time, how string) {
+	t, ctx, cs := b.t, b.ctx, b.cs
+	t.Helper()
+	b.kubectl("-n", ns, "rollout", "status", "daemonset/"+nodeDSName, "--timeout=240s")
+	b.kubectl("-n", ns, "rollout", "status", "deployment/"+masterName, "--timeout=240s")
+	t.Logf("master Deployment and node DaemonSet ready %v after %s", time.Since(since).Round(time.Millisecond), how)
 	masters := runningReady(ctx, t, cs, "app="+masterName, 2)
 	runningReady(ctx, t, cs, "app="+nodeDSName, 3)
 
@@ -136,16 +147,20 @@ func TestManifestsOnKubelets(t *testing.T) {
 		t.Fatalf("Lease held by %q, not by a master pod (%v)", holder, masterIDs)
 	}
 	t.Logf("Lease held by %s", holder)
+}
 
-	// The demo: an EgressIP for app=web in prod, a served pod on node1 (a real container).
-	kubectl("label", "node", "node2", "node3", "k8s.ovn.org/egress-assignable=", "--overwrite")
-	kubectl("create", "namespace", "prod")
-	kubectl("label", "namespace", "prod", "environment=production")
-	kubectl("apply", "-f", filepath.Join(root, "dist", "examples", "egressip.yaml"))
-	eips := []string{"172.18.0.33", "172.18.0.44"}
+// startServedPod runs the demo: an EgressIP for app=web in prod, a served pod on node1 (a real container), and
+// waits until its requests leave with the egress IPs.
+func (b *bed) startServedPod() {
+	t, ctx, cs := b.t, b.ctx, b.cs
+	t.Helper()
+	b.kubectl("label", "node", "node2", "node3", "k8s.ovn.org/egress-assignable=", "--overwrite")
+	b.kubectl("create", "namespace", "prod")
+	b.kubectl("label", "namespace", "prod", "environment=production")
+	b.kubectl("apply", "-f", filepath.Join(b.root, "dist", "examples", "egressip.yaml"))
 	no := false
 	grace := int64(1)
-	_, err = cs.CoreV1().Pods("prod").Create(ctx, &corev1.Pod{
+	_, err := cs.CoreV1().Pods("prod").Create(ctx, &corev1.Pod{
 		ObjectMeta: metav1.ObjectMeta{Name: "web-prober", Labels: map[string]string{"app": "web"}},
 		Spec: corev1.PodSpec{
 			NodeSelector:                  map[string]string{"kubernetes.io/hostname": "node1"},
@@ -158,34 +173,96 @@ func TestManifestsOnKubelets(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	kubectl("-n", "prod", "wait", "--for=condition=Ready", "pod/web-prober", "--timeout=120s")
+	b.kubectl("-n", "prod", "wait", "--for=condition=Ready", "pod/web-prober", "--timeout=120s")
 	var before []probe
 	if err := wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
 		before = proberLog(ctx, t, cs)
-		return len(before) >= 20 && countOther(before[len(before)-20:], eips) == 0 && countAnswered(before[len(before)-20:]) == 20, nil
+		return len(before) >= 20 && countOther(before[len(before)-20:], b.eips) == 0 && countAnswered(before[len(before)-20:]) == 20, nil
 	}); err != nil {
-		t.Fatalf("the served pod's requests do not leave with an egress IP %v: last ones %v", eips, tail(before, 20))
+		t.Fatalf("the served pod's requests do not leave with an egress IP %v: last ones %v", b.eips, tail(before, 20))
 	}
 	t.Logf("served pod prod/web-prober: the echo server sees %v", tail(before, 5))
+}
 
-	// The roll: kubectl rollout restart of the node DaemonSet while the pod asks every 20 ms.
+// underProbing runs change (a roll of the daemons) while the served pod asks every 20 ms, then records and checks
+// its requests meanwhile: some answered, none with another source than the egress IPs.
+func (b *bed) underProbing(label, what string, change func()) {
+	t, ctx, cs := b.t, b.ctx, b.cs
+	t.Helper()
 	n0 := len(proberLog(ctx, t, cs))
-	t2 := time.Now()
-	kubectl("-n", ns, "rollout", "restart", "daemonset/"+nodeDSName)
-	kubectl("-n", ns, "rollout", "status", "daemonset/"+nodeDSName, "--timeout=300s")
-	roll := time.Since(t2)
+	t0 := time.Now()
+	change()
+	took := time.Since(t0)
 	time.Sleep(500 * time.Millisecond) // requests after the last pod turned ready
 	during := proberLog(ctx, t, cs)[n0:]
-	answered, other := countAnswered(during), countOther(during, eips)
-	line := fmt.Sprintf("ROLLING RESTART (kubelets, %s): kubectl rollout restart of 3 node daemon pods done in %v; %d requests (lost %d, other source %d)",
-		mode, roll.Round(time.Millisecond), len(during), len(during)-answered, other)
+	answered, other := countAnswered(during), countOther(during, b.eips)
+	line := fmt.Sprintf("%s (kubelets, %s): %s done in %v; %d requests (lost %d, other source %d)",
+		label, b.mode, what, took.Round(time.Millisecond), len(during), len(during)-answered, other)
 	t.Log(line)
 	recordResult(line)
 	if answered == 0 {
-		t.Fatal("no request of the served pod was answered during the roll")
+		t.Fatalf("%s: no request of the served pod was answered", label)
 	}
 	if other != 0 {
-		t.Fatalf("%d requests left with another source than %v during the roll", other, eips)
+		t.Fatalf("%s: %d requests left with another source than %v", label, other, b.eips)
+	}
+}
+
+func TestManifestsOnKubelets(t *testing.T) {
+	b := startBed(t)
+	// The manifests, with the two settings an admin gives this cluster (NB address, gateway mode).
+	dir := t.TempDir()
+	for _, f := range []string{"ovnkube-egressip.yaml", "directconn.yaml"} {
+		data, err := os.ReadFile(filepath.Join(b.root, "dist", "manifests", f))
+		if err != nil {
+			t.Fatal(err)
+		}
+		s := strings.Replace(string(data), "address = tcp:ovnkube-db.ovn-kubernetes.svc:6641", "address = "+b.c.NBTCPAddress(), 1)
+		s = strings.Replace(s, "\n    mode = shared\n", "\n    mode = "+b.mode+"\n", 1)
+		if f == "ovnkube-egressip.yaml" && s == string(data) {
+			t.Fatal("the ConfigMap of dist/manifests/ovnkube-egressip.yaml no longer has the NB address and gateway mode lines this test sets")
+		}
+		if err := os.WriteFile(filepath.Join(dir, f), []byte(s), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	t1 := time.Now()
+	b.kubectl("apply", "-f", dir)
+	b.checkRunning(t1, "kubectl apply")
+	b.startServedPod()
+	b.underProbing("ROLLING RESTART", "kubectl rollout restart of 3 node daemon pods", func() {
+		b.kubectl("-n", ns, "rollout", "restart", "daemonset/"+nodeDSName)
+		b.kubectl("-n", ns, "rollout", "status", "daemonset/"+nodeDSName, "--timeout=300s")
+	})
+}
+
+// TestChartOnKubelets installs the Helm chart (centralized layout, the local cluster's NB address and gateway mode)
+// with helm install, then changes a setting with helm upgrade under probing: the master and node pods roll, and no
+// request of the served pod leaves with another source.
+func TestChartOnKubelets(t *testing.T) {
+	b := startBed(t)
+	helm, err := apiserver.Helm(b.root)
+	if err != nil {
+		t.Fatal(err)
+	}
+	const release = "ovnkube-egressip"
+	chart := filepath.Join(b.root, "dist", "helm", "ovnkube-egressip")
+	set := []string{"--set", "layout=centralized", "--set", "gatewayMode=" + b.mode, "--set", "nbAddress=" + b.c.NBTCPAddress()}
+	// The local cluster applied the chart's access objects (ServiceAccounts, roles, admission policy) from
+	// dist/manifests with kubectl before it issued ovnkube's tokens: helm install takes them over (--take-ownership)
+	// and overrides kubectl's field ownership of them (--force-conflicts), as when adopting an install from
+	// dist/manifests.
+	t1 := time.Now()
+	b.run(helm, append([]string{"install", release, chart, "--namespace", ns, "--take-ownership", "--force-conflicts"}, set...)...)
+	b.checkRunning(t1, "helm install")
+	b.startServedPod()
+	b.underProbing("HELM UPGRADE", "helm upgrade --set logLevel=5 (2 master and 3 node daemon pods roll)", func() {
+		b.run(helm, append([]string{"upgrade", release, chart, "--namespace", ns, "--reuse-values"}, "--set", "logLevel=5")...)
+		b.kubectl("-n", ns, "rollout", "status", "daemonset/"+nodeDSName, "--timeout=300s")
+		b.kubectl("-n", ns, "rollout", "status", "deployment/"+masterName, "--timeout=300s")
+	})
+	if out := b.kubectl("-n", ns, "get", "daemonset/"+nodeDSName, "-o", "jsonpath={.spec.template.spec.containers[0].command}"); !strings.Contains(out, "--loglevel=5") {
+		t.Fatalf("after helm upgrade --set logLevel=5 the node DaemonSet runs %s", out)
 	}
 }
 
