@@ -103,6 +103,8 @@ for i in $(seq 1 100); do
   n=$(kubectl get eip "$eipname" -o jsonpath='{.status.items[*].node}' | wc -w)
   [[ $n == 2 ]] && break; sleep 0.2
 done
+# Ready once every holder has programmed its IP (its NB rows; in local gateway mode also its host rules).
+show kubectl wait --for=condition=Ready --timeout=30s eip/"$eipname"
 show kubectl get eip
 show kubectl get eip "$eipname" -o jsonpath='{range .status.items[*]}{.egressIP}{" is held by "}{.node}{"\n"}{end}'
 
