@@ -54,10 +54,15 @@ type bed struct {
 	eips []string
 }
 
-// startBed brings up the kubelet-mode cluster, or skips the test without what it needs. It is torn down at cleanup.
+// startBed brings up the kubelet-mode cluster, or skips the test without what it needs (fails, with
+// E2E_KUBELETS=required: make kubelet-test, a stage of make test). It is torn down at cleanup.
 func startBed(t *testing.T) *bed {
+	skipf := t.Skipf
+	if os.Getenv("E2E_KUBELETS") == "required" {
+		skipf = t.Fatalf
+	}
 	if os.Geteuid() != 0 {
-		t.Skip("needs root (network namespaces, OVS, containerd, kubelets)")
+		skipf("needs root (network namespaces, OVS, containerd, kubelets)")
 	}
 	root := repoRoot()
 	bins, err := apiserver.ResolveBinaries(root)
@@ -66,17 +71,17 @@ func startBed(t *testing.T) *bed {
 	}
 	for _, b := range []string{"kubelet", "kube-controller-manager", "kube-scheduler"} {
 		if _, err := os.Stat(filepath.Join(filepath.Dir(bins.APIServer), b)); err != nil {
-			t.Skipf("%s not built (KUBE_EXTRA=\"kubelet kube-controller-manager kube-scheduler\" contrib/build-kube.sh, ~11 min cold)", b)
+			skipf("%s not built (KUBE_EXTRA=\"kubelet kube-controller-manager kube-scheduler\" contrib/build-kube.sh, ~11 min cold)", b)
 		}
 	}
 	for _, a := range cluster.KubeletImages {
 		if _, err := os.Stat(filepath.Join(root, "_output", "images", a)); err != nil {
-			t.Skipf("image archive %s missing (make kubelet-images)", a)
+			skipf("image archive %s missing (make kubelet-images)", a)
 		}
 	}
 	for _, tool := range []string{"containerd", "ctr", "runc", "nsenter", "/usr/lib/cni/loopback"} {
 		if _, err := exec.LookPath(tool); err != nil {
-			t.Skipf("%s not installed (KUBELET=1 make install-deps)", tool)
+			skipf("%s not installed (KUBELET=1 make install-deps)", tool)
 		}
 	}
 	b := &bed{t: t, root: root, mode: cluster.GatewayLocal, eips: []string{"172.18.0.33", "172.18.0.44"}}
