@@ -6,6 +6,7 @@ import (
 	"slices"
 	"sort"
 	"strings"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -38,6 +39,9 @@ type ExplainInput struct {
 	// zone (node) name; nil in the centralized layout. Each zone's rows are compared
 	// with what that zone's controller computes (nbstate.Input.Zone).
 	ZoneNB map[string]*nbstate.Current
+	// Now is the time published linger ends are compared with (zero: the time of
+	// the call).
+	Now time.Time
 	// GatewaySNAT maps a gateway router name to its SNAT rows that are not ours
 	// (the node's own SNAT of the cluster subnet), to tell unserved pods' source.
 	GatewaySNAT map[string][]NATRow
@@ -354,16 +358,14 @@ func (st *explainState) compareZones(name string) *RowsReport {
 // desiredIn is desired for the rows of one zone (interconnect layout; "" = the
 // centralized layout's one NB).
 func (st *explainState) desiredIn(zone string) nbstate.State {
-	in := nbstate.Input{Mode: st.mode, ClusterSubnets: st.in.ClusterSubnets, JoinSubnets: st.in.JoinSubnets, Nodes: st.nbNodes, Zone: zone}
+	in := nbstate.Input{Mode: st.mode, ClusterSubnets: st.in.ClusterSubnets, JoinSubnets: st.in.JoinSubnets, Nodes: st.nbNodes, Zone: zone, Now: st.now()}
 	for _, e := range selection.Ordered(st.in.EgressIPs) {
 		if _, bad := st.served.Errors[e.Name]; bad {
 			continue
 		}
 		ne := toNB(e.Name, e.Status.Items, st.served.Served[e.Name])
 		ne.Strict = e.Spec.Strict
-		if zone != "" {
-			ne.IPs = specIPs(e)
-		}
+		ne.IPs = specIPs(e) // lingering holders of them are a fallback
 		in.EgressIPs = append(in.EgressIPs, ne)
 	}
 	return nbstate.Desired(in)
@@ -531,8 +533,10 @@ func ExplainPod(in ExplainInput, ns, name string) (*PodReport, error) {
 	if len(others) > 0 {
 		r.Why += "; also selected by " + strings.Join(others, ", ") + ", which come later in serving order (EgressIPs with an assigned IP first, then oldest, then name) and stand by"
 	}
-	routes := nbstate.Routes(nbstate.Input{Mode: st.mode, ClusterSubnets: in.ClusterSubnets, JoinSubnets: in.JoinSubnets, Nodes: st.nbNodes},
-		toNB(eip.Name, eip.Status.Items, nil))
+	nbIn := nbstate.Input{Mode: st.mode, ClusterSubnets: in.ClusterSubnets, JoinSubnets: in.JoinSubnets, Nodes: st.nbNodes, Now: st.now()}
+	ne := toNB(eip.Name, eip.Status.Items, nil)
+	ne.IPs = specIPs(eip)
+	routes := nbstate.Routes(nbIn, ne)
 	for _, fam := range nbstate.Families(in.ClusterSubnets) {
 		rt, ok := routes[fam]
 		if !ok {
@@ -543,10 +547,21 @@ func ExplainPod(in ExplainInput, ns, name string) (*PodReport, error) {
 			r.Sources = append(r.Sources, h.EgressIP.String())
 		}
 		if st.mode == nbstate.LocalGateway {
+			ready := false
 			for _, it := range eip.Status.Items {
 				a, err := netip.ParseAddr(it.EgressIP)
 				if err == nil && nbstate.Family(a) == fam && st.nbNodes[it.Node].ReadyEgressIPs[a] {
 					r.Sources = append(r.Sources, a.String())
+					ready = true
+				}
+			}
+			if !ready && !rt.Drop {
+				// No ready holder: the nodes that still SNAT one of its IPs by their
+				// published linger (nbstate.Lingers) carry it, as the master reroutes.
+				for _, h := range nbstate.LingerHolders(nbIn, ne, fam) {
+					r.Sources = append(r.Sources, h.EgressIP.String())
+					_, until := nbstate.Lingers(st.nbNodes[h.Node], h.EgressIP, nbIn.Now)
+					r.Via = append(r.Via, h.EgressIP.String()+"@"+h.Node+" (lingering"+lingerEnd(until)+")")
 				}
 			}
 		}
@@ -642,4 +657,19 @@ func (st *explainState) missingPodRows(eip *egressipv1.EgressIP, pod *corev1.Pod
 	}
 	sort.Strings(out)
 	return out
+}
+
+// now is the time explain decides at (ExplainInput.Now, or the time of the call).
+func (st *explainState) now() time.Time {
+	if st.in.Now.IsZero() {
+		return time.Now()
+	}
+	return st.in.Now
+}
+
+func lingerEnd(until time.Time) string {
+	if until.IsZero() {
+		return ", still listed ready"
+	}
+	return " until " + until.UTC().Format(time.RFC3339Nano)
 }

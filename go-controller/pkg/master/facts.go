@@ -111,6 +111,13 @@ func parseNodeIn(n *corev1.Node, lay factsLayout, reach Reachability) nodeFacts 
 		ready, err := annotations.ParseEgressIPsReady(n)
 		f.nb.ReadyEgressIPs = ready
 		f.readyErr = err
+		if !lay.interconnect {
+			// What it still SNATs after a release, until the end it published
+			// (nbstate.Lingers); an IP without a parsable end is not lingering.
+			until, errL := annotations.ParseLingering(n)
+			f.nb.LingeringUntil = until
+			f.readyErr = errors.Join(err, errL)
+		}
 	}
 	f.assign.ConfigErr = errors.Join(errs...)
 	f.claims = claimsOf(n, f)

@@ -224,11 +224,12 @@ func changedRoutes(s *serving, in planInput, rowDirty map[string]bool) time.Time
 	var wake time.Time
 	for _, e := range in.eips {
 		ne := toNB(e.Name, e.Status.Items, nil)
-		if in.nb.Zone != "" {
-			ne.IPs = specIPs(e) // a lingering holder of one of them is a fallback
-		}
+		ne.IPs = specIPs(e)                 // a lingering holder of one of them is a fallback
 		routes := nbstate.Routes(in.nb, ne) // ready holders only: what the fallback remembers
-		if in.nb.Mode == nbstate.LocalGateway {
+		if in.nb.Mode == nbstate.LocalGateway && in.nb.Zone == "" {
+			// The fallback is what the nodes published (nbstate.Lingers): no clock here.
+			wake = earliest(wake, nbstate.LingerEnd(in.nb, ne))
+		} else if in.nb.Mode == nbstate.LocalGateway {
 			fb, expires := s.fallback(e.Name, routes, families, in.now, in.linger)
 			wake = earliest(wake, expires)
 			if fb != nil {

@@ -6,6 +6,7 @@ import (
 	"slices"
 	"sort"
 	"strings"
+	"time"
 
 	"github.com/ovn-egressip/ovn-egressip/go-controller/pkg/nbdb"
 )
@@ -46,6 +47,10 @@ type Node struct {
 	// IPs the node no longer holds whose SNAT rows its zone still keeps: while no
 	// holder of such an IP's family is ready, zones keep rerouting to this node.
 	LingeringEgressIPs map[netip.Addr]bool
+	// LingeringUntil (centralized layout, local gateway mode) are the egress IPs the
+	// node daemon no longer holds but still SNATs, with the end of that linger it
+	// published (annotations.ParseLingering): see Lingers.
+	LingeringUntil map[netip.Addr]time.Time
 }
 
 // Assignment says Node holds IP (one status item, parsed).
@@ -106,6 +111,8 @@ type Input struct {
 	// the SNAT on this zone's gateway router. "" is the centralized layout: one
 	// zone holding every node.
 	Zone string
+	// Now is the time the published linger ends are compared with (Lingers).
+	Now time.Time
 }
 
 // local reports whether node is of the zone of in.
@@ -264,6 +271,8 @@ func Routes(in Input, e EgressIP) map[string]Route {
 		switch {
 		case len(hs) > 0:
 			r.Nexthops = sortedHops(hs)
+		case in.Zone == "" && in.Mode == LocalGateway && len(LingerHolders(in, e, fam)) > 0:
+			r.Nexthops = sortedHops(LingerHolders(in, e, fam))
 		case in.Mode == LocalGateway && len(e.Fallback[fam]) > 0:
 			for _, nh := range e.Fallback[fam] {
 				r.Nexthops = append(r.Nexthops, nh.String())
