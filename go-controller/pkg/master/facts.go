@@ -116,6 +116,7 @@ func parseNodeIn(n *corev1.Node, lay factsLayout, reach Reachability) nodeFacts 
 			// (nbstate.Lingers); an IP without a parsable end is not lingering.
 			until, errL := annotations.ParseLingering(n)
 			f.nb.LingeringUntil = until
+			f.nb.ListedReady = ready // kept as written: vetNodes replaces ReadyEgressIPs
 			f.readyErr = errors.Join(err, errL)
 		}
 	}

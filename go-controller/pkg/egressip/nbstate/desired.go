@@ -51,6 +51,11 @@ type Node struct {
 	// node daemon no longer holds but still SNATs, with the end of that linger it
 	// published (annotations.ParseLingering): see Lingers.
 	LingeringUntil map[netip.Addr]time.Time
+	// ListedReady are the egress IPs the node lists ready as it wrote them, before
+	// the master set aside claims for IPs that status gives another node: right
+	// after an IP moves, its old holder still lists it (and still SNATs it) until
+	// it takes the release in and publishes the linger's end (Lingers).
+	ListedReady map[netip.Addr]bool
 }
 
 // Assignment says Node holds IP (one status item, parsed).

@@ -15,7 +15,7 @@ func Lingers(n Node, ip netip.Addr, now time.Time) (ok bool, until time.Time) {
 	if t, listed := n.LingeringUntil[ip]; listed {
 		return now.Before(t), t
 	}
-	return n.ReadyEgressIPs[ip], time.Time{}
+	return n.ListedReady[ip] || n.ReadyEgressIPs[ip], time.Time{}
 }
 
 // LingerHolders are the nodes not assigned one of e's IPs of family fam that still SNAT it (Lingers), with their
