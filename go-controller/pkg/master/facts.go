@@ -224,7 +224,8 @@ func toNB(name string, items []egressipv1.EgressIPStatusItem, pods []*corev1.Pod
 		}
 	}
 	for _, p := range pods {
-		e.Pods = append(e.Pods, nbstate.Pod{Namespace: p.Namespace, Name: p.Name, IPs: selection.PodIPs(p), Node: p.Spec.NodeName})
+		e.Pods = append(e.Pods, nbstate.Pod{Namespace: p.Namespace, Name: p.Name, IPs: selection.PodIPs(p), Node: p.Spec.NodeName,
+			Created: p.CreationTimestamp.Time})
 	}
 	return e
 }

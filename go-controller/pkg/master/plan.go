@@ -291,7 +291,7 @@ func build(s *serving, in planInput, rowDirty map[string]bool) nbRows {
 		r.desired = nbstate.ClusterRows(in.nb)
 	}
 	for k := range rowDirty {
-		before, after := s.rows(k, in.nb.Mode, in.nb.Zone, in.rank, &r.desired)
+		before, after := s.rows(k, in.nb.Mode, in.nb.Zone, &r.desired)
 		for _, ip := range before {
 			r.touched[ip] = true
 		}
