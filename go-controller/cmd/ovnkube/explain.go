@@ -326,6 +326,9 @@ func printPodReport(w io.Writer, r *master.PodReport) {
 	} else {
 		fmt.Fprintf(w, "  the outside world sees: %s\n", strings.Join(r.Sources, " or "))
 	}
+	for _, l := range r.Lingering {
+		fmt.Fprintf(w, "  release linger: %s\n", l)
+	}
 	fmt.Fprintf(w, "  why: %s\n", r.Why)
 }
 

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"maps"
+	"net/netip"
 	"reflect"
 	"sync"
 	"time"
@@ -69,6 +70,9 @@ type controller struct {
 	lastNote  map[string]string // per node: why it cannot host egress IPs (logged on change)
 	// lastSkipped describes the rows the last sync could not write (logged on change).
 	lastSkipped string
+	// rerouted is, per node, what this process last published as rerouted to it
+	// (annotations.EgressIPsRerouted; publishRerouted).
+	rerouted map[string]map[netip.Addr]bool
 	// nodeParser and assignMemo spare syncs that change no node or EgressIP
 	// parsing every node and assigning again.
 	nodeParser *nodeParser

@@ -7,6 +7,7 @@ import (
 	"slices"
 	"sort"
 	"strings"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -39,6 +40,9 @@ type ExplainInput struct {
 	// zone (node) name; nil in the centralized layout. Each zone's rows are compared
 	// with what that zone's controller computes (nbstate.Input.Zone).
 	ZoneNB map[string]*nbstate.Current
+	// Now is the time published linger ends are compared with (zero: the time of
+	// the call).
+	Now time.Time
 	// GatewaySNAT maps a gateway router name to its SNAT rows that are not ours
 	// (the node's own SNAT of the cluster subnet), to tell unserved pods' source.
 	GatewaySNAT map[string][]NATRow
@@ -117,7 +121,42 @@ type PodReport struct {
 	// Sources are the addresses the outside world sees (one of them, per flow);
 	// empty when the traffic is dropped (strict).
 	Sources []string `json:"sources"`
-	Why     string   `json:"why"`
+	// Lingering (local gateway mode) are the nodes that carry the pod's traffic
+	// in their release linger: no holder of the family is ready, and they still
+	// SNAT an egress IP they released (nbstate.Lingers).
+	Lingering []LingerReport `json:"lingering,omitempty"`
+	Why       string         `json:"why"`
+}
+
+// LingerReport is a node that still SNATs an egress IP it no longer holds, by
+// its published facts, and until when ("" while it still lists the IP ready and
+// has not published the end yet).
+type LingerReport struct {
+	Node  string `json:"node"`
+	IP    string `json:"ip"`
+	Until string `json:"until,omitempty"`
+}
+
+func (l LingerReport) String() string {
+	s := "node " + l.Node + " still SNATs " + l.IP + " in its release linger"
+	if l.Until == "" {
+		return s + " (it still lists it in " + annotations.EgressIPsReady + "; the end is not published yet)"
+	}
+	return s + " until " + l.Until + " (" + annotations.EgressIPsLingeringUntil + ")"
+}
+
+// lingerReports are the LingerHolders of ne for fam, with their ends.
+func lingerReports(in nbstate.Input, ne nbstate.EgressIP, fam string) []LingerReport {
+	var out []LingerReport
+	for _, h := range nbstate.LingerHolders(in, ne, fam) {
+		l := LingerReport{Node: h.Node, IP: h.EgressIP.String()}
+		if _, until := nbstate.Lingers(in.Nodes[h.Node], h.EgressIP, in.Now); !until.IsZero() {
+			l.Until = until.UTC().Format(time.RFC3339Nano)
+		}
+		out = append(out, l)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Node+out[i].IP < out[j].Node+out[j].IP })
+	return out
 }
 
 // explainState is what Explain computes once for all EgressIPs.
@@ -268,6 +307,16 @@ func ExplainEgressIP(in ExplainInput, name string) (*EgressIPReport, error) {
 	}
 	if st.mode == nbstate.LocalGateway {
 		r.Hosts = st.hosts(eip)
+		if in.ZoneNB == nil {
+			nbIn := nbstate.Input{Mode: st.mode, ClusterSubnets: in.ClusterSubnets, JoinSubnets: in.JoinSubnets, Nodes: st.nbNodes, Now: st.now()}
+			ne := toNB(eip.Name, eip.Status.Items, nil)
+			ne.IPs = specIPs(eip)
+			for _, fam := range nbstate.Families(in.ClusterSubnets) {
+				for _, l := range lingerReports(nbIn, ne, fam) {
+					r.Notes = append(r.Notes, l.String()+": while no holder of its family is ready, the pods are rerouted there")
+				}
+			}
+		}
 		for _, h := range r.Hosts {
 			for _, ip := range h.Missing {
 				list := annotations.EgressIPsReady
@@ -367,16 +416,14 @@ func (st *explainState) desiredIn(zone string) nbstate.State {
 		self.ReadyEgressIPs = f.hostReady
 		nodes[zone] = self
 	}
-	in := nbstate.Input{Mode: st.mode, ClusterSubnets: st.in.ClusterSubnets, JoinSubnets: st.in.JoinSubnets, Nodes: nodes, Zone: zone}
+	in := nbstate.Input{Mode: st.mode, ClusterSubnets: st.in.ClusterSubnets, JoinSubnets: st.in.JoinSubnets, Nodes: nodes, Zone: zone, Now: st.now()}
 	for _, e := range selection.Ordered(st.in.EgressIPs) {
 		if _, bad := st.served.Errors[e.Name]; bad {
 			continue
 		}
 		ne := toNB(e.Name, e.Status.Items, st.served.Served[e.Name])
 		ne.Strict = e.Spec.Strict
-		if zone != "" {
-			ne.IPs = specIPs(e)
-		}
+		ne.IPs = specIPs(e) // lingering holders of them are a fallback
 		in.EgressIPs = append(in.EgressIPs, ne)
 	}
 	return nbstate.Desired(in)
@@ -544,8 +591,10 @@ func ExplainPod(in ExplainInput, ns, name string) (*PodReport, error) {
 	if len(others) > 0 {
 		r.Why += "; also selected by " + strings.Join(others, ", ") + ", which come later in serving order (EgressIPs with an assigned IP first, then oldest, then name) and stand by"
 	}
-	routes := nbstate.Routes(nbstate.Input{Mode: st.mode, ClusterSubnets: in.ClusterSubnets, JoinSubnets: in.JoinSubnets, Nodes: st.nbNodes},
-		toNB(eip.Name, eip.Status.Items, nil))
+	nbIn := nbstate.Input{Mode: st.mode, ClusterSubnets: in.ClusterSubnets, JoinSubnets: in.JoinSubnets, Nodes: st.nbNodes, Now: st.now()}
+	ne := toNB(eip.Name, eip.Status.Items, nil)
+	ne.IPs = specIPs(eip)
+	routes := nbstate.Routes(nbIn, ne)
 	for _, fam := range nbstate.Families(in.ClusterSubnets) {
 		rt, ok := routes[fam]
 		if !ok {
@@ -556,10 +605,21 @@ func ExplainPod(in ExplainInput, ns, name string) (*PodReport, error) {
 			r.Sources = append(r.Sources, h.EgressIP.String())
 		}
 		if st.mode == nbstate.LocalGateway {
+			ready := false
 			for _, it := range eip.Status.Items {
 				a, err := netip.ParseAddr(it.EgressIP)
 				if err == nil && nbstate.Family(a) == fam && st.nbNodes[it.Node].ReadyEgressIPs[a] {
 					r.Sources = append(r.Sources, a.String())
+					ready = true
+				}
+			}
+			if !ready && !rt.Drop {
+				// No ready holder: the nodes that still SNAT one of its IPs by their
+				// published linger (nbstate.Lingers) carry it, as the master reroutes.
+				for _, l := range lingerReports(nbIn, ne, fam) {
+					r.Sources = append(r.Sources, l.IP)
+					r.Via = append(r.Via, l.IP+"@"+l.Node+" (lingering"+lingerEnd(l.Until)+")")
+					r.Lingering = append(r.Lingering, l)
 				}
 			}
 		}
@@ -571,6 +631,13 @@ func ExplainPod(in ExplainInput, ns, name string) (*PodReport, error) {
 	case len(missing) > 0:
 		r.Why += "; but NB lacks (or holds otherwise) its rows: " + strings.Join(missing, "; ") + ": it leaves as an unserved pod until the master repairs them"
 		r.Sources = st.unservedSource(pod)
+	case len(r.Lingering) > 0:
+		var ls []string
+		for _, l := range r.Lingering {
+			ls = append(ls, l.String())
+		}
+		r.Why += "; no holder is ready: its traffic leaving the cluster is rerouted to the nodes in their release linger and leaves with the egress IP they released (" +
+			strings.Join(ls, "; ") + "); once the linger ends it is not rerouted there any more"
 	case len(r.Sources) > 0:
 		r.Why += "; its traffic leaving the cluster is rerouted to the holders and leaves with one of its egress IPs (ECMP per flow)"
 	case eip.Spec.Strict:
@@ -655,4 +722,19 @@ func (st *explainState) missingPodRows(eip *egressipv1.EgressIP, pod *corev1.Pod
 	}
 	sort.Strings(out)
 	return out
+}
+
+// now is the time explain decides at (ExplainInput.Now, or the time of the call).
+func (st *explainState) now() time.Time {
+	if st.in.Now.IsZero() {
+		return time.Now()
+	}
+	return st.in.Now
+}
+
+func lingerEnd(until string) string {
+	if until == "" {
+		return ", still listed ready"
+	}
+	return " until " + until
 }

@@ -4,8 +4,10 @@ import (
 	"context"
 	"fmt"
 	"net/netip"
+	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/ovn-org/libovsdb/model"
 	"github.com/ovn-org/libovsdb/ovsdb"
@@ -142,5 +144,69 @@ func TestExplain(t *testing.T) {
 	}
 	if len(p.Sources) != 1 || p.Sources[0] != "172.18.0.21" || !strings.Contains(p.Why, "NB lacks") {
 		t.Errorf("prod/web1 without its reroute row: %+v, want it to leave with GR_node1's 172.18.0.21", p)
+	}
+}
+
+// TestExplainLinger (local gateway mode): the IP moved to a node that is not
+// ready yet, and its old holder publishes that it still SNATs it until a time.
+// Explain says the pod leaves with the released IP through that node, in its
+// release linger, and until when, as the master's rows reroute; at a time past
+// that end it no longer counts on the linger.
+func TestExplainLinger(t *testing.T) {
+	e := cluster(t, nbserver.Start, "local")
+	e.updateNode("node2", ready())
+	e.updateNode("node1", ready("172.18.0.33"))
+	e.create(egressIP("eip-prod", 0, []string{"172.18.0.33"}, prodNS, web))
+	e.expectStatus("eip-prod", "172.18.0.33@node1")
+	viaNode1 := map[string]string{"prod/web1": rr("eip-prod", "10.244.1.5", "10.244.1.2"), "prod/web2": rr("eip-prod", "10.244.3.6", "10.244.1.2")}
+	e.expectRows("on node1", viaNode1, nil)
+
+	until := time.Now().Add(time.Hour).UTC().Truncate(time.Second)
+	e.updateNode("node1", unlabelAssignable)
+	e.updateNode("node1", ready())
+	e.updateNode("node1", lingering(map[string]time.Time{"172.18.0.33": until}))
+	e.expectStatus("eip-prod", "172.18.0.33@node2")
+	e.settle()
+	e.expectRows("node2 not ready: via node1 while it lingers", viaNode1, nil)
+
+	in := e.explainInput()
+	for _, p := range in.Pods {
+		p.Spec.NodeName = "node3" // the harness' pods are not scheduled
+	}
+	end := until.Format(time.RFC3339Nano)
+	p, err := ExplainPod(in, "prod", "web1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []LingerReport{{Node: "node1", IP: "172.18.0.33", Until: end}}
+	if !slices.Equal(p.Lingering, want) || !slices.Equal(p.Sources, []string{"172.18.0.33"}) {
+		t.Errorf("prod/web1 during node1's linger: lingering %+v sources %v, want %+v and 172.18.0.33", p.Lingering, p.Sources, want)
+	}
+	if !slices.Contains(p.Via, "172.18.0.33@node1 (lingering until "+end+")") {
+		t.Errorf("via %v: want 172.18.0.33@node1 lingering until %s", p.Via, end)
+	}
+	if !strings.Contains(p.Why, "release linger") || !strings.Contains(p.Why, "until "+end) || strings.Contains(p.Why, "NB lacks") {
+		t.Errorf("why %q: want node1's release linger until %s, and the NB rows as desired", p.Why, end)
+	}
+	r, err := ExplainEgressIP(in, "eip-prod")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.ContainsFunc(r.Notes, func(n string) bool {
+		return strings.Contains(n, "node node1 still SNATs 172.18.0.33") && strings.Contains(n, end)
+	}) {
+		t.Errorf("EgressIP notes %q: want node1's linger until %s", r.Notes, end)
+	}
+	if r.NB == nil || len(r.NB.Missing)+len(r.NB.Extra) != 0 {
+		t.Errorf("NB %+v: the rows the master wrote during the linger are the ones explain computes", r.NB)
+	}
+
+	in.Now = until.Add(time.Second)
+	p, err = ExplainPod(in, "prod", "web1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(p.Lingering) != 0 || slices.Contains(p.Sources, "172.18.0.33") || strings.Contains(p.Why, "release linger") {
+		t.Errorf("prod/web1 past the end node1 published: %+v, want no linger and not 172.18.0.33", p)
 	}
 }

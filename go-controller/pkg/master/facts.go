@@ -134,6 +134,14 @@ func parseNodeIn(n *corev1.Node, lay factsLayout, reach Reachability) nodeFacts 
 		ready, err := annotations.ParseEgressIPsReady(n)
 		f.nb.ReadyEgressIPs = ready
 		f.readyErr = err
+		if !lay.interconnect {
+			// What it still SNATs after a release, until the end it published
+			// (nbstate.Lingers); an IP without a parsable end is not lingering.
+			until, errL := annotations.ParseLingering(n)
+			f.nb.LingeringUntil = until
+			f.nb.ListedReady = ready // kept as written: vetNodes replaces ReadyEgressIPs
+			f.readyErr = errors.Join(err, errL)
+		}
 	}
 	f.assign.ConfigErr = errors.Join(errs...)
 	f.claims = claimsOf(n, f)
@@ -239,7 +247,8 @@ func toNB(name string, items []egressipv1.EgressIPStatusItem, pods []*corev1.Pod
 		}
 	}
 	for _, p := range pods {
-		e.Pods = append(e.Pods, nbstate.Pod{Namespace: p.Namespace, Name: p.Name, IPs: selection.PodIPs(p), Node: p.Spec.NodeName})
+		e.Pods = append(e.Pods, nbstate.Pod{Namespace: p.Namespace, Name: p.Name, IPs: selection.PodIPs(p), Node: p.Spec.NodeName,
+			Created: p.CreationTimestamp.Time})
 	}
 	return e
 }

@@ -6,6 +6,7 @@ import (
 	"strings"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -44,11 +45,13 @@ func TestIncrementalMatchesFull(t *testing.T) {
 			{"an older EgressIP takes a pod", func() {
 				e.create(egressIP("eip-b", 0, []string{"172.18.0.55"}, nil, map[string]string{"app": "web"}))
 			}, has("prod/db", "eip-b")},
-			{"a second pod with web1's IP, first by name: it has the rows", func() {
-				e.create(pod("prod", "aaa", "10.244.1.5", web))
-			}, func(rr map[string]string) bool { return rr["prod/aaa"] != "" && rr["prod/web1"] == "" }},
-			{"that pod deleted: web1 has the rows again", func() { e.deletePod("prod", "aaa") },
-				func(rr map[string]string) bool { return rr["prod/aaa"] == "" && rr["prod/web1"] != "" }},
+			{"a newer pod object given web1's IP (last by name): it owns the IP and has the rows", func() {
+				p := pod("prod", "zzz", "10.244.1.5", web)
+				p.CreationTimestamp = metav1.NewTime(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
+				e.create(p)
+			}, func(rr map[string]string) bool { return rr["prod/zzz"] != "" && rr["prod/web1"] == "" }},
+			{"that pod deleted: web1 has the rows again", func() { e.deletePod("prod", "zzz") },
+				func(rr map[string]string) bool { return rr["prod/zzz"] == "" && rr["prod/web1"] != "" }},
 			{"pod selector of the older EgressIP narrowed", func() {
 				e.updateEgressIP("eip-b", func(o *egressipv1.EgressIP) {
 					o.Spec.PodSelector = metav1.LabelSelector{MatchLabels: map[string]string{"app": "db"}}

@@ -1,6 +1,7 @@
 package master
 
 import (
+	"context"
 	"fmt"
 	"net/netip"
 	"slices"
@@ -407,25 +408,92 @@ func TestLocalGatewayAbsentReadyList(t *testing.T) {
 }
 
 // TestLocalGatewayLingerExpires: when the IP moves to a node that never reports it
-// ready, the pods stay rerouted to the previous holder for the release linger
-// only; then their reroutes go (a sync runs when the linger ends, with no event).
+// ready, the pods stay rerouted to the previous holder while it publishes that it
+// still SNATs the IP (egress-ips-lingering, with the end), never past the end it
+// published, and a master restarted during the linger reads the same end (it has
+// no clock of its own). Then their reroutes go (a sync runs at the end, with no
+// event). While the rows reroute to node1, node1 is told so (egress-ips-rerouted).
 func TestLocalGatewayLingerExpires(t *testing.T) {
 	forEachNB(t, func(t *testing.T, start func(testing.TB) *nbserver.Server) {
 		e := newEnv(t, start, "local")
 		populateObjects(e)
-		p := e.params()
-		p.ReleaseLinger = time.Second
-		e.startWith(p)
+		e.start()
 		e.updateNode("node2", ready())
 		e.updateNode("node1", ready("172.18.0.33"))
 		e.create(egressIP("eip-prod", 0, []string{"172.18.0.33"}, prodNS, web))
 		e.expectStatus("eip-prod", "172.18.0.33@node1")
-		e.expectRows("on node1",
-			map[string]string{"prod/web1": rr("eip-prod", "10.244.1.5", "10.244.1.2"), "prod/web2": rr("eip-prod", "10.244.3.6", "10.244.1.2")}, nil)
+		viaNode1 := map[string]string{"prod/web1": rr("eip-prod", "10.244.1.5", "10.244.1.2"), "prod/web2": rr("eip-prod", "10.244.3.6", "10.244.1.2")}
+		e.expectRows("on node1", viaNode1, nil)
+		e.expectRerouted("node1", `["172.18.0.33"]`)
 
+		until := time.Now().Add(4 * time.Second)
 		e.updateNode("node1", unlabelAssignable)
+		e.updateNode("node1", ready())
+		e.updateNode("node1", lingering(map[string]time.Time{"172.18.0.33": until}))
 		e.expectStatus("eip-prod", "172.18.0.33@node2")
+		e.settle()
+		e.expectRows("node2 not ready: via node1 while it lingers", viaNode1, nil)
+		e.stop()
+		e.start()
+		e.settle()
+		e.expectRows("restarted master: via node1 while it lingers", viaNode1, nil)
+		if time.Now().After(until) {
+			t.Fatalf("the linger ended before the restarted master was seen rerouting to node1 (test too slow)")
+		}
+		e.expectRerouted("node1", `["172.18.0.33"]`)
 		e.expectRows("node2 never ready, linger over: no reroute", map[string]string{}, nil)
+		if now := time.Now(); now.Before(until) {
+			t.Errorf("the reroutes went %v before the end node1 published", until.Sub(now))
+		}
+		e.expectRerouted("node1", `[]`)
+	})
+}
+
+// TestLocalGatewayLingerFactsUnparsable: a node listing a lingering IP without a
+// parsable end is not a next hop for it.
+func TestLocalGatewayLingerFactsUnparsable(t *testing.T) {
+	forEachNB(t, func(t *testing.T, start func(testing.TB) *nbserver.Server) {
+		e := cluster(t, start, "local")
+		e.updateNode("node2", ready())
+		e.updateNode("node1", ready("172.18.0.33"))
+		e.create(egressIP("eip-prod", 0, []string{"172.18.0.33"}, prodNS, web))
+		e.expectStatus("eip-prod", "172.18.0.33@node1")
+		e.expectRows("on node1", map[string]string{"prod/web1": rr("eip-prod", "10.244.1.5", "10.244.1.2"), "prod/web2": rr("eip-prod", "10.244.3.6", "10.244.1.2")}, nil)
+		e.updateNode("node1", unlabelAssignable)
+		e.updateNode("node1", func(n *corev1.Node) {
+			n.Annotations[annotations.EgressIPsReady] = `[]`
+			n.Annotations[annotations.EgressIPsLingering] = `["172.18.0.33"]`
+			n.Annotations[annotations.EgressIPsLingeringUntil] = `{"172.18.0.33":"later"}`
+		})
+		e.expectStatus("eip-prod", "172.18.0.33@node2")
+		e.expectRows("lingering without a parsable end: not a next hop", map[string]string{}, nil)
+	})
+}
+
+// lingering sets what the node daemon publishes about the egress IPs it released
+// and still SNATs, with their ends.
+func lingering(until map[string]time.Time) func(*corev1.Node) {
+	return func(n *corev1.Node) {
+		m := map[netip.Addr]time.Time{}
+		for ip, t := range until {
+			m[netip.MustParseAddr(ip)] = t
+		}
+		n.Annotations[annotations.EgressIPsLingering], n.Annotations[annotations.EgressIPsLingeringUntil] = annotations.FormatLingering(m)
+	}
+}
+
+// expectRerouted waits until the node's egress-ips-rerouted (written by the master) is want.
+func (e *env) expectRerouted(node, want string) {
+	e.t.Helper()
+	e.eventually(node+" told "+want, func() error {
+		n, err := e.kube.CoreV1().Nodes().Get(context.Background(), node, metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		if got := n.Annotations[annotations.EgressIPsRerouted]; got != want {
+			return fmt.Errorf("%s is %q", annotations.EgressIPsRerouted, got)
+		}
+		return nil
 	})
 }
 

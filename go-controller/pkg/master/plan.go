@@ -224,11 +224,12 @@ func changedRoutes(s *serving, in planInput, rowDirty map[string]bool) time.Time
 	var wake time.Time
 	for _, e := range in.eips {
 		ne := toNB(e.Name, e.Status.Items, nil)
-		if in.nb.Zone != "" {
-			ne.IPs = specIPs(e) // a lingering holder of one of them is a fallback
-		}
+		ne.IPs = specIPs(e)                 // a lingering holder of one of them is a fallback
 		routes := nbstate.Routes(in.nb, ne) // ready holders only: what the fallback remembers
-		if in.nb.Mode == nbstate.LocalGateway {
+		if in.nb.Mode == nbstate.LocalGateway && in.nb.Zone == "" {
+			// The fallback is what the nodes published (nbstate.Lingers): no clock here.
+			wake = earliest(wake, nbstate.LingerEnd(in.nb, ne))
+		} else if in.nb.Mode == nbstate.LocalGateway {
 			fb, expires := s.fallback(e.Name, routes, families, in.now, in.linger)
 			wake = earliest(wake, expires)
 			if fb != nil {
@@ -290,7 +291,7 @@ func build(s *serving, in planInput, rowDirty map[string]bool) nbRows {
 		r.desired = nbstate.ClusterRows(in.nb)
 	}
 	for k := range rowDirty {
-		before, after := s.rows(k, in.nb.Mode, in.nb.Zone, in.rank, &r.desired)
+		before, after := s.rows(k, in.nb.Mode, in.nb.Zone, &r.desired)
 		for _, ip := range before {
 			r.touched[ip] = true
 		}

@@ -44,7 +44,8 @@ type servedPod struct {
 	namespace string
 	name      string
 	ips       []netip.Addr
-	node      string // spec.nodeName: its zone in the interconnect layout
+	node      string    // spec.nodeName: its zone in the interconnect layout
+	created   time.Time // which of two pod objects sharing an IP owns it (selection.OwnsBefore)
 }
 
 // selectionSig is what an EgressIP's selection of pods depends on: a change means
@@ -103,11 +104,13 @@ func (s *serving) choose(key string, pod *corev1.Pod, eip string) bool {
 	old, had := s.pods[key]
 	var ips []netip.Addr
 	node := ""
+	var created time.Time
 	if eip != "" {
 		ips = selection.PodIPs(pod)
 		node = pod.Spec.NodeName
+		created = pod.CreationTimestamp.Time
 	}
-	if had && old.eip == eip && slices.Equal(old.ips, ips) && old.node == node {
+	if had && old.eip == eip && slices.Equal(old.ips, ips) && old.node == node && old.created.Equal(created) {
 		return false
 	}
 	if !had && eip == "" {
@@ -127,7 +130,7 @@ func (s *serving) choose(key string, pod *corev1.Pod, eip string) bool {
 		return true
 	}
 	ns, name, _ := strings.Cut(key, "/")
-	s.pods[key] = servedPod{eip: eip, namespace: ns, name: name, ips: ips, node: node}
+	s.pods[key] = servedPod{eip: eip, namespace: ns, name: name, ips: ips, node: node, created: created}
 	if s.eipPods[eip] == nil {
 		s.eipPods[eip] = map[string]bool{}
 	}
@@ -160,48 +163,35 @@ func (s *serving) coClaimants(ips []netip.Addr, dirty map[string]bool) {
 	}
 }
 
-// winner reports whether pod key has the rows of ip: among the served pods having
-// ip whose EgressIP routes that family, the first in serving priority, then by
-// namespace and name (the order nbstate.Desired meets them in).
-func (s *serving) winner(ip netip.Addr, key string, rank selection.Ranked) bool {
+// winner reports whether pod key has the rows of ip: it is the pod object owning
+// ip among the served pods having it (selection.Owner), and its EgressIP routes
+// that family. Which EgressIP serves the others does not matter.
+func (s *serving) winner(ip netip.Addr, key string) bool {
 	list := s.claims[ip]
-	fam := nbstate.Family(ip)
-	if len(list) == 1 {
-		_, routed := s.routes[s.pods[key].eip][fam]
-		return list[0] == key && routed
-	}
-	best, bestRank := "", 0
-	for _, k := range list {
-		p := s.pods[k]
-		if _, ok := s.routes[p.eip][fam]; !ok {
-			continue
+	if len(list) != 1 {
+		claims := make([]selection.IPClaim, len(list))
+		for i, k := range list {
+			p := s.pods[k]
+			claims[i] = selection.IPClaim{Namespace: p.namespace, Name: p.name, Created: p.created}
 		}
-		r, ok := rank.Rank(p.eip)
-		if !ok {
-			continue
+		if i := selection.Owner(claims); i < 0 || list[i] != key {
+			return false
 		}
-		if best == "" || r < bestRank || (r == bestRank && lessPod(p, s.pods[best])) {
-			best, bestRank = k, r
-		}
+	} else if list[0] != key {
+		return false
 	}
-	return best == key
-}
-
-func lessPod(a, b servedPod) bool {
-	if a.namespace != b.namespace {
-		return a.namespace < b.namespace
-	}
-	return a.name < b.name
+	_, routed := s.routes[s.pods[key].eip][nbstate.Family(ip)]
+	return routed
 }
 
 // rows adds the NB rows of pod key (none when it is not served) to into, and
 // records the IPs they serve; it returns the served IPs before and after.
-func (s *serving) rows(key string, mode nbstate.Mode, zone string, rank selection.Ranked, into *nbstate.State) (before, after []netip.Addr) {
+func (s *serving) rows(key string, mode nbstate.Mode, zone string, into *nbstate.State) (before, after []netip.Addr) {
 	before = s.servedIPs[key]
 	if p, ok := s.pods[key]; ok {
 		var st nbstate.State
-		st, after = nbstate.PodRows(mode, zone, p.eip, s.routes[p.eip], nbstate.Pod{Namespace: p.namespace, Name: p.name, IPs: p.ips, Node: p.node},
-			func(ip netip.Addr) bool { return s.winner(ip, key, rank) })
+		st, after = nbstate.PodRows(mode, zone, p.eip, s.routes[p.eip], nbstate.Pod{Namespace: p.namespace, Name: p.name, IPs: p.ips, Node: p.node, Created: p.created},
+			func(ip netip.Addr) bool { return s.winner(ip, key) })
 		for k, v := range st.Policies {
 			into.Policies[k] = v
 		}

@@ -10,9 +10,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	egressipv1 "github.com/ovn-egressip/ovn-egressip/go-controller/pkg/crd/egressip/v1"
 	"github.com/ovn-egressip/ovn-egressip/go-controller/pkg/egressip/nbstate"
-	"github.com/ovn-egressip/ovn-egressip/go-controller/pkg/egressip/selection"
 )
 
 // TestFallback: while no holder of a family is ready, the last ready next hops are
@@ -58,49 +56,47 @@ func TestFallback(t *testing.T) {
 	}
 }
 
-// TestWinner: of the served pods sharing an IP, the rows go to the first in
-// serving priority whose EgressIP routes that family, then by namespace and name
-// (not by the "namespace/name" string: "a-b/x" sorts before "a/x" as a string).
+// TestWinner: of the served pods sharing an IP, the rows go to the pod object
+// owning it (selection.OwnsBefore: created later, then namespace, then name, not
+// the "namespace/name" string: "a-b/x" sorts before "a/x" as a string), whatever
+// EgressIP serves the others; nobody has them when the owner's EgressIP has no
+// route.
 func TestWinner(t *testing.T) {
-	eip := func(name string, age int, assigned bool) *egressipv1.EgressIP {
-		e := &egressipv1.EgressIP{ObjectMeta: metav1.ObjectMeta{Name: name, CreationTimestamp: metav1.NewTime(time.Unix(int64(age), 0))}}
-		if assigned {
-			e.Status.Items = []egressipv1.EgressIPStatusItem{{Node: "n", EgressIP: "1.1.1.1"}}
-		}
-		return e
-	}
 	ip := netip.MustParseAddr("10.244.1.5")
 	route := map[string]nbstate.Route{nbstate.FamilyIPv4: {Nexthops: []string{"100.64.0.2"}}}
-	pod := func(ns, name string) *corev1.Pod {
-		return &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
+	pod := func(ns, name string, created int) *corev1.Pod {
+		return &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name, CreationTimestamp: metav1.NewTime(time.Unix(int64(created), 0))},
 			Status: corev1.PodStatus{PodIP: ip.String(), PodIPs: []corev1.PodIP{{IP: ip.String()}}}}
+	}
+	type claim struct {
+		eip     string
+		created int
 	}
 	tests := []struct {
 		name   string
-		pods   map[string]string // pod key -> its EgressIP
-		routed []string          // EgressIPs with a route
+		pods   map[string]claim // pod key -> its EgressIP and creation time
+		routed []string         // EgressIPs with a route
 		want   string
 	}{
-		{"one pod", map[string]string{"a/x": "old"}, []string{"old"}, "a/x"},
-		{"same EgressIP: by namespace, then name", map[string]string{"a/x": "old", "a-b/x": "old", "a/w": "old"}, []string{"old"}, "a/w"},
-		{"the older EgressIP first", map[string]string{"a/w": "new", "z/z": "old"}, []string{"old", "new"}, "z/z"},
-		{"an EgressIP without a route does not take it", map[string]string{"a/w": "new", "z/z": "old"}, []string{"new"}, "a/w"},
-		{"nobody routed: nobody", map[string]string{"a/w": "new"}, nil, ""},
+		{"one pod", map[string]claim{"a/x": {"old", 1}}, []string{"old"}, "a/x"},
+		{"same time: by namespace, then name", map[string]claim{"a/x": {"old", 1}, "a-b/x": {"old", 1}, "a/w": {"old", 1}}, []string{"old"}, "a/w"},
+		{"the newer pod object owns it", map[string]claim{"a/w": {"old", 1}, "z/z": {"new", 2}}, []string{"old", "new"}, "z/z"},
+		{"the owner's EgressIP has no route: nobody, not the other", map[string]claim{"a/w": {"old", 1}, "z/z": {"new", 2}}, []string{"old"}, ""},
+		{"nobody routed: nobody", map[string]claim{"a/w": {"new", 1}}, nil, ""},
 	}
-	rank := selection.Rank([]*egressipv1.EgressIP{eip("old", 1, true), eip("new", 2, true)})
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			s := newServing()
 			for _, name := range tc.routed {
 				s.routes[name] = route
 			}
-			for key, e := range tc.pods {
+			for key, c := range tc.pods {
 				ns, name, _ := strings.Cut(key, "/")
-				s.choose(key, pod(ns, name), e)
+				s.choose(key, pod(ns, name, c.created), c.eip)
 			}
 			got := ""
 			for key := range tc.pods {
-				if s.winner(ip, key, rank) {
+				if s.winner(ip, key) {
 					if got != "" {
 						t.Fatalf("two winners: %s and %s", got, key)
 					}

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"net/netip"
 	"slices"
 	"sort"
 	"strings"
@@ -188,7 +189,7 @@ func (c *controller) decide(r *round) {
 
 // planFor is what the rows are planned from, for the status items given.
 func (c *controller) planFor(r *round, items map[string][]egressipv1.EgressIPStatusItem) planInput {
-	nbIn := nbstate.Input{Mode: c.s.mode, ClusterSubnets: c.s.ClusterSubnets, JoinSubnets: c.s.JoinSubnets, Nodes: r.nbNodes, Zone: c.s.Zone}
+	nbIn := nbstate.Input{Mode: c.s.mode, ClusterSubnets: c.s.ClusterSubnets, JoinSubnets: c.s.JoinSubnets, Nodes: r.nbNodes, Zone: c.s.Zone, Now: r.began}
 	return c.planInput(r.snap.eips, items, r.dirty, r.full, nbIn, r.began)
 }
 
@@ -297,8 +298,18 @@ func (c *controller) report(r *round) {
 // transaction; after a failure the next sync is a full one.
 func (c *controller) commit(ctx context.Context, r *round) {
 	err := r.planErr
+	var targets map[string]map[netip.Addr]bool
+	if err == nil && c.publishesRerouted() {
+		// Make before break: a node is told before the rows reroute to it, and
+		// told no more only once they are gone.
+		targets = reroutedTargets(c.serving.routes, r.snap.eips, r.nbNodes)
+		err = c.publishRerouted(ctx, r.snap.nodes, targets, true)
+	}
 	if err == nil && !c.s.noNB {
 		err = c.transact(ctx, r.pre)
+	}
+	if err == nil && targets != nil {
+		r.errs = append(r.errs, c.publishRerouted(ctx, r.snap.nodes, targets, false))
 	}
 	if err != nil {
 		c.requestFull()

@@ -134,6 +134,21 @@ func (d *doubts) vetNodes(nodes []*corev1.Node, facts []nodeFacts, eips []*egres
 			rec.Event(nodeRef(n), corev1.EventTypeWarning, string(x.Reason), x.Message)
 		}
 	}
+	// A moved IP's old holder still listing it ready is a fallback next hop
+	// (nbstate.Lingers) only until the claim is reported: a node that never
+	// publishes the end of its linger is not trusted past the grace.
+	for i, n := range nodes {
+		for _, x := range byNode[n.Name] {
+			if x.Reason != assign.ReadyEgressIPNotHeld || !d.reported[doubtKey{x.Node, x.Field, x.IP, x.Reason}] || !facts[i].nb.ListedReady[x.IP] {
+				continue
+			}
+			listed := make(map[netip.Addr]bool, len(facts[i].nb.ListedReady))
+			for ip, ok := range facts[i].nb.ListedReady {
+				listed[ip] = ok && ip != x.IP
+			}
+			facts[i].nb.ListedReady = listed
+		}
+	}
 	for k := range d.since {
 		if !seen[k] {
 			if d.reported[k] {

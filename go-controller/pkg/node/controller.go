@@ -70,12 +70,70 @@ type controller struct {
 	// process has announced for its gateway router (announceShared).
 	announcedShared map[netip.Addr]bool
 	lastGWConfigErr string // the l3-gateway-config problem already sent as an Event
+	lastReroutedErr string // the egress-ips-rerouted problem already sent as an Event
 }
 
 // lingering is the released state of one egress IP and when it goes.
 type lingering struct {
 	state hostegress.Released
 	until time.Time
+	held  bool // kept past until because the master still reroutes it here (logged once)
+}
+
+// lingeringUntil are the released egress IPs whose linger has not ended at now,
+// with its end: what the node publishes (annotations.FormatLingering).
+func (c *controller) lingeringUntil(now time.Time) map[netip.Addr]time.Time {
+	out := map[netip.Addr]time.Time{}
+	for ip, l := range c.released {
+		if now.Before(l.until) {
+			out[ip] = l.until
+		}
+	}
+	return out
+}
+
+// ownNode is the own Node as freshest known: the cache, or our last patch's
+// result while the informer has not caught up with it.
+func (c *controller) ownNode() (cached, node *corev1.Node, err error) {
+	cached, err = c.nodes.Get(c.p.NodeName)
+	if err != nil {
+		return nil, nil, err
+	}
+	node = cached
+	if c.patched != nil && c.patchedFrom == cached {
+		node = c.patched
+	}
+	return cached, node, nil
+}
+
+// reroutedHere reads what the master says OVN reroutes to this node
+// (annotations.EgressIPsRerouted). told is false when it has said nothing (no
+// annotation, or no Node yet). An unparsable list is a Warning Event naming the
+// node and annotation, and every released IP counts as rerouted (unknown is not
+// "gone").
+func (c *controller) reroutedHere() (map[netip.Addr]bool, bool) {
+	_, node, err := c.ownNode()
+	if err != nil {
+		return nil, false
+	}
+	if _, ok := node.Annotations[annotations.EgressIPsRerouted]; !ok {
+		return nil, false
+	}
+	ips, err := annotations.ParseIPList(node, annotations.EgressIPsRerouted)
+	if err != nil {
+		klog.ErrorS(err, "Cannot tell what the master reroutes here; keeping the rules of every released egress IP", "node", node.Name)
+		if msg := err.Error(); msg != c.lastReroutedErr {
+			c.lastReroutedErr = msg
+			c.recorder.Eventf(nodeRef(node), corev1.EventTypeWarning, "EgressFactsUnknown", "node %s: %v", node.Name, err)
+		}
+		all := map[netip.Addr]bool{}
+		for ip := range c.released {
+			all[ip] = true
+		}
+		return all, true
+	}
+	c.lastReroutedErr = ""
+	return ips, true
 }
 
 func newController(p Params) *controller {
@@ -245,16 +303,12 @@ func (c *controller) sync(ctx context.Context) error {
 // (when the gateway interface is known) and, in local gateway mode, the egress IPs
 // ready (annotations.EgressIPsReady; removed in shared gateway mode).
 func (c *controller) publish(ctx context.Context, snap hostinfo.Snapshot, eips []*egressipv1.EgressIP, ready map[netip.Addr]bool) error {
-	node, err := c.nodes.Get(c.p.NodeName)
+	cached, node, err := c.ownNode()
 	if apierrors.IsNotFound(err) {
 		return fmt.Errorf("node %s not found", c.p.NodeName)
 	}
 	if err != nil {
 		return err
-	}
-	cached := node
-	if c.patched != nil && c.patchedFrom == cached {
-		node = c.patched // the informer has not caught up with our own patch yet
 	}
 	set := map[string]*string{}
 	var factsErr error
@@ -272,6 +326,9 @@ func (c *controller) publish(ctx context.Context, snap hostinfo.Snapshot, eips [
 	}
 	if v, changed := egressfacts.ReadyChange(node.Annotations, ready, c.p.GatewayMode == GatewayModeLocal); changed {
 		set[annotations.EgressIPsReady] = v
+	}
+	if c.p.GatewayMode == GatewayModeLocal {
+		maps.Copy(set, lingeringChange(node.Annotations, c.lingeringUntil(time.Now())))
 	}
 	if len(set) == 0 {
 		return factsErr
@@ -304,7 +361,8 @@ func (c *controller) syncHost(snap hostinfo.Snapshot, eips []*egressipv1.EgressI
 		NodeName: c.p.NodeName, EgressIPs: eips, Namespaces: namespaces, Pods: pods, Host: snap,
 	})
 	c.report(eips, problems)
-	ready, err := c.p.host.Apply(c.withReleased(st, time.Now()))
+	rerouted, told := c.reroutedHere()
+	ready, err := c.p.host.Apply(c.withReleased(st, time.Now(), rerouted, told))
 	if err != nil {
 		return ready, fmt.Errorf("node %s: program egress IPs: %w", c.p.NodeName, err)
 	}
@@ -423,7 +481,13 @@ func trimPod(obj any) (any, error) {
 // in st leave behind, forgets what is held again or has lingered for
 // Params.ReleaseLinger, and returns st with the rest merged in (hostegress.Merge).
 // While something lingers, a sync is queued for when it expires.
-func (c *controller) withReleased(st hostegress.State, now time.Time) hostegress.State {
+//
+// A released IP's rules stay past that end while the master's list of what OVN
+// reroutes here (annotations.EgressIPsRerouted; told: the master published one)
+// still names it: a reroute the master has not removed yet, or could not (it was
+// down), must not meet a node without SNAT rules. The end itself is published
+// (lingeringUntil) and the master reroutes here no longer than that.
+func (c *controller) withReleased(st hostegress.State, now time.Time, rerouted map[netip.Addr]bool, told bool) hostegress.State {
 	if c.p.ReleaseLinger < 0 {
 		return st
 	}
@@ -447,8 +511,22 @@ func (c *controller) withReleased(st hostegress.State, now time.Time) hostegress
 	next := time.Duration(0)
 	for _, ip := range ips {
 		l := c.released[ip]
-		if st.Holds(ip) || !now.Before(l.until) {
+		if st.Holds(ip) {
 			delete(c.released, ip)
+			continue
+		}
+		if !now.Before(l.until) {
+			if !told || !rerouted[ip] {
+				delete(c.released, ip)
+				continue
+			}
+			if !l.held {
+				l.held = true
+				c.released[ip] = l
+				klog.InfoS("Egress IP linger ended but the master still reroutes it here; keeping its SNAT rules until it stops",
+					"node", c.p.NodeName, "ip", ip, "annotation", annotations.EgressIPsRerouted)
+			}
+			keep = append(keep, l.state)
 			continue
 		}
 		keep = append(keep, l.state)
@@ -538,4 +616,25 @@ func (c *controller) announceShared(snap hostinfo.Snapshot, eips []*egressipv1.E
 			"ip", ip, "mac", mac.String(), "link", gw.Name)
 	}
 	return errors.Join(errs...)
+}
+
+// lingeringChange is the patch of EgressIPsLingering and EgressIPsLingeringUntil
+// for until (none: both removed), for what differs from current.
+func lingeringChange(current map[string]string, until map[netip.Addr]time.Time) map[string]*string {
+	out := map[string]*string{}
+	if len(until) == 0 {
+		for _, k := range []string{annotations.EgressIPsLingering, annotations.EgressIPsLingeringUntil} {
+			if _, has := current[k]; has {
+				out[k] = nil
+			}
+		}
+		return out
+	}
+	list, ends := annotations.FormatLingering(until)
+	for k, v := range map[string]string{annotations.EgressIPsLingering: list, annotations.EgressIPsLingeringUntil: ends} {
+		if cur, has := current[k]; !has || cur != v {
+			out[k] = &v
+		}
+	}
+	return out
 }

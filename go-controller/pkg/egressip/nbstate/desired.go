@@ -6,7 +6,9 @@ import (
 	"slices"
 	"sort"
 	"strings"
+	"time"
 
+	"github.com/ovn-egressip/ovn-egressip/go-controller/pkg/egressip/selection"
 	"github.com/ovn-egressip/ovn-egressip/go-controller/pkg/nbdb"
 )
 
@@ -46,6 +48,15 @@ type Node struct {
 	// IPs the node no longer holds whose SNAT rows its zone still keeps: while no
 	// holder of such an IP's family is ready, zones keep rerouting to this node.
 	LingeringEgressIPs map[netip.Addr]bool
+	// LingeringUntil (centralized layout, local gateway mode) are the egress IPs the
+	// node daemon no longer holds but still SNATs, with the end of that linger it
+	// published (annotations.ParseLingering): see Lingers.
+	LingeringUntil map[netip.Addr]time.Time
+	// ListedReady are the egress IPs the node lists ready as it wrote them, before
+	// the master set aside claims for IPs that status gives another node: right
+	// after an IP moves, its old holder still lists it (and still SNATs it) until
+	// it takes the release in and publishes the linger's end (Lingers).
+	ListedReady map[netip.Addr]bool
 }
 
 // Assignment says Node holds IP (one status item, parsed).
@@ -61,6 +72,9 @@ type Pod struct {
 	// Node is the node the pod runs on: in the interconnect layout it says whether
 	// the pod is of the zone (Input.Zone).
 	Node string
+	// Created is the pod object's creation time: of two served pods sharing an IP,
+	// the owner has its rows (selection.OwnsBefore).
+	Created time.Time
 }
 
 // Key returns the pod's "namespace/name", the value of PodKey in external_ids.
@@ -93,7 +107,7 @@ type Input struct {
 	// JoinSubnets are the join switch networks (100.64.0.0/16, fd98::/64).
 	JoinSubnets []netip.Prefix
 	// EgressIPs in serving priority order (selection.Ordered); when two pods share an
-	// IP the first one met keeps the rows.
+	// IP the one owning it keeps the rows (selection.OwnsBefore).
 	EgressIPs []EgressIP
 	// Nodes are all nodes, by name.
 	Nodes map[string]Node
@@ -106,6 +120,8 @@ type Input struct {
 	// the SNAT on this zone's gateway router. "" is the centralized layout: one
 	// zone holding every node.
 	Zone string
+	// Now is the time the published linger ends are compared with (Lingers).
+	Now time.Time
 }
 
 // local reports whether node is of the zone of in.
@@ -134,25 +150,28 @@ func (s State) Len() int { return len(s.Policies) + len(s.NATs) + len(s.AddressS
 // Desired computes the rows for in. With no EgressIP at all it is empty (not even
 // the shared rows). Per family of the cluster subnets it holds the shared rows
 // (ClusterRows). Per served pod, the rows of PodRows under its EgressIP's Routes;
-// when two served pods share an IP, the first met (EgressIP order, then pod order)
-// has the rows of that IP.
+// when two served pods share an IP, the pod object owning it (selection.OwnsBefore)
+// has the rows of that IP, or none has them when its EgressIP has no route there.
 func Desired(in Input) State {
 	st := NewState()
 	if len(in.EgressIPs) == 0 {
 		return st
 	}
 	served := map[string][]string{} // family -> served pod IPs
-	claimed := map[netip.Addr]bool{}
-	claim := func(ip netip.Addr) bool {
-		if claimed[ip] {
-			return false
+	var claims []selection.IPClaim
+	for _, e := range in.EgressIPs {
+		for _, pod := range e.Pods {
+			claims = append(claims, selection.IPClaim{Namespace: pod.Namespace, Name: pod.Name, Created: pod.Created, IPs: pod.IPs})
 		}
-		claimed[ip] = true
-		return true
 	}
+	owner := selection.Owners(claims) // pod IP -> index in claims of the pod object owning it
+	i := 0
 	for _, e := range in.EgressIPs {
 		routes := Routes(in, e)
 		for _, pod := range e.Pods {
+			me := i
+			i++
+			claim := func(ip netip.Addr) bool { return owner[ip] == me }
 			for _, ip := range addPodRows(&st, in.Mode, in.Zone, e.Name, routes, pod, claim) {
 				served[Family(ip)] = append(served[Family(ip)], ip.String())
 			}
@@ -264,6 +283,8 @@ func Routes(in Input, e EgressIP) map[string]Route {
 		switch {
 		case len(hs) > 0:
 			r.Nexthops = sortedHops(hs)
+		case in.Zone == "" && in.Mode == LocalGateway && len(LingerHolders(in, e, fam)) > 0:
+			r.Nexthops = sortedHops(LingerHolders(in, e, fam))
 		case in.Mode == LocalGateway && len(e.Fallback[fam]) > 0:
 			for _, nh := range e.Fallback[fam] {
 				r.Nexthops = append(r.Nexthops, nh.String())

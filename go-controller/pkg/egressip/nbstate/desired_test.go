@@ -5,6 +5,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 )
 
 func addrs(ss ...string) []netip.Addr {
@@ -196,20 +197,39 @@ func TestDesired(t *testing.T) {
 			},
 		},
 		{
-			name: "two pods with one IP: the first met keeps the rows",
+			name: "two pods with one IP: the pod object owning it (the newer) has the rows, under its own EgressIP, though met second",
 			in: with(v4, func(in *Input) {
 				in.Mode = LocalGateway
 				in.Nodes = readyNodes(map[string][]string{"node-a": {"172.18.0.33"}, "node-b": {"172.18.0.44"}})
+				old, newer := pod("ns1", "old", "10.244.1.5"), pod("ns2", "new", "10.244.1.5")
+				old.Created, newer.Created = time.Unix(100, 0), time.Unix(200, 0)
 				in.EgressIPs = []EgressIP{
-					{Name: "first", Assigned: []Assignment{assigned("node-a", "172.18.0.33")}, Pods: []Pod{pod("ns1", "old", "10.244.1.5")}},
-					{Name: "second", Assigned: []Assignment{assigned("node-b", "172.18.0.44")}, Pods: []Pod{pod("ns2", "new", "10.244.1.5")}},
+					{Name: "first", Assigned: []Assignment{assigned("node-a", "172.18.0.33")}, Pods: []Pod{old}},
+					{Name: "second", Assigned: []Assignment{assigned("node-b", "172.18.0.44")}, Pods: []Pod{newer}},
 				}
 			}),
 			want: []string{
 				`address-set egressip_served_pods_v4 [10.244.1.5] owner-type=Cluster,rule=served-pods,ip-family=ip4`,
 				v4NodeIPs,
-				`policy ovn_cluster_router 100 reroute "ip4.src == 10.244.1.5" nexthops=[10.244.1.2] owner-type=EgressIP,name=first,rule=reroute,ip-family=ip4,pod=ns1/old`,
+				`policy ovn_cluster_router 100 reroute "ip4.src == 10.244.1.5" nexthops=[10.244.2.2] owner-type=EgressIP,name=second,rule=reroute,ip-family=ip4,pod=ns2/new`,
 				v4PodToJoin, v4PodToNode, v4PodToPod,
+			},
+		},
+		{
+			name: "two pods with one IP: when the owner's EgressIP has no route, nobody has the rows (not the other EgressIP)",
+			in: with(v4, func(in *Input) {
+				in.Mode = LocalGateway
+				in.Nodes = readyNodes(map[string][]string{"node-a": {"172.18.0.33"}})
+				old, newer := pod("ns1", "old", "10.244.1.5"), pod("ns2", "new", "10.244.1.5")
+				old.Created, newer.Created = time.Unix(100, 0), time.Unix(200, 0)
+				in.EgressIPs = []EgressIP{
+					{Name: "first", Assigned: []Assignment{assigned("node-a", "172.18.0.33")}, Pods: []Pod{old}},
+					{Name: "second", Pods: []Pod{newer}},
+				}
+			}),
+			want: []string{
+				`address-set egressip_served_pods_v4 [] owner-type=Cluster,rule=served-pods,ip-family=ip4`,
+				v4NodeIPs, v4PodToJoin, v4PodToNode, v4PodToPod,
 			},
 		},
 	}

@@ -95,6 +95,7 @@ func Compute(in Input) (State, []Problem) {
 	eips := append([]*egressipv1.EgressIP(nil), in.EgressIPs...)
 	sort.Slice(eips, func(i, j int) bool { return eips[i].Name < eips[j].Name })
 
+	owner := ipOwners(served.Served)
 	claimedIP := map[netip.Addr]string{} // egress IP -> EgressIP name
 	snatKey := map[netip.Addr]bool{}     // pod IP already has a rule
 	tables := map[int]bool{}             // link index -> routes needed
@@ -139,8 +140,8 @@ func Compute(in Input) (State, []Problem) {
 			}
 			for _, pod := range served.Served[eip.Name] {
 				for _, podIP := range selection.PodIPs(pod) {
-					if podIP.Is4() != ip.Is4() || snatKey[podIP] {
-						continue
+					if podIP.Is4() != ip.Is4() || snatKey[podIP] || owner[podIP] != pod {
+						continue // another pod object owns this IP now (selection.OwnsBefore)
 					}
 					snatKey[podIP] = true
 					st.SNAT = append(st.SNAT, SNAT{PodIP: podIP, EgressIPAddr: ip, Link: link.Name, EgressIP: eip.Name})
@@ -160,6 +161,24 @@ func Compute(in Input) (State, []Problem) {
 	}
 	sortState(&st)
 	return st, problems
+}
+
+// ipOwners maps every served pod IP to the pod object owning it
+// (selection.Owners), over the pods every EgressIP serves.
+func ipOwners(served map[string][]*corev1.Pod) map[netip.Addr]*corev1.Pod {
+	var pods []*corev1.Pod
+	var claims []selection.IPClaim
+	for _, list := range served {
+		for _, pod := range list {
+			pods = append(pods, pod)
+			claims = append(claims, selection.ClaimOf(pod))
+		}
+	}
+	out := map[netip.Addr]*corev1.Pod{}
+	for ip, i := range selection.Owners(claims) {
+		out[ip] = pods[i]
+	}
+	return out
 }
 
 // egressLink finds the link whose non-host subnet (not ours) contains ip.
