@@ -131,16 +131,17 @@ func statusFor(in statusInput, eip *egressipv1.EgressIP, cur egressipv1.EgressIP
 		committed[it] = true
 	}
 	for _, it := range items {
-		if !committed[it] {
-			notProg[it.EgressIP] = "OVN Northbound rows not written yet"
-			continue
-		}
+		// A missing router first: rows that hang on it cannot be written, whatever the last commit held.
 		if in.routers != nil && !in.routers[nbstate.ClusterRouter] {
 			notProg[it.EgressIP] = "logical router " + nbstate.ClusterRouter + " not in OVN Northbound"
 			continue
 		}
 		if gr := nbstate.GatewayRouter(it.Node); in.routers != nil && in.mode == nbstate.SharedGateway && !in.routers[gr] {
 			notProg[it.EgressIP] = "gateway router " + gr + " of node " + it.Node + " not in OVN Northbound"
+			continue
+		}
+		if !committed[it] {
+			notProg[it.EgressIP] = "OVN Northbound rows not written yet"
 			continue
 		}
 		if in.mode == nbstate.LocalGateway || in.interconnect {

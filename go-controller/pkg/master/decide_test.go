@@ -2,6 +2,7 @@ package master
 
 import (
 	"net/netip"
+	"strings"
 	"testing"
 	"time"
 
@@ -46,6 +47,7 @@ func TestDecideStatus(t *testing.T) {
 		ready       metav1.ConditionStatus          // its Ready condition
 		readyReason string
 		assigned    string
+		message     string // a part of the Ready message (empty: not checked)
 	}
 	cases := []struct {
 		name      string
@@ -78,14 +80,17 @@ func TestDecideStatus(t *testing.T) {
 			nodes: []assign.Node{decideNode("node1"), decideNode("node2")},
 			after: want{items: items("172.18.0.100", "node1"), ready: metav1.ConditionTrue, readyReason: conditions.ReasonProgrammed, assigned: "1/1"}},
 		{name: "shared gateway, the holder's gateway router is missing: not programmed",
+			// The message names the missing router from the first write on: nothing changes after NB.
 			nodes: []assign.Node{decideNode("node1")}, noRouter: "GR_node1",
-			before: want{items: items("172.18.0.100", "node1"), ready: metav1.ConditionFalse, readyReason: conditions.ReasonNotProgrammed, assigned: "1/1"},
-			after:  want{items: items("172.18.0.100", "node1"), ready: metav1.ConditionFalse, readyReason: conditions.ReasonNotProgrammed, assigned: "1/1"}},
+			before: want{items: items("172.18.0.100", "node1"), ready: metav1.ConditionFalse, readyReason: conditions.ReasonNotProgrammed, assigned: "1/1",
+				message: "gateway router GR_node1 of node node1 not in OVN Northbound"},
+			after: want{}},
 		{name: "the cluster router is missing: not programmed",
 			nodes: []assign.Node{decideNode("node1")}, noRouter: nbstate.ClusterRouter, mode: nbstate.LocalGateway,
 			nbNodes: map[string]nbstate.Node{"node1": readyOn("172.18.0.100")},
-			before:  want{items: items("172.18.0.100", "node1"), ready: metav1.ConditionFalse, readyReason: conditions.ReasonNotProgrammed, assigned: "1/1"},
-			after:   want{items: items("172.18.0.100", "node1"), ready: metav1.ConditionFalse, readyReason: conditions.ReasonNotProgrammed, assigned: "1/1"}},
+			before: want{items: items("172.18.0.100", "node1"), ready: metav1.ConditionFalse, readyReason: conditions.ReasonNotProgrammed, assigned: "1/1",
+				message: "logical router ovn_cluster_router not in OVN Northbound"},
+			after: want{}},
 		{name: "local gateway: programmed only once the holder lists it ready",
 			nodes: []assign.Node{decideNode("node1")}, mode: nbstate.LocalGateway,
 			nbNodes: map[string]nbstate.Node{"node1": readyOn()},
@@ -115,6 +120,9 @@ func TestDecideStatus(t *testing.T) {
 		if len(st.Conditions) == 0 || st.Conditions[0].Type != conditions.TypeReady ||
 			st.Conditions[0].Status != w.ready || st.Conditions[0].Reason != w.readyReason {
 			t.Fatalf("%s: conditions %+v, want Ready %s %s", stage, st.Conditions, w.ready, w.readyReason)
+		}
+		if !strings.Contains(st.Conditions[0].Message, w.message) {
+			t.Fatalf("%s: Ready message %q does not say %q", stage, st.Conditions[0].Message, w.message)
 		}
 		if writes[0].rv != "rv-believed" {
 			t.Fatalf("%s: writes over resourceVersion %q, want the believed one", stage, writes[0].rv)
