@@ -44,6 +44,11 @@ func claimsOf(n *corev1.Node, f nodeFacts) assign.Claims {
 	// (such as a missing join IP) still claims its egress network address.
 	c := assign.Claims{Node: n.Name, Ready: f.nb.ReadyEgressIPs, Egress: f.assign.Egress.Network,
 		EgressField: annotations.PrimaryIfAddr}
+	if f.hostReady != nil {
+		// Interconnect, local gateway mode: the node daemon's own list is its claim (ReadyEgressIPs also needs
+		// the zone's list, which a node claiming another's IP does not get).
+		c.Ready = f.hostReady
+	}
 	if _, ok := n.Annotations[annotations.EgressIPConfig]; ok {
 		c.EgressField = annotations.EgressIPConfig
 	}
