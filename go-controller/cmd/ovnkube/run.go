@@ -236,7 +236,7 @@ func runZone(ctx context.Context, cfg *config.Config, cs *clients, reg prometheu
 
 // runLeader runs the master's (or the cluster manager's) work: the health checker and the controller.
 func runLeader(ctx context.Context, cfg *config.Config, cs *clients, reg prometheus.Registerer, role master.Role, onSync func(error)) error {
-	recorder, stopRecorder, err := master.NewRecorder(ctx, cs.kube)
+	recorder, stopRecorder, err := master.NewRecorder(ctx, cs.kube, role, "")
 	if err != nil {
 		return err
 	}

@@ -40,7 +40,7 @@ func Run(ctx context.Context, p Params) error {
 		return fmt.Errorf("master: the EgressIP API (k8s.ovn.org/v1 egressips) is not served; install dist/crds: %w", err)
 	}
 	if s.Recorder == nil {
-		rec, shutdown, err := NewRecorder(ctx, s.Kube)
+		rec, shutdown, err := NewRecorder(ctx, s.Kube, s.Role, s.Zone)
 		if err != nil {
 			return err
 		}
@@ -117,10 +117,24 @@ func roleName(r Role) string {
 	return string(r)
 }
 
-// NewRecorder returns the master's Event recorder (component ovnkube-master,
+// EventSource is the source of the Events a process of role r writes: the component
+// is the process's name as the layout calls it (ovnkube-master, ovnkube-cluster-manager,
+// ovnkube-controller), and a zone controller names its zone's node as the host.
+func EventSource(r Role, zone string) corev1.EventSource {
+	switch r {
+	case RoleClusterManager:
+		return corev1.EventSource{Component: "ovnkube-cluster-manager"}
+	case RoleZone:
+		return corev1.EventSource{Component: "ovnkube-controller", Host: zone}
+	default:
+		return corev1.EventSource{Component: "ovnkube-master"}
+	}
+}
+
+// NewRecorder returns the Event recorder of a process of role r (its EventSource,
 // writing to kube; it knows the EgressIP type) and the function that flushes and
 // stops it.
-func NewRecorder(ctx context.Context, kube kubernetes.Interface) (record.EventRecorder, func(), error) {
+func NewRecorder(ctx context.Context, kube kubernetes.Interface, r Role, zone string) (record.EventRecorder, func(), error) {
 	scheme := runtime.NewScheme()
 	if err := clientgoscheme.AddToScheme(scheme); err != nil {
 		return nil, nil, err
@@ -130,7 +144,7 @@ func NewRecorder(ctx context.Context, kube kubernetes.Interface) (record.EventRe
 	}
 	broadcaster := record.NewBroadcaster(record.WithContext(ctx))
 	broadcaster.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: kube.CoreV1().Events("")})
-	return broadcaster.NewRecorder(scheme, corev1.EventSource{Component: "ovnkube-master"}), broadcaster.Shutdown, nil
+	return broadcaster.NewRecorder(scheme, EventSource(r, zone)), broadcaster.Shutdown, nil
 }
 
 func forward(ctx context.Context, ch <-chan struct{}, f func()) {
