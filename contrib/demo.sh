@@ -57,8 +57,7 @@ mkdir -p "$DEMO"
 # its Lease in ovn-egressip, each node daemon with a token bound to its Node (admission policy ovnkube-egressip-node-writes).
 common=(--egress-ip-enable --gateway-mode "$MODE" --cluster-subnets "$subnets" --join-subnet "$join")
 mk=$("$CTL" kubeconfig master)
-role=(--init-master --nb-address "$NB_ADDRESS")
-[[ $LAYOUT == interconnect ]] && role=(--init-cluster-manager)
+if [[ $LAYOUT == interconnect ]]; then role=(--init-cluster-manager); else role=(--init-master --nb-address "$NB_ADDRESS"); fi
 echo "\$ ovnkube ${role[*]} ${common[*]} --kubeconfig $mk --leader-elect-namespace ovn-egressip --metrics-bind-address 127.0.0.1:9412"
 nohup "$OVNKUBE" "${role[@]}" "${common[@]}" --kubeconfig "$mk" --leader-elect-namespace ovn-egressip \
   --metrics-bind-address 127.0.0.1:9412 >"$DEMO/ovnkube-master.log" 2>&1 & echo $! >"$DEMO/ovnkube-master.pid"
@@ -130,9 +129,9 @@ ipt=""
 if [[ $MODE == local ]]; then
   ipt=$'\n  ip netns exec oeip-node2 iptables -t nat -S OVN-KUBE-EGRESSIP   # the node\'s SNAT rules ("incompatible" = no such chain: no egress IP held; ip6tables for IPv6)'
 fi
-nb1=$NB_ADDRESS nb2=$NB_ADDRESS
+nb1=${ZONE_NB_node1:-} nb2=${ZONE_NB_node2:-}
+[[ $LAYOUT == interconnect ]] || nb1=$NB_ADDRESS nb2=$NB_ADDRESS
 if [[ $LAYOUT == interconnect ]]; then
-  nb1=$ZONE_NB_node1 nb2=$ZONE_NB_node2
   step "The rows of two zones: node1's (its pods' reroutes) and node2's (a holder: its SNATs)"
   show ovn-nbctl --db="$nb1" lr-policy-list ovn_cluster_router
   show ovn-nbctl --db="$nb2" lr-policy-list ovn_cluster_router
@@ -144,7 +143,7 @@ cat <<MSG
   ovn-nbctl --db=$nb1 lr-policy-list ovn_cluster_router
   ovn-nbctl --db=$nb2 lr-nat-list GR_node2$ipt
   $CTL pod request prod/web1 [--family 6]                           # one more request
-  curl -s 127.0.0.1:9412/metrics | grep egress                      # master metrics
+  curl -s 127.0.0.1:9412/metrics | grep egress                      # the cluster manager's (centralized: the master's) metrics
   logs: $DEMO/*.log
   (an EgressIP puts at most one of its IPs on a node: unlabel node2 and one of its IPs stays unassigned, with an Event)
 Stop everything: make demo-down   (ovnkube processes, then the cluster)

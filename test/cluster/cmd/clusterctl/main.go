@@ -144,9 +144,13 @@ func cmdStatus(args []string) error {
 		return err
 	}
 	defer c.Close()
-	fmt.Printf("KUBECONFIG=%s\nKUBECTL=%s\nNB_ADDRESS=%s\nSB_ADDRESS=%s\nGATEWAY_MODE=%s\nCLUSTER_IP_FAMILY=%s\n",
-		c.Kubeconfig(), c.Kubectl(), c.NBAddress(), c.SBAddress(), c.GatewayMode(), c.IPFamily())
-	if c.Layout() == cluster.LayoutInterconnect {
+	fmt.Printf("KUBECONFIG=%s\nKUBECTL=%s\nGATEWAY_MODE=%s\nCLUSTER_IP_FAMILY=%s\n",
+		c.Kubeconfig(), c.Kubectl(), c.GatewayMode(), c.IPFamily())
+	if c.Layout() != cluster.LayoutInterconnect {
+		fmt.Printf("NB_ADDRESS=%s\nSB_ADDRESS=%s\n", c.NBAddress(), c.SBAddress())
+	} else {
+		// no cluster-wide NB or SB: printing NB_ADDRESS= empty would send ovn-nbctl --db=$NB_ADDRESS to its default
+		fmt.Println("# NB_ADDRESS, SB_ADDRESS: none in the interconnect layout; each zone's are ZONE_NB_<node>, ZONE_SB_<node>")
 		// one zone per node: its NB (unix socket and TCP) and SB; shell variable names use _ for nothing else
 		fmt.Printf("CLUSTER_LAYOUT=%s\n", c.Layout())
 		for _, n := range c.Nodes() {
