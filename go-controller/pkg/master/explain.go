@@ -305,6 +305,9 @@ func ExplainEgressIP(in ExplainInput, name string) (*EgressIPReport, error) {
 	default:
 		r.Notes = append(r.Notes, "NB not read (no --nb-address): rows not compared")
 	}
+	if n := missingFamilyNote(in, name); n != "" {
+		r.Notes = append(r.Notes, n)
+	}
 	if st.mode == nbstate.LocalGateway {
 		r.Hosts = st.hosts(eip)
 		if in.ZoneNB == nil {
@@ -443,6 +446,46 @@ func ofEgressIP(s nbstate.State, name string) nbstate.State {
 		}
 	}
 	return out
+}
+
+// missingFamilyNote names the IP families of EgressIP name's rows in NB that the
+// cluster subnets explain was given do not have: explain computes no rows of such a
+// family, so every one of them shows as extra. That is what the default
+// --cluster-subnets (IPv4 only) does on a dual-stack or IPv6 cluster; the note says
+// which flag to pass rather than leaving the reader with "extra" rows.
+func missingFamilyNote(in ExplainInput, name string) string {
+	have := nbstate.Families(in.ClusterSubnets)
+	counts := map[string]int{}
+	count := func(s nbstate.State) {
+		for k := range ofEgressIP(s, name).Policies {
+			counts[k.IDs.Family]++
+		}
+		for k := range ofEgressIP(s, name).NATs {
+			counts[k.IDs.Family]++
+		}
+	}
+	if in.NB != nil {
+		count(in.NB.Rows)
+	}
+	for _, cur := range in.ZoneNB {
+		count(cur.Rows)
+	}
+	var parts []string
+	for _, fam := range []string{nbstate.FamilyIPv4, nbstate.FamilyIPv6} {
+		if counts[fam] > 0 && !slices.Contains(have, fam) {
+			parts = append(parts, fmt.Sprintf("%d %s", counts[fam], fam))
+		}
+	}
+	if len(parts) == 0 {
+		return ""
+	}
+	subnets := make([]string, len(in.ClusterSubnets))
+	for i, p := range in.ClusterSubnets {
+		subnets[i] = p.String()
+	}
+	return fmt.Sprintf("NB has rows of this EgressIP (%s) of a family the cluster subnets given to explain (%s) lack, so they show as extra: "+
+		"pass --cluster-subnets and --join-subnet as the ovnkube processes run with (or their --config-file)",
+		strings.Join(parts, ", "), strings.Join(subnets, ","))
 }
 
 func compareRows(desired nbstate.State, cur nbstate.Current, name string) *RowsReport {
