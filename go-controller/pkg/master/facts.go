@@ -122,10 +122,15 @@ func parseNodeIn(n *corev1.Node, lay factsLayout, reach Reachability) nodeFacts 
 		// follows from its own commit).
 		host, err := annotations.ParseEgressIPsReady(n)
 		zone, errZ := annotations.ParseIPList(n, annotations.EgressIPsSNATReady)
-		f.hostReady, f.nb.ReadyEgressIPs = host, bothReady(host, zone)
-		f.readyErr = errors.Join(err, errZ)
+		// What its node daemon still SNATs after a release, until the end it
+		// published (nbstate.Lingers), as in the centralized layout: every zone
+		// reads the same end, so a restarted zone keeps no linger of its own.
+		until, errL := annotations.ParseLingering(n)
+		f.hostReady, f.nb.ReadyEgressIPs, f.nb.LingeringUntil = host, bothReady(host, zone), until
+		f.nb.ListedReady = host // a daemon still listing a moved IP still SNATs it (nbstate.Lingers)
+		f.readyErr = errors.Join(err, errZ, errL)
 		if n.Name == lay.zone {
-			f.nb.ReadyEgressIPs, f.readyErr = host, err
+			f.nb.ReadyEgressIPs, f.readyErr = host, errors.Join(err, errL)
 		}
 	case mode == nbstate.LocalGateway:
 		// Absent: the node has listed nothing ready yet (new, restarting, or its

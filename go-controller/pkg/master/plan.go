@@ -81,11 +81,10 @@ type planInput struct {
 	full  bool
 	nb    nbstate.Input // mode, subnets, nodes
 	// eips as programmed (status = what is written), rank their serving order.
-	eips   []*egressipv1.EgressIP
-	rank   selection.Ranked
-	now    time.Time
-	linger time.Duration
-	cache  podCache
+	eips  []*egressipv1.EgressIP
+	rank  selection.Ranked
+	now   time.Time
+	cache podCache
 }
 
 // plan updates the memory s with what changed (in a full sync s must be fresh)
@@ -207,7 +206,6 @@ func changedSelections(s *serving, in planInput, reselect, rowDirty map[string]b
 			delete(s.sigs, name)
 			delete(s.selectors, name)
 			delete(s.routes, name)
-			delete(s.ready, name)
 			for k := range s.eipPods[name] {
 				reselect[k] = true
 			}
@@ -220,22 +218,14 @@ func changedSelections(s *serving, in planInput, reselect, rowDirty map[string]b
 // gateway mode fallback and strict drops); a change makes every pod of that
 // EgressIP rowDirty. It returns when a fallback next expires (zero: none).
 func changedRoutes(s *serving, in planInput, rowDirty map[string]bool) time.Time {
-	families := nbstate.Families(in.nb.ClusterSubnets)
 	var wake time.Time
 	for _, e := range in.eips {
 		ne := toNB(e.Name, e.Status.Items, nil)
 		ne.IPs = specIPs(e)                 // a lingering holder of one of them is a fallback
 		routes := nbstate.Routes(in.nb, ne) // ready holders only: what the fallback remembers
-		if in.nb.Mode == nbstate.LocalGateway && in.nb.Zone == "" {
+		if in.nb.Mode == nbstate.LocalGateway {
 			// The fallback is what the nodes published (nbstate.Lingers): no clock here.
 			wake = earliest(wake, nbstate.LingerEnd(in.nb, ne))
-		} else if in.nb.Mode == nbstate.LocalGateway {
-			fb, expires := s.fallback(e.Name, routes, families, in.now, in.linger)
-			wake = earliest(wake, expires)
-			if fb != nil {
-				ne.Fallback = fb
-				routes = nbstate.Routes(in.nb, ne)
-			}
 		}
 		if e.Spec.Strict {
 			// A family with neither a holder nor a fallback drops (strict).

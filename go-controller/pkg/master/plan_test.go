@@ -127,7 +127,6 @@ func TestPlanTouchesWhatChanged(t *testing.T) {
 		}
 		want := reroutesOf(nbstate.Desired(full))
 		all := newServing()
-		all.ready = s.ready
 		fr, _, err := plan(all, planInput{full: true, nb: in, eips: eips, rank: rank, now: time.Now(), cache: cache})
 		if err != nil {
 			t.Fatal(err)

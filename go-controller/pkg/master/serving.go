@@ -33,9 +33,6 @@ type serving struct {
 	// per resourceVersion: rendering them for every EgressIP on every sync cost
 	// more than the rest of a sync's selection work.
 	selectors map[string]renderedSelectors
-	// ready remembers, per EgressIP and family, the last ready next hops (local
-	// gateway mode): the fallback while no holder is ready, for the release linger.
-	ready map[string]map[string]readyHops
 }
 
 // servedPod is one selected pod: its EgressIP, namespace/name (for ordering) and IPs.
@@ -63,17 +60,10 @@ type renderedSelectors struct {
 	sel [2]string
 }
 
-type readyHops struct {
-	hops []netip.Addr
-	// lost is when no holder was ready any more (zero while one is).
-	lost time.Time
-}
-
 func newServing() *serving {
 	return &serving{
 		pods: map[string]servedPod{}, servedIPs: map[string][]netip.Addr{}, servedBy: map[netip.Addr]string{}, eipPods: map[string]map[string]bool{}, claims: map[netip.Addr][]string{},
 		routes: map[string]map[string]nbstate.Route{}, sigs: map[string]selectionSig{}, selectors: map[string]renderedSelectors{},
-		ready: map[string]map[string]readyHops{},
 	}
 }
 
@@ -226,56 +216,6 @@ func (s *serving) servedAddresses(fam string) []string {
 	}
 	slices.Sort(out)
 	return out
-}
-
-// fallback decides, in local gateway mode, the next hops an EgressIP's pods keep
-// while no holder of a family is ready: the last ready next hops, for linger after
-// the last ready holder went. ready are this sync's Routes without fallback. It
-// returns the fallback per family and the time it next expires (zero: none).
-func (s *serving) fallback(eip string, ready map[string]nbstate.Route, families []string, now time.Time, linger time.Duration) (map[string][]netip.Addr, time.Time) {
-	mem := s.ready[eip]
-	if mem == nil {
-		mem = map[string]readyHops{}
-		s.ready[eip] = mem
-	}
-	var out map[string][]netip.Addr
-	var expires time.Time
-	for _, fam := range families {
-		if r, ok := ready[fam]; ok {
-			hops := make([]netip.Addr, 0, len(r.Nexthops))
-			for _, h := range r.Nexthops {
-				if a, err := netip.ParseAddr(h); err == nil {
-					hops = append(hops, a)
-				}
-			}
-			mem[fam] = readyHops{hops: hops}
-			continue
-		}
-		m, ok := mem[fam]
-		if !ok {
-			continue
-		}
-		if m.lost.IsZero() {
-			m.lost = now
-			mem[fam] = m
-		}
-		until := m.lost.Add(linger)
-		if !now.Before(until) {
-			delete(mem, fam)
-			continue
-		}
-		if out == nil {
-			out = map[string][]netip.Addr{}
-		}
-		out[fam] = m.hops
-		if expires.IsZero() || until.Before(expires) {
-			expires = until
-		}
-	}
-	if len(mem) == 0 {
-		delete(s.ready, eip)
-	}
-	return out, expires
 }
 
 // sameRoutes compares two EgressIPs' routes per family.

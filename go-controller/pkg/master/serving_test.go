@@ -2,7 +2,6 @@ package master
 
 import (
 	"net/netip"
-	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -12,49 +11,6 @@ import (
 
 	"github.com/ovn-egressip/ovn-egressip/go-controller/pkg/egressip/nbstate"
 )
-
-// TestFallback: while no holder of a family is ready, the last ready next hops are
-// the fallback for the linger after the last ready holder went, then none.
-func TestFallback(t *testing.T) {
-	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
-	linger := 5 * time.Second
-	readyA := map[string]nbstate.Route{nbstate.FamilyIPv4: {Nexthops: []string{"10.244.1.2"}}}
-	readyB := map[string]nbstate.Route{nbstate.FamilyIPv4: {Nexthops: []string{"10.244.2.2"}}}
-	none := map[string]nbstate.Route{}
-	steps := []struct {
-		name        string
-		at          time.Duration
-		ready       map[string]nbstate.Route
-		want        []string // fallback next hops; nil = none
-		wantExpires time.Duration
-	}{
-		{"never ready: no fallback", 0, none, nil, 0},
-		{"node A ready", 1 * time.Second, readyA, nil, 0},
-		{"moved, B not ready: A for the linger", 2 * time.Second, none, []string{"10.244.1.2"}, 7 * time.Second},
-		{"still within the linger (counted from when A went)", 6 * time.Second, none, []string{"10.244.1.2"}, 7 * time.Second},
-		{"linger over: none", 7 * time.Second, none, nil, 0},
-		{"B ready", 8 * time.Second, readyB, nil, 0},
-		{"B gone too: B for the linger", 9 * time.Second, none, []string{"10.244.2.2"}, 14 * time.Second},
-	}
-	s := newServing()
-	for _, st := range steps {
-		fb, expires := s.fallback("eip", st.ready, []string{nbstate.FamilyIPv4}, t0.Add(st.at), linger)
-		var got []string
-		for _, a := range fb[nbstate.FamilyIPv4] {
-			got = append(got, a.String())
-		}
-		if !slices.Equal(got, st.want) {
-			t.Errorf("%s: fallback %v, want %v", st.name, got, st.want)
-		}
-		var wantExpires time.Time
-		if st.wantExpires != 0 {
-			wantExpires = t0.Add(st.wantExpires)
-		}
-		if !expires.Equal(wantExpires) {
-			t.Errorf("%s: expires %v, want %v", st.name, expires, wantExpires)
-		}
-	}
-}
 
 // TestWinner: of the served pods sharing an IP, the rows go to the pod object
 // owning it (selection.OwnsBefore: created later, then namespace, then name, not

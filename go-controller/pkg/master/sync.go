@@ -181,9 +181,7 @@ func (c *controller) decide(r *round) {
 	}
 	r.written = r.decision.kept
 	if r.full {
-		fresh := newServing()
-		fresh.ready = c.serving.ready // timing memory, not derived from NB
-		c.serving = fresh
+		c.serving = newServing()
 	}
 }
 
@@ -366,7 +364,7 @@ func (c *controller) planInput(eips []*egressipv1.EgressIP, programmed map[strin
 		withStatus = append(withStatus, &cp)
 	}
 	return planInput{dirty: d, full: full, nb: nbIn, eips: withStatus, rank: c.compiler.Rank(withStatus),
-		now: now, linger: c.s.linger, cache: listerCache{pods: c.pods, namespaces: c.namespaces}}
+		now: now, cache: listerCache{pods: c.pods, namespaces: c.namespaces}}
 }
 
 // sameStatus says whether two name -> status items maps are equal.

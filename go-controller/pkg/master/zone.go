@@ -4,7 +4,10 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"net/netip"
+	"slices"
+	"strings"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -38,11 +41,13 @@ func readStatus(in statusInput) statusDecision {
 type lingerTimes struct{ listUntil, rowsUntil time.Time }
 
 // zoneMemory is a zone controller's memory of the egress IPs its node held and
-// released (shared gateway mode).
+// released (shared gateway mode), and (local gateway mode) the released IPs whose
+// rows its last sync kept, as derived from its node daemon's published linger.
 type zoneMemory struct {
 	started  bool
 	held     map[netip.Addr]bool
 	released map[netip.Addr]lingerTimes
+	kept     map[netip.Addr]bool
 }
 
 // heldBy returns the egress IPs the status gives node.
@@ -64,16 +69,17 @@ func heldBy(items map[string][]egressipv1.EgressIPStatusItem, node string) map[n
 // zoneLinger updates what the zone's node lingers on. In shared gateway mode an
 // egress IP the status took away from it keeps its SNAT rows (and the reroutes of
 // every pod it served to this gateway router) for the release linger plus
-// lingerGrace, and is listed as lingering for the release linger. In local gateway
-// mode the reroutes of the other zones' pods to this node's management port stay
-// for the release linger: the time the node daemon keeps its SNAT rules, and the
-// time the pods' zones keep rerouting here. A restarted controller takes what its
-// node still lists (ready or lingering) but does not hold as released now. It sets
-// the zone node's LingeringEgressIPs in nodes to the IPs whose rows stay, and
-// returns when the next linger step falls due (zero: none).
+// lingerGrace, and is listed as lingering for the release linger; a restarted
+// controller takes what its node still lists (ready or lingering) but does not hold
+// as released now. In local gateway mode the node daemon's published linger decides
+// (zoneLingerLocal). It sets the zone node's LingeringEgressIPs in nodes to the IPs
+// whose rows stay, and returns when the next linger step falls due (zero: none).
 func (c *controller) zoneLinger(items map[string][]egressipv1.EgressIPStatusItem, nodes map[string]nbstate.Node, now time.Time) time.Time {
 	zm := &c.zone
 	held := heldBy(items, c.s.Zone)
+	if c.s.mode == nbstate.LocalGateway {
+		return c.zoneLingerLocal(held, nodes, now)
+	}
 	self, ok := nodes[c.s.Zone]
 	if !zm.started {
 		zm.started, zm.released = true, map[netip.Addr]lingerTimes{}
@@ -124,13 +130,56 @@ func (c *controller) zoneLinger(items map[string][]egressipv1.EgressIPStatusItem
 	return wake
 }
 
+// zoneLingerLocal is zoneLinger in local gateway mode. The zone's node daemon
+// publishes what it still SNATs after a release and until when (nbstate.Lingers),
+// and every zone reroutes to it no longer than that end. The zone keeps the
+// reroutes of the other zones' pods to its node's management port until lingerGrace
+// after that end (the other zones commit their change after it), and lists those IPs
+// in its node's EgressIPsRerouted (publishZone), so that the node daemon keeps its
+// SNAT rules until these rows are gone. Nothing here is a clock of its own: a
+// restarted zone controller derives the same from the Node.
+func (c *controller) zoneLingerLocal(held map[netip.Addr]bool, nodes map[string]nbstate.Node, now time.Time) time.Time {
+	c.zone.kept = map[netip.Addr]bool{}
+	self, ok := nodes[c.s.Zone]
+	if !ok {
+		return time.Time{}
+	}
+	var wake time.Time
+	consider := func(ip netip.Addr) {
+		if held[ip] || c.zone.kept[ip] {
+			return
+		}
+		lingers, until := nbstate.Lingers(self, ip, now)
+		switch {
+		case until.IsZero():
+			c.zone.kept[ip] = lingers // still listed ready: the daemon has not taken the release in
+		case now.Before(until.Add(lingerGrace)):
+			c.zone.kept[ip] = true
+			wake = earliest(wake, until.Add(lingerGrace))
+		}
+	}
+	for ip := range self.LingeringUntil {
+		consider(ip)
+	}
+	for ip := range self.ListedReady {
+		consider(ip)
+	}
+	for ip := range self.ReadyEgressIPs {
+		consider(ip)
+	}
+	self.LingeringEgressIPs = c.zone.kept
+	nodes[c.s.Zone] = self
+	return wake
+}
+
 // publishZone writes, after a committed transaction, the zone node's SNAT-ready
 // list: the IPs it holds whose rows for every pod they serve are now in NB (shared
 // gateway mode: the SNAT rows on its gateway router; local gateway mode: the
 // reroutes of the pods to its management port, where its node daemon SNATs). None
 // while its routers are not among routers, as this sync read them. In shared
-// gateway mode also its lingering list (local gateway mode: the pod zones time the
-// linger). Only what differs from what the Node carries is written.
+// gateway mode also its lingering list; in local gateway mode what it reroutes to
+// the node (the node daemon publishes its own linger). Only what differs from what
+// the Node carries is written.
 func (c *controller) publishZone(ctx context.Context, nodes []*corev1.Node, items map[string][]egressipv1.EgressIPStatusItem,
 	routers map[string]bool) error {
 	var self *corev1.Node
@@ -169,6 +218,13 @@ func (c *controller) publishZone(ctx context.Context, nodes []*corev1.Node, item
 	want := map[string]string{annotations.EgressIPsSNATReady: annotations.FormatEgressIPsReady(ready)}
 	if c.s.mode == nbstate.SharedGateway {
 		want[annotations.EgressIPsLingering] = annotations.FormatEgressIPsReady(lingering)
+	} else {
+		// What this zone still reroutes to the node's management port: the IPs it
+		// holds and the released ones whose rows it keeps (zoneLingerLocal). Written
+		// after the commit, so narrowed only once those rows are gone.
+		rerouted := maps.Clone(ready)
+		maps.Copy(rerouted, c.zone.kept)
+		want[annotations.EgressIPsRerouted] = annotations.FormatEgressIPsReady(rerouted)
 	}
 	patch := map[string]any{}
 	for k, v := range want {
@@ -184,9 +240,9 @@ func (c *controller) publishZone(ctx context.Context, nodes []*corev1.Node, item
 		return err
 	}
 	if _, err := c.s.Kube.CoreV1().Nodes().Patch(ctx, c.s.Zone, types.MergePatchType, body, metav1.PatchOptions{}); err != nil {
-		return fmt.Errorf("node %s: publish %s and %s: %w", c.s.Zone, annotations.EgressIPsSNATReady, annotations.EgressIPsLingering, err)
+		return fmt.Errorf("node %s: publish %s: %w", c.s.Zone, strings.Join(slices.Sorted(maps.Keys(patch)), ", "), err)
 	}
 	klog.V(2).InfoS("Zone published its egress IPs", "node", c.s.Zone, "snatReady", want[annotations.EgressIPsSNATReady],
-		"lingering", want[annotations.EgressIPsLingering])
+		"lingering", want[annotations.EgressIPsLingering], "rerouted", want[annotations.EgressIPsRerouted])
 	return nil
 }

@@ -44,13 +44,15 @@ type Node struct {
 	// node-transit-switch-port-ifaddr), at most one per family: the next hops other
 	// zones reroute to when this node holds an egress IP.
 	TransitIPs []netip.Addr
-	// LingeringEgressIPs (interconnect layout, shared gateway mode) are the egress
-	// IPs the node no longer holds whose SNAT rows its zone still keeps: while no
-	// holder of such an IP's family is ready, zones keep rerouting to this node.
+	// LingeringEgressIPs (interconnect layout) are the egress IPs the node no
+	// longer holds whose rows its zone still keeps: in shared gateway mode its SNAT
+	// rows (while no holder of such an IP's family is ready, zones keep rerouting to
+	// this node); in local gateway mode, for the zone's own node only, the reroutes
+	// of the other zones' pods to its management port.
 	LingeringEgressIPs map[netip.Addr]bool
-	// LingeringUntil (centralized layout, local gateway mode) are the egress IPs the
-	// node daemon no longer holds but still SNATs, with the end of that linger it
-	// published (annotations.ParseLingering): see Lingers.
+	// LingeringUntil (local gateway mode) are the egress IPs the node daemon no
+	// longer holds but still SNATs, with the end of that linger it published
+	// (annotations.ParseLingering): see Lingers.
 	LingeringUntil map[netip.Addr]time.Time
 	// ListedReady are the egress IPs the node lists ready as it wrote them, before
 	// the master set aside claims for IPs that status gives another node: right
@@ -86,11 +88,6 @@ type EgressIP struct {
 	Name     string
 	Assigned []Assignment
 	Pods     []Pod
-	// Fallback (local gateway mode) are, per family, the next hops its pods keep
-	// being rerouted to while no holder of that family is ready: the previous ready
-	// holders during their release linger (the master decides for how long). Empty:
-	// no reroute until a holder is ready.
-	Fallback map[string][]netip.Addr
 	// Strict (spec.strict): in a family with no route, the served pods' policy
 	// drops instead of letting them leave with a node or gateway router address.
 	Strict bool
@@ -239,10 +236,10 @@ func nexthop(in Input, n Node, ip netip.Addr, lingering bool) (netip.Addr, bool)
 // Routes returns, per family of the cluster subnets, how e's pods leave: reroute
 // to the nodes holding an IP of e of that family that can be next hops (nexthop),
 // sorted by next hop, with one SNAT per holder of the zone in shared mode. A family
-// with no such holder falls back, in local mode, to e.Fallback; in the
-// interconnect layout, to the nodes that list one of e's IPs of that family as
-// lingering. A family with neither has no route for the zone's pods (a drop when
-// e is strict). In the interconnect layout the zone's own holders, and the zone's
+// with no such holder falls back, in local mode, to the nodes still SNATting one of
+// e's IPs of that family by their published linger (LingerHolders); in shared mode
+// in the interconnect layout, to the nodes whose zone lists one as lingering. A
+// family with neither has no route for the zone's pods (a drop when e is strict). In the interconnect layout the zone's own holders, and the zone's
 // node while it lingers on one of e's IPs, also give Local and their SNAT rows.
 func Routes(in Input, e EgressIP) map[string]Route {
 	out := map[string]Route{}
@@ -283,14 +280,14 @@ func Routes(in Input, e EgressIP) map[string]Route {
 		switch {
 		case len(hs) > 0:
 			r.Nexthops = sortedHops(hs)
-		case in.Zone == "" && in.Mode == LocalGateway && len(LingerHolders(in, e, fam)) > 0:
-			r.Nexthops = sortedHops(LingerHolders(in, e, fam))
-		case in.Mode == LocalGateway && len(e.Fallback[fam]) > 0:
-			for _, nh := range e.Fallback[fam] {
-				r.Nexthops = append(r.Nexthops, nh.String())
+		case in.Mode == LocalGateway:
+			// The nodes that still SNAT one of e's IPs by their own published linger
+			// (Lingers), in either layout: no clock of the reader's own.
+			if hs := LingerHolders(in, e, fam); len(hs) > 0 {
+				r.Nexthops = sortedHops(hs)
+			} else if e.Strict {
+				r.Drop = true
 			}
-			slices.Sort(r.Nexthops)
-			r.Nexthops = slices.Compact(r.Nexthops)
 		case len(lingering[fam]) > 0:
 			r.Nexthops = sortedHops(lingering[fam])
 		case e.Strict:

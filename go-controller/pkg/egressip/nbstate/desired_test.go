@@ -246,24 +246,28 @@ func TestDesired(t *testing.T) {
 }
 
 // TestDesiredLocalReady: in local gateway mode a holder is a next hop only once
-// it reports its IP ready; with none ready, the pods go to the fallback next hops
-// (the previous holders while they linger) or are not rerouted at all.
+// it reports its IP ready; with none ready, the pods go to the nodes that published
+// a linger on one of the EgressIP's IPs (Lingers) or are not rerouted at all.
 func TestDesiredLocalReady(t *testing.T) {
-	in := func(ready map[string][]string, fallback ...string) Input {
+	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	in := func(ready map[string][]string, lingering ...string) Input {
 		e := EgressIP{Name: "eip1", Assigned: []Assignment{assigned("node-a", "172.18.0.33"), assigned("node-b", "172.18.0.44")},
-			Pods: []Pod{pod("ns1", "p1", "10.244.1.5")}}
-		if len(fallback) > 0 {
-			e.Fallback = map[string][]netip.Addr{FamilyIPv4: addrs(fallback...)}
+			Pods: []Pod{pod("ns1", "p1", "10.244.1.5")}, IPs: addrs("172.18.0.33", "172.18.0.44")}
+		nodes := readyNodes(ready)
+		for _, name := range lingering { // it held 172.18.0.33 before node-a, and still SNATs it for 5 s
+			n := nodes[name]
+			n.LingeringUntil = map[netip.Addr]time.Time{netip.MustParseAddr("172.18.0.33"): now.Add(5 * time.Second)}
+			nodes[name] = n
 		}
 		return Input{
-			Mode: LocalGateway, ClusterSubnets: prefixes("10.244.0.0/16"), JoinSubnets: prefixes("100.64.0.0/16"), Nodes: readyNodes(ready),
-			EgressIPs: []EgressIP{e},
+			Mode: LocalGateway, ClusterSubnets: prefixes("10.244.0.0/16"), JoinSubnets: prefixes("100.64.0.0/16"), Nodes: nodes,
+			EgressIPs: []EgressIP{e}, Now: now,
 		}
 	}
 	reroute := Key{Router: ClusterRouter, IDs: IDs{OwnerType: OwnerEgressIP, Name: "eip1", Rule: RuleReroute, Family: FamilyIPv4, Pod: "ns1/p1"}}
 	served := Key{IDs: IDs{OwnerType: OwnerCluster, Rule: RuleServedPods, Family: FamilyIPv4}}
 
-	none := Desired(in(map[string][]string{"node-a": {"172.18.0.44"}})) // node-a ready for an IP it does not hold
+	none := Desired(in(map[string][]string{"node-a": {"172.18.0.99"}})) // node-a ready for an IP of no EgressIP here
 	if p, ok := none.Policies[reroute]; ok {
 		t.Errorf("no holder ready, no fallback: got reroute %+v, want none", p)
 	}
@@ -278,13 +282,18 @@ func TestDesiredLocalReady(t *testing.T) {
 	if p, ok := Desired(absent).Policies[reroute]; ok {
 		t.Errorf("holders without a ready list: got reroute %+v, want none (readiness is never assumed)", p)
 	}
-	lingering := Desired(in(nil, "10.244.3.2"))
+	lingering := Desired(in(nil, "node-c"))
 	if p := lingering.Policies[reroute]; p == nil || !slices.Equal(p.Nexthops, []string{"10.244.3.2"}) {
-		t.Errorf("no holder ready, fallback 10.244.3.2: got %+v, want a reroute to the fallback", p)
+		t.Errorf("no holder ready, node-c lingering: got %+v, want a reroute to node-c's 10.244.3.2", p)
 	}
-	one := Desired(in(map[string][]string{"node-b": {"172.18.0.44"}}, "10.244.3.2"))
+	over := in(nil, "node-c")
+	over.Now = now.Add(5 * time.Second)
+	if p, ok := Desired(over).Policies[reroute]; ok {
+		t.Errorf("no holder ready, node-c's published linger over: got reroute %+v, want none", p)
+	}
+	one := Desired(in(map[string][]string{"node-b": {"172.18.0.44"}}, "node-c"))
 	if p, ok := one.Policies[reroute]; !ok || !slices.Equal(p.Nexthops, []string{"10.244.2.2"}) {
-		t.Errorf("node-b ready: got %+v; want next hop 10.244.2.2 only (the fallback is for when none is ready)", p)
+		t.Errorf("node-b ready: got %+v; want next hop 10.244.2.2 only (the linger is for when none is ready)", p)
 	}
 	both := Desired(in(map[string][]string{"node-a": {"172.18.0.33"}, "node-b": {"172.18.0.44"}}))
 	if p := both.Policies[reroute]; p == nil || !slices.Equal(p.Nexthops, []string{"10.244.1.2", "10.244.2.2"}) {

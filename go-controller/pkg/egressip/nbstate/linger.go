@@ -6,7 +6,7 @@ import (
 	"time"
 )
 
-// Lingers is the one rule, in the centralized layout and local gateway mode, for whether node n still SNATs egress
+// Lingers is the one rule, in local gateway mode (both layouts), for whether node n still SNATs egress
 // IP ip that it is not assigned, by its own published facts at now: it lists ip as lingering with an end after now
 // (until is that end), or it still lists ip as ready (it has not taken the release in yet: until is zero, and it
 // publishes the end once it does). Anything else, including a linger whose end passed or was never published, is

@@ -5,6 +5,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/ovn-egressip/ovn-egressip/go-controller/pkg/nbdb"
 )
@@ -22,20 +23,20 @@ func TestLocalReadinessHandshake(t *testing.T) {
 		assigned      []Assignment
 		ready         map[string][]string // node -> IPs it reports ready
 		absent        []string            // nodes without the annotation
-		fallback      []string            // the previous ready next hops, while they linger
+		fallback      []string            // nodes still SNATting 172.18.0.33 by their published linger
 		inNB          []string            // next hops of p1's reroute now in NB; nil: no policy
 		want          []string            // next hops after the plan; nil: no policy
 		rerouteChange string              // the plan's change of p1's reroute ("" none)
 	}{
 		{name: "(a) moved to node-b, not ready yet: rerouted to the lingering previous holder",
-			assigned: []Assignment{assigned("node-b", "172.18.0.33")}, inNB: []string{mgmtA}, fallback: []string{mgmtA},
+			assigned: []Assignment{assigned("node-b", "172.18.0.33")}, inNB: []string{mgmtA}, fallback: []string{"node-a"},
 			want: []string{mgmtA}},
 		{name: "(a) moved to node-b, not ready, linger over: the reroute goes",
 			assigned: []Assignment{assigned("node-b", "172.18.0.33")}, inNB: []string{mgmtA},
 			rerouteChange: "delete"},
 		{name: "(b) node-b reports the IP ready: switched",
 			assigned: []Assignment{assigned("node-b", "172.18.0.33")}, ready: map[string][]string{"node-b": {"172.18.0.33"}},
-			inNB: []string{mgmtA}, fallback: []string{mgmtA}, want: []string{mgmtB}, rerouteChange: "update"},
+			inNB: []string{mgmtA}, fallback: []string{"node-a"}, want: []string{mgmtB}, rerouteChange: "update"},
 		{name: "(c) two holders, one ready: only the ready one",
 			assigned: []Assignment{assigned("node-a", "172.18.0.33"), assigned("node-b", "172.18.0.44")},
 			ready:    map[string][]string{"node-b": {"172.18.0.44"}},
@@ -51,7 +52,7 @@ func TestLocalReadinessHandshake(t *testing.T) {
 			want: []string{mgmtB}, rerouteChange: "insert"},
 		{name: "ready for an IP it does not hold counts as not ready",
 			assigned: []Assignment{assigned("node-b", "172.18.0.33")}, ready: map[string][]string{"node-b": {"172.18.0.44"}},
-			inNB: []string{mgmtA}, fallback: []string{mgmtA}, want: []string{mgmtA}},
+			inNB: []string{mgmtA}, fallback: []string{"node-a"}, want: []string{mgmtA}},
 		{name: "no holder at all (unassigned): the reroute goes",
 			inNB: []string{mgmtA}, rerouteChange: "delete"},
 		{name: "a holder without the annotation counts as not ready (never assumed)",
@@ -78,8 +79,12 @@ func TestLocalReadinessHandshake(t *testing.T) {
 			in := Input{Mode: mode, ClusterSubnets: prefixes("10.244.0.0/16"), JoinSubnets: prefixes("100.64.0.0/16"),
 				Nodes:     nodes,
 				EgressIPs: []EgressIP{{Name: "eip1", Assigned: tc.assigned, Pods: []Pod{pod("ns1", "p1", "10.244.1.5")}}}}
-			if tc.fallback != nil {
-				in.EgressIPs[0].Fallback = map[string][]netip.Addr{FamilyIPv4: addrs(tc.fallback...)}
+			in.EgressIPs[0].IPs = addrs("172.18.0.33")
+			in.Now = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+			for _, name := range tc.fallback {
+				n := in.Nodes[name]
+				n.LingeringUntil = map[netip.Addr]time.Time{netip.MustParseAddr("172.18.0.33"): in.Now.Add(5 * time.Second)}
+				in.Nodes[name] = n
 			}
 			desired := Desired(in)
 

@@ -5,6 +5,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 )
 
 // zoneNodes: three nodes with node-id style join IPs and transit switch IPs (interconnect layout).
@@ -232,5 +233,46 @@ func TestDesiredZonesPartitionCentralized(t *testing.T) {
 	}
 	if len(nats) != len(central.NATs) {
 		t.Errorf("zones write %d NATs, centralized %d", len(nats), len(central.NATs))
+	}
+}
+
+// TestDesiredZoneLocalPublishedLinger: interconnect layout, local gateway mode. While no holder is ready, a pod's
+// zone reroutes to the old holder for as long as that node's daemon published it still SNATs the IP (Lingers), and
+// not a moment longer, whatever the zone itself remembers: a zone controller restarted during the linger decides the
+// same as one that saw the move.
+func TestDesiredZoneLocalPublishedLinger(t *testing.T) {
+	const x = "172.18.0.50"
+	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	end := t0.Add(5 * time.Second)
+	for _, tc := range []struct {
+		name   string
+		now    time.Time
+		strict bool
+		want   string // p1's rule ("" none)
+	}{
+		{"within the published linger: to the old holder's transit switch IP", t0, false, `policy ovn_cluster_router 100 reroute "ip4.src == 10.244.1.3" nexthops=[100.88.0.4]`},
+		{"within the published linger, strict: the same", t0, true, `policy ovn_cluster_router 100 reroute "ip4.src == 10.244.1.3" nexthops=[100.88.0.4]`},
+		{"at the published end: no reroute", end, false, ""},
+		{"at the published end, strict: drop", end, true, `policy ovn_cluster_router 100 drop "ip4.src == 10.244.1.3"`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			nodes := zoneNodes(nil, nil)
+			old := nodes["node3"]
+			old.LingeringUntil = map[netip.Addr]time.Time{netip.MustParseAddr(x): end}
+			nodes["node3"] = old
+			e := EgressIP{Name: "eip1", IPs: addrs(x), Strict: tc.strict, Assigned: []Assignment{{Node: "node2", IP: netip.MustParseAddr(x)}},
+				Pods: []Pod{zonePod("p1", "node1", "10.244.1.3")}}
+			in := Input{Mode: LocalGateway, Zone: "node1", ClusterSubnets: prefixes("10.244.0.0/16"), JoinSubnets: prefixes("100.64.0.0/16"),
+				Nodes: nodes, EgressIPs: []EgressIP{e}, Now: tc.now}
+			var got string
+			for _, l := range egressRows(Desired(in)) {
+				if strings.HasPrefix(l, "policy ") {
+					got = l
+				}
+			}
+			if got != tc.want {
+				t.Errorf("p1's rule %q, want %q", got, tc.want)
+			}
+		})
 	}
 }
