@@ -310,14 +310,13 @@ func ExplainEgressIP(in ExplainInput, name string) (*EgressIPReport, error) {
 	}
 	if st.mode == nbstate.LocalGateway {
 		r.Hosts = st.hosts(eip)
-		if in.ZoneNB == nil {
-			nbIn := nbstate.Input{Mode: st.mode, ClusterSubnets: in.ClusterSubnets, JoinSubnets: in.JoinSubnets, Nodes: st.nbNodes, Now: st.now()}
-			ne := toNB(eip.Name, eip.Status.Items, nil)
-			ne.IPs = specIPs(eip)
-			for _, fam := range nbstate.Families(in.ClusterSubnets) {
-				for _, l := range lingerReports(nbIn, ne, fam) {
-					r.Notes = append(r.Notes, l.String()+": while no holder of its family is ready, the pods are rerouted there")
-				}
+		// Either layout: the linger each node daemon published (nbstate.Lingers).
+		nbIn := nbstate.Input{Mode: st.mode, ClusterSubnets: in.ClusterSubnets, JoinSubnets: in.JoinSubnets, Nodes: st.nbNodes, Now: st.now()}
+		ne := toNB(eip.Name, eip.Status.Items, nil)
+		ne.IPs = specIPs(eip)
+		for _, fam := range nbstate.Families(in.ClusterSubnets) {
+			for _, l := range lingerReports(nbIn, ne, fam) {
+				r.Notes = append(r.Notes, l.String()+": while no holder of its family is ready, the pods are rerouted there")
 			}
 		}
 		for _, h := range r.Hosts {
