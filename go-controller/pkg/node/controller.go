@@ -106,7 +106,7 @@ func (c *controller) ownNode() (cached, node *corev1.Node, err error) {
 	return cached, node, nil
 }
 
-// reroutedHere reads what the master says OVN reroutes to this node
+// reroutedHere reads what the master (interconnect layout: this node's zone controller) says OVN reroutes to this node
 // (annotations.EgressIPsRerouted). told is false when it has said nothing (no
 // annotation, or no Node yet). An unparsable list is a Warning Event naming the
 // node and annotation, and every released IP counts as rerouted (unknown is not
