@@ -12,18 +12,25 @@ import (
 	"github.com/ovn-egressip/ovn-egressip/test/cluster"
 )
 
-// TestLingerAcrossMasterRestart (centralized layout, local gateway mode, IPv4): a strict EgressIP with one IP
-// serves a pod on node1 that sends a TCP request to the echo server every 50 ms. The holder is unlabelled (the IP
-// moves), 1 s later the other node too (no node can hold it: the last holder lingers), 2 s later the master is
-// killed with SIGKILL and started again (inside that linger), 4 s later the first holder is labelled again. Strict:
-// a request may fail, but none may leave with a source other than the egress IP. A restarted master that starts a
-// linger clock of its own reroutes to a node whose linger already ended: its requests leave with that node's address.
+// TestLingerAcrossMasterRestart (local gateway mode, IPv4, each layout): a strict EgressIP with one IP serves a pod
+// on node1 that sends a TCP request to the echo server every 50 ms. The holder is unlabelled (the IP moves), 1 s
+// later the other node too (no node can hold it: the last holder lingers), 2 s later the master is killed with
+// SIGKILL and started again (inside that linger), 4 s later the first holder is labelled again. In the interconnect
+// layout the cluster manager and the pod's zone controller (node1's process) are the ones killed and started again.
+// Strict: a request may fail, but none may leave with a source other than the egress IP. A restarted master or
+// zone that starts a linger clock of its own reroutes to a node whose linger already ended: its requests leave with
+// that node's address.
 func TestLingerAcrossMasterRestart(t *testing.T) {
-	if !slices.Contains(e2eLayouts(), cluster.LayoutCentralized) || !slices.Contains(e2eModes(), "local") ||
-		!slices.Contains(e2eFamilies(cluster.FamilyIPv4), cluster.FamilyIPv4) {
-		t.Skip("runs in the centralized layout, local gateway mode, IPv4 only")
+	if !slices.Contains(e2eModes(), "local") || !slices.Contains(e2eFamilies(cluster.FamilyIPv4), cluster.FamilyIPv4) {
+		t.Skip("runs in local gateway mode, IPv4 only")
 	}
-	e := newEnvIn(t, cluster.LayoutCentralized, "local", cluster.FamilyIPv4)
+	for _, layout := range e2eLayouts() {
+		t.Run(layout, func(t *testing.T) { lingerAcrossRestart(t, layout) })
+	}
+}
+
+func lingerAcrossRestart(t *testing.T, layout string) {
+	e := newEnvIn(t, layout, "local", cluster.FamilyIPv4)
 	e.kubectl("", "create", "namespace", "prod")
 	e.kubectl("", "label", "namespace", "prod", "env=prod")
 	e.createPod("prod", "web1", "node1", web)
@@ -62,6 +69,10 @@ spec:
 	e.waitStatus("prod", "unassigned", func(it []egressipv1.EgressIPStatusItem) bool { return len(it) == 0 })
 	time.Sleep(time.Until(start.Add(3 * time.Second)))
 	e.stopMaster("master-a", syscall.SIGKILL)
+	if layout == cluster.LayoutInterconnect {
+		e.stopNode("node1", syscall.SIGKILL) // web1's zone controller (and node1's daemon: node1 holds nothing)
+		e.startNode("node1")
+	}
 	e.startMaster("master-a", "127.0.0.1:29101")
 	time.Sleep(time.Until(start.Add(7 * time.Second)))
 	e.labelAssignable(from, true)
@@ -81,8 +92,8 @@ spec:
 			wrong++
 		}
 	}
-	line := fmt.Sprintf("LINGER-MASTER-RESTART local/ipv4 strict: %d requests: %d with %s, %d failed, %d with another source: %s\n",
-		len(probes), ok, ip, failed, wrong, otherSources(probes, start, egress))
+	line := fmt.Sprintf("LINGER-MASTER-RESTART %s/local/ipv4 strict: %d requests: %d with %s, %d failed, %d with another source: %s\n",
+		layout, len(probes), ok, ip, failed, wrong, otherSources(probes, start, egress))
 	fmt.Print(line)
 	recordResult(t, line)
 	if ok == 0 {
