@@ -4,7 +4,7 @@ SHELL := /usr/bin/env bash
 export PATH := $(PATH):/usr/local/go/bin
 GO ?= go
 BIN := $(CURDIR)/_output/bin
-# Packages that drive the one OVN data plane of this machine run one at a time, after the rest.
+# Packages that drive the one OVN data plane of the machine run one at a time, after the rest.
 SERIAL_PKGS := ./test/cluster/... ./test/e2e/...
 GOTEST_FLAGS ?= -race -count=1
 TEST_TIMEOUT ?= 60m
@@ -115,7 +115,7 @@ test-matrix: build
 bench:
 	$(GO) test -run '^$$' -bench . -benchtime 3x ./go-controller/pkg/master/...
 
-# The 20,000- and 50,000-pod sizes of docs/egressip.md "Scale" (SCALE_FLAGS) take minutes per phase on 2 CPUs.
+# The 20,000- and 50,000-pod sizes of docs/dev/benchmarks.md (SCALE_FLAGS) take minutes per phase.
 SCALE_TIMEOUT ?= 120m
 scale:
 	$(GO) test -run '^$$' -bench 'Scale$$' -benchtime 1x -timeout $(SCALE_TIMEOUT) ./test/scale/ -args $(SCALE_FLAGS)
