@@ -219,7 +219,7 @@ func waitNamespaceReady(cfg *rest.Config, timeout time.Duration) error {
 			return last == nil, nil
 		})
 	if err != nil {
-		return fmt.Errorf("apiserver not answering within %s: %v", timeout, last)
+		return fmt.Errorf("apiserver not answering within %s: %w", timeout, last)
 	}
 	return nil
 }

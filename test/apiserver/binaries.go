@@ -70,7 +70,7 @@ func cachedBinDir(repoRoot, script string) (string, error) {
 	cmd := exec.Command("bash", path)
 	cmd.Stdout, cmd.Stderr = &out, &errb
 	if err := cmd.Run(); err != nil {
-		return "", fmt.Errorf("%s failed: %v: %s", path, err, strings.TrimSpace(errb.String()))
+		return "", fmt.Errorf("%s failed: %w: %s", path, err, strings.TrimSpace(errb.String()))
 	}
 	return strings.TrimSpace(out.String()), nil
 }

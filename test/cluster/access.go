@@ -88,7 +88,7 @@ func installAccess(ctx context.Context, p paths, kubectl, root, server string, c
 	cmd := exec.CommandContext(ctx, kubectl, "--kubeconfig", p.kubeconfig(), "apply", "-f", "-")
 	cmd.Stdin = strings.NewReader(docs)
 	if out, err := cmd.CombinedOutput(); err != nil {
-		return fmt.Errorf("kubectl apply (access part of %s): %v: %s", manifest, err, strings.TrimSpace(string(out)))
+		return fmt.Errorf("kubectl apply (access part of %s): %w: %s", manifest, err, strings.TrimSpace(string(out)))
 	}
 	if err := os.MkdirAll(p.access(), 0o700); err != nil {
 		return err
@@ -135,6 +135,7 @@ func waitPolicyEnforced(ctx context.Context, p paths, node string) error {
 		return last != nil && strings.Contains(last.Error(), nodeWritesPolicy), nil
 	})
 	if err != nil {
+		//nolint:errorlint // last is nil when the apiserver allowed the patch: %v prints <nil>, the cause is err
 		return fmt.Errorf("admission policy %s not enforced (last answer to %s labelling itself: %v): %w", nodeWritesPolicy, node, last, err)
 	}
 	return nil

@@ -496,7 +496,7 @@ func Open(stateDir string) (*Cluster, error) {
 	p := paths{dir: abs}
 	st, err := readState(p)
 	if err != nil {
-		return nil, fmt.Errorf("no cluster in %s (%v): run make cluster-up", abs, err)
+		return nil, fmt.Errorf("no cluster in %s (%w): run make cluster-up", abs, err)
 	}
 	c := &Cluster{p: p, st: st}
 	for i := 1; i <= st.Nodes; i++ {

@@ -127,7 +127,7 @@ func waitNBSynced(ctx context.Context, address string) error {
 		last = err
 		select {
 		case <-ctx.Done():
-			return fmt.Errorf("data path not in sync with NB: %v", last)
+			return fmt.Errorf("data path not in sync with NB: %w", last)
 		case <-time.After(200 * time.Millisecond):
 		}
 	}

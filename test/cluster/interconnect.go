@@ -129,7 +129,7 @@ func (c *Cluster) StopZoneDatabases(ctx context.Context, node string, northd boo
 		pidFile := c.p.pidfile(zonePidName(node, d))
 		pid, err := readPid(pidFile)
 		if err != nil || !alive(pid) {
-			return fmt.Errorf("zone %s: %s not running (%v)", node, d, err)
+			return fmt.Errorf("zone %s: %s not running (%w)", node, d, err)
 		}
 		_ = syscall.Kill(pid, syscall.SIGKILL)
 		if err := poll(ctx, 10*time.Millisecond, func() (bool, error) { return !alive(pid), nil }); err != nil {

@@ -118,7 +118,7 @@ func waitNBRaftFormed(ctx context.Context, p paths) error {
 		return true, nil
 	})
 	if err != nil && last != nil {
-		return fmt.Errorf("NB RAFT cluster not formed: %v", last)
+		return fmt.Errorf("NB RAFT cluster not formed: %w", last)
 	}
 	return err
 }

@@ -30,7 +30,7 @@ func runWith(ctx context.Context, env []string, stdin, name string, args ...stri
 		cmd.Stdin = strings.NewReader(stdin)
 	}
 	if err := cmd.Run(); err != nil {
-		return out.String(), fmt.Errorf("%s %s: %v: %s", name, strings.Join(args, " "), err, oneLine(errb.String()))
+		return out.String(), fmt.Errorf("%s %s: %w: %s", name, strings.Join(args, " "), err, oneLine(errb.String()))
 	}
 	return out.String(), nil
 }

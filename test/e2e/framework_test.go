@@ -566,7 +566,7 @@ func (e *env) tryInNode(node string, argv ...string) (string, error) {
 	}
 	out, err := exec.Command("ip", append([]string{"netns", "exec", ns}, argv...)...).CombinedOutput()
 	if err != nil {
-		return string(out), fmt.Errorf("%v in %s: %v: %s", argv, node, err, out)
+		return string(out), fmt.Errorf("%v in %s: %w: %s", argv, node, err, out)
 	}
 	return string(out), nil
 }

@@ -82,6 +82,7 @@ func (n *NS) Do(fn func() error) error {
 	ferr := fn()
 	if err := netns.Set(orig); err != nil {
 		// Leave the thread locked: it dies with the goroutine instead of being reused.
+		//nolint:errorlint // ferr is fn's result, often nil, printed for the record: the cause is the failed restore
 		return fmt.Errorf("restore netns after %s: %w (fn: %v)", n.Name, err, ferr)
 	}
 	runtime.UnlockOSThread()

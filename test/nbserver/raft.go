@@ -186,7 +186,7 @@ func (m *Member) Start(t testing.TB) {
 func (m *Member) Status() (string, error) {
 	out, err := exec.Command("ovs-appctl", "-t", m.ctlFile(), "cluster/status", "OVN_Northbound").CombinedOutput()
 	if err != nil {
-		return "", fmt.Errorf("cluster/status of member %d: %v: %s", m.Index, err, out)
+		return "", fmt.Errorf("cluster/status of member %d: %w: %s", m.Index, err, out)
 	}
 	return string(out), nil
 }
@@ -348,7 +348,7 @@ func (m *Member) MemberConn(t testing.TB) client.Client {
 func (m *Member) TransferLeadership() error {
 	out, err := exec.Command("ovs-appctl", "-t", m.ctlFile(), "cluster/failure-test", "transfer-leadership").CombinedOutput()
 	if err != nil {
-		return fmt.Errorf("transfer-leadership on member %d: %v: %s", m.Index, err, out)
+		return fmt.Errorf("transfer-leadership on member %d: %w: %s", m.Index, err, out)
 	}
 	return nil
 }

@@ -120,7 +120,7 @@ func (r *Runtime) image(name string) (imageRoot, error) {
 	dir := filepath.Join(r.Dir, "images", hex.EncodeToString(h.Sum(nil))[:16])
 	if _, err := os.Stat(filepath.Join(dir, "config.json")); err != nil {
 		if out, err := exec.Command(r.OCIImage, "unpack", archive, dir).CombinedOutput(); err != nil {
-			return imageRoot{}, fmt.Errorf("unpack %s: %v: %s", archive, err, out)
+			return imageRoot{}, fmt.Errorf("unpack %s: %w: %s", archive, err, out)
 		}
 	}
 	data, err := os.ReadFile(filepath.Join(dir, "config.json"))
@@ -371,9 +371,10 @@ func (p *Pod) WaitReady(ctx context.Context) error {
 			}
 			select {
 			case <-c.done:
-				return fmt.Errorf("container %s exited before it was ready (%v): %v", c.id, c.err, last)
+				//nolint:errorlint // c.err is the exit status, nil for exit 0: %v prints <nil>; the cause is the failed probe
+				return fmt.Errorf("container %s exited before it was ready (%v): %w", c.id, c.err, last)
 			case <-ctx.Done():
-				return fmt.Errorf("container %s not ready: %v", c.id, last)
+				return fmt.Errorf("container %s not ready: %w", c.id, last)
 			case <-time.After(100 * time.Millisecond):
 			}
 		}

@@ -13,6 +13,7 @@ import (
 	listersv1 "k8s.io/client-go/listers/core/v1"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/record"
+	"k8s.io/klog/v2"
 
 	"github.com/ovn-egressip/ovn-egressip/go-controller/pkg/egressip/annotations"
 	"github.com/ovn-egressip/ovn-egressip/go-controller/pkg/healthcheck"
@@ -48,7 +49,11 @@ func (n *nodeTargets) targets() []healthcheck.Target {
 	if !n.synced() {
 		return nil
 	}
-	nodes, _ := n.lister.List(labels.Everything())
+	nodes, err := n.lister.List(labels.Everything())
+	if err != nil {
+		klog.ErrorS(err, "Cannot list the Nodes to health-check")
+		return nil
+	}
 	out := make([]healthcheck.Target, 0, len(nodes))
 	for _, node := range nodes {
 		if t, ok := targetFor(node); ok {

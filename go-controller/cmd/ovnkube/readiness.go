@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"net/http"
 	"sort"
-	"strings"
 	"sync"
 )
 
@@ -36,17 +35,14 @@ func (r *readiness) set(role string, err error) {
 func (r *readiness) check() error {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	var lines []string
+	var errs []error
 	for role, err := range r.roles {
 		if err != nil {
-			lines = append(lines, fmt.Sprintf("%s: %v", role, err))
+			errs = append(errs, fmt.Errorf("%s: %w", role, err))
 		}
 	}
-	if len(lines) == 0 {
-		return nil
-	}
-	sort.Strings(lines)
-	return errors.New(strings.Join(lines, "\n"))
+	sort.Slice(errs, func(i, j int) bool { return errs[i].Error() < errs[j].Error() })
+	return errors.Join(errs...) // nil when every role is ready; one line per role otherwise
 }
 
 func (r *readiness) serveHTTP(w http.ResponseWriter, _ *http.Request) {

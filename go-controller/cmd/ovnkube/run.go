@@ -47,7 +47,7 @@ func restConfig(cfg *config.Config) (*rest.Config, error) {
 		rc, err = rest.InClusterConfig()
 	}
 	if err != nil {
-		return nil, fmt.Errorf("invalid --%s %q: %v", config.FlagKubeconfig, cfg.Kubeconfig, err)
+		return nil, fmt.Errorf("invalid --%s %q: %w", config.FlagKubeconfig, cfg.Kubeconfig, err)
 	}
 	return rc, nil
 }
@@ -127,7 +127,7 @@ func serveHTTP(ctx context.Context, g *errgroup.Group, what, flag, addr string, 
 	g.Go(func() error {
 		klog.Infof("serving %s on http://%s", what, addr)
 		if err := srv.ListenAndServe(); err != nil && !errors.Is(err, http.ErrServerClosed) {
-			return fmt.Errorf("invalid --%s %q: %v", flag, addr, err)
+			return fmt.Errorf("invalid --%s %q: %w", flag, addr, err)
 		}
 		return nil
 	})
@@ -294,9 +294,12 @@ func runLeader(ctx context.Context, cfg *config.Config, cs *clients, reg prometh
 // "<hostname>_<pid>" (the node of --init-master NODE instead of the hostname when given). A lost Lease is an error, so that the process exits and a restart starts clean and no two
 // masters ever write at once.
 func runWithLeaderElection(ctx context.Context, cfg *config.Config, kube kubernetes.Interface, lead func(context.Context) error) error {
-	host, _ := os.Hostname()
-	if cfg.MasterNode != "" {
-		host = cfg.MasterNode // --init-master NODE
+	host := cfg.MasterNode // --init-master NODE
+	if host == "" {
+		var err error
+		if host, err = os.Hostname(); err != nil {
+			klog.ErrorS(err, "Cannot read the hostname; the leader election identity is the pid alone")
+		}
 	}
 	if cfg.ClusterManagerNode != "" {
 		host = cfg.ClusterManagerNode // --init-cluster-manager NODE

@@ -272,10 +272,10 @@ func loadConfig(c *cli.Context, role bool) (*Config, error) {
 	var f file
 	if path := c.String(FlagConfigFile); path != "" {
 		if _, err := os.Stat(path); err != nil {
-			return nil, fmt.Errorf("invalid --%s %q: %v", FlagConfigFile, path, err)
+			return nil, fmt.Errorf("invalid --%s %q: %w", FlagConfigFile, path, err)
 		}
 		if err := gcfg.FatalOnly(gcfg.ReadFileInto(&f, path)); err != nil {
-			return nil, fmt.Errorf("invalid --%s %q: %v", FlagConfigFile, path, err)
+			return nil, fmt.Errorf("invalid --%s %q: %w", FlagConfigFile, path, err)
 		}
 	}
 	// str returns the flag when set on the command line, else the file value when
@@ -342,7 +342,7 @@ func loadConfig(c *cli.Context, role bool) (*Config, error) {
 	if !c.IsSet(FlagReachabilityTimeout) && f.OvnKubernetesFeature.EgressIPReachabilityTotalTimeout != "" {
 		d, err := parseSecondsOrDuration(f.OvnKubernetesFeature.EgressIPReachabilityTotalTimeout)
 		if err != nil {
-			return nil, fmt.Errorf("invalid [ovnkubernetesfeature] egressip-reachability-total-timeout %q in %s: %v",
+			return nil, fmt.Errorf("invalid [ovnkubernetesfeature] egressip-reachability-total-timeout %q in %s: %w",
 				f.OvnKubernetesFeature.EgressIPReachabilityTotalTimeout, c.String(FlagConfigFile), err)
 		}
 		cfg.ReachabilityTotalTimeout = d
@@ -388,7 +388,7 @@ func loadConfig(c *cli.Context, role bool) (*Config, error) {
 	}
 	if cfg.EnablePprof {
 		if _, _, err := net.SplitHostPort(cfg.PprofBindAddress); err != nil {
-			return nil, fmt.Errorf("invalid --%s %q: %v", FlagPprofBindAddress, cfg.PprofBindAddress, err)
+			return nil, fmt.Errorf("invalid --%s %q: %w", FlagPprofBindAddress, cfg.PprofBindAddress, err)
 		}
 	}
 	if role && !cfg.InitMaster && cfg.InitNode == "" && !cfg.InitClusterManager && cfg.InitZone == "" {
@@ -412,7 +412,7 @@ func loadConfig(c *cli.Context, role bool) (*Config, error) {
 func checkKubeconfig(cfg *Config) error {
 	if cfg.Kubeconfig != "" {
 		if _, err := os.Stat(cfg.Kubeconfig); err != nil {
-			return fmt.Errorf("invalid --%s %q: %v", FlagKubeconfig, cfg.Kubeconfig, err)
+			return fmt.Errorf("invalid --%s %q: %w", FlagKubeconfig, cfg.Kubeconfig, err)
 		}
 	} else if os.Getenv("KUBERNETES_SERVICE_HOST") == "" {
 		return fmt.Errorf("missing --%s: not running in a cluster (KUBERNETES_SERVICE_HOST unset)", FlagKubeconfig)

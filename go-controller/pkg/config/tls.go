@@ -46,7 +46,7 @@ func (cfg *Config) NBTLSFor(addrs []string) (*tls.Config, error) {
 	}
 	pair, err := tls.X509KeyPair(certPEM, keyPEM)
 	if err != nil {
-		return nil, fmt.Errorf("invalid --%s %q / --%s %q: %v", FlagNBClientCert, cfg.NBClientCert, FlagNBClientPrivKey, cfg.NBClientPrivKey, err)
+		return nil, fmt.Errorf("invalid --%s %q / --%s %q: %w", FlagNBClientCert, cfg.NBClientCert, FlagNBClientPrivKey, cfg.NBClientPrivKey, err)
 	}
 	caPEM, err := readPEM(FlagNBClientCACert, cfg.NBClientCACert)
 	if err != nil {
@@ -75,7 +75,7 @@ func (cfg *Config) NBTLSFor(addrs []string) (*tls.Config, error) {
 func readPEM(flag, path string) ([]byte, error) {
 	b, err := os.ReadFile(path)
 	if err != nil {
-		return nil, fmt.Errorf("invalid --%s %q: %v", flag, path, err)
+		return nil, fmt.Errorf("invalid --%s %q: %w", flag, path, err)
 	}
 	return b, nil
 }

@@ -44,7 +44,7 @@ func ServeListener(ctx context.Context, lis net.Listener) error {
 	case <-ctx.Done():
 		hs.Shutdown()
 		srv.Stop()
-		<-errc
+		<-errc //nolint:errcheck // Serve returns nil once Stop was called: this only waits for it to return
 		return nil
 	case err := <-errc:
 		return fmt.Errorf("egress health server on %s: %w", lis.Addr(), err)

@@ -116,5 +116,5 @@ func writeStatuses(ctx context.Context, c egressipclientset.Interface, writes []
 			return nil // each write's error stays in its entry
 		})
 	}
-	_ = g.Wait()
+	_ = g.Wait() //nolint:errcheck // every func returns nil: each write's error stays in its entry
 }

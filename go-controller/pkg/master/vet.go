@@ -60,7 +60,8 @@ func claimsOf(n *corev1.Node, f nodeFacts) assign.Claims {
 			c.Status = append(c.Status, ip.Unmap())
 		}
 	}
-	c.HostCIDRs, _ = annotations.ParseHostCIDRs(n) // unparsable: nothing claimed (NodeAddresses skips it too)
+	//nolint:errcheck // unparsable: nothing claimed (NodeAddresses skips it too, and the node's own Event names it)
+	c.HostCIDRs, _ = annotations.ParseHostCIDRs(n)
 	return c
 }
 

@@ -136,7 +136,7 @@ func (c *controller) reroutedHere() (map[netip.Addr]bool, bool) {
 	return ips, true
 }
 
-func newController(p Params) *controller {
+func newController(p Params) (*controller, error) {
 	c := &controller{
 		p: p,
 		queue: workqueue.NewTypedRateLimitingQueueWithConfig(
@@ -149,11 +149,13 @@ func newController(p Params) *controller {
 	c.eipFactory = eipinformers.NewSharedInformerFactory(p.EgressIP, 0)
 	eipInf := c.eipFactory.K8s().V1().EgressIPs()
 	c.eips = eipInf.Lister()
-	_, _ = eipInf.Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
+	if _, err := eipInf.Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
 		AddFunc:    func(any) { enqueue() },
 		UpdateFunc: func(any, any) { enqueue() },
 		DeleteFunc: func(any) { enqueue() },
-	})
+	}); err != nil {
+		return nil, fmt.Errorf("event handler on the EgressIP informer: %w", err)
+	}
 
 	c.nodeFactory = informers.NewSharedInformerFactoryWithOptions(p.Kube, 0,
 		informers.WithTweakListOptions(func(o *metav1.ListOptions) {
@@ -161,7 +163,7 @@ func newController(p Params) *controller {
 		}))
 	nodeInf := c.nodeFactory.Core().V1().Nodes()
 	c.nodes = nodeInf.Lister()
-	_, _ = nodeInf.Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
+	if _, err := nodeInf.Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
 		AddFunc: func(any) { enqueue() },
 		UpdateFunc: func(o, n any) {
 			if nodeFactsChanged(o, n) {
@@ -169,7 +171,9 @@ func newController(p Params) *controller {
 			}
 		},
 		DeleteFunc: func(any) { enqueue() },
-	})
+	}); err != nil {
+		return nil, fmt.Errorf("event handler on the Node informer: %w", err)
+	}
 	c.synced = []cache.InformerSynced{eipInf.Informer().HasSynced, nodeInf.Informer().HasSynced}
 
 	if p.GatewayMode == GatewayModeLocal {
@@ -178,7 +182,7 @@ func newController(p Params) *controller {
 		nsInf := c.kubeFactory.Core().V1().Namespaces()
 		podInf := c.kubeFactory.Core().V1().Pods()
 		c.namespaces, c.pods = nsInf.Lister(), podInf.Lister()
-		_, _ = nsInf.Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
+		if _, err := nsInf.Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
 			AddFunc: func(any) { enqueue() },
 			UpdateFunc: func(o, n any) {
 				if labelsChanged(o, n) {
@@ -186,8 +190,10 @@ func newController(p Params) *controller {
 				}
 			},
 			DeleteFunc: func(any) { enqueue() },
-		})
-		_, _ = podInf.Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
+		}); err != nil {
+			return nil, fmt.Errorf("event handler on the Namespace informer: %w", err)
+		}
+		if _, err := podInf.Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
 			AddFunc: func(any) { enqueue() },
 			UpdateFunc: func(o, n any) {
 				if podServingChanged(o, n) {
@@ -195,14 +201,16 @@ func newController(p Params) *controller {
 				}
 			},
 			DeleteFunc: func(any) { enqueue() },
-		})
+		}); err != nil {
+			return nil, fmt.Errorf("event handler on the Pod informer: %w", err)
+		}
 		c.synced = append(c.synced, nsInf.Informer().HasSynced, podInf.Informer().HasSynced)
 	}
 
 	c.broadcaster = record.NewBroadcaster()
 	// Events are about EgressIPs (known to eipscheme) and the Node (passed as an ObjectReference).
 	c.recorder = c.broadcaster.NewRecorder(eipscheme.Scheme, corev1.EventSource{Component: "ovnkube-node", Host: p.NodeName})
-	return c
+	return c, nil
 }
 
 func (c *controller) run(ctx context.Context) error {

@@ -215,7 +215,11 @@ func (h *linuxHost) verifyMarked(added []hostegress.Address) error {
 		if marked[keyOf(a)] {
 			continue
 		}
-		_ = h.addrs.Delete(a.LinkIndex, p)
+		if err := h.addrs.Delete(a.LinkIndex, p); err != nil {
+			errs = append(errs, fmt.Errorf("egress IP %s on %s: the kernel did not keep the address protocol mark "+
+				"(IFA_PROTO, Linux 6.1 or later), and removing the address again failed: %w", a.IP, a.Link, err))
+			continue
+		}
 		errs = append(errs, fmt.Errorf("egress IP %s on %s: the kernel did not keep the address protocol mark "+
 			"(IFA_PROTO, Linux 6.1 or later); the address was removed again", a.IP, a.Link))
 	}

@@ -133,6 +133,9 @@ func Run(ctx context.Context, p Params) error {
 	if p.host == nil {
 		p.host = newLinuxHost(p.InNetns, iptables.Config{IPTablesPath: p.IPTablesPath, IP6TablesPath: p.IP6TablesPath})
 	}
-	c := newController(p)
+	c, err := newController(p)
+	if err != nil {
+		return err
+	}
 	return c.run(ctx)
 }

@@ -45,7 +45,7 @@ func check(a string) error {
 	case "tcp", "ssl":
 		_, port, err := net.SplitHostPort(rest)
 		if err != nil {
-			return fmt.Errorf("%q: %v", a, err)
+			return fmt.Errorf("%q: %w", a, err)
 		}
 		if n, err := strconv.Atoi(port); err != nil || n < 1 || n > 65535 {
 			return fmt.Errorf("%q: bad port %q", a, port)

@@ -6,6 +6,7 @@ package chart
 import (
 	"bufio"
 	"bytes"
+	"errors"
 	"fmt"
 	"io"
 	"os/exec"
@@ -67,7 +68,7 @@ func (tl *tools) tryTemplate(set ...string) ([]byte, error) {
 	cmd := exec.Command(tl.helm, args...)
 	cmd.Stdout, cmd.Stderr = &out, &errb
 	if err := cmd.Run(); err != nil {
-		return nil, fmt.Errorf("helm %s: %v\n%s", strings.Join(args, " "), err, errb.String())
+		return nil, fmt.Errorf("helm %s: %w\n%s", strings.Join(args, " "), err, errb.String())
 	}
 	return out.Bytes(), nil
 }
@@ -79,7 +80,7 @@ func podSpecs(t *testing.T, manifest []byte) map[string]corev1.PodSpec {
 	r := utilyaml.NewYAMLReader(bufio.NewReader(bytes.NewReader(manifest)))
 	for {
 		doc, err := r.Read()
-		if err == io.EOF {
+		if errors.Is(err, io.EOF) {
 			return specs
 		}
 		if err != nil {

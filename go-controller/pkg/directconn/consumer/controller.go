@@ -218,7 +218,11 @@ func (c *Controller) enqueueService(obj interface{}) {
 		return
 	}
 	sel := labels.SelectorFromSet(labels.Set{discoveryv1.LabelServiceName: key.Name})
-	slices, _ := c.slices.EndpointSlices(key.Namespace).List(sel)
+	slices, err := c.slices.EndpointSlices(key.Namespace).List(sel)
+	if err != nil {
+		klog.ErrorS(err, "Cannot list the EndpointSlices of a Service", "service", key)
+		return
+	}
 	for _, s := range slices {
 		c.queue.Add(cache.ObjectName{Namespace: s.Namespace, Name: s.Name})
 	}
@@ -226,7 +230,11 @@ func (c *Controller) enqueueService(obj interface{}) {
 
 // enqueueAll queues every EndpointSlice (a Node's or Configuration's change can affect any of them).
 func (c *Controller) enqueueAll() {
-	slices, _ := c.slices.List(labels.Everything())
+	slices, err := c.slices.List(labels.Everything())
+	if err != nil {
+		klog.ErrorS(err, "Cannot list the EndpointSlices")
+		return
+	}
 	for _, s := range slices {
 		if c.watched(s.Namespace) {
 			c.queue.Add(cache.ObjectName{Namespace: s.Namespace, Name: s.Name})

@@ -111,7 +111,7 @@ func cmdUp(ctx context.Context, args []string) error {
 	c, err := cluster.Up(ctx, cfg)
 	if err != nil {
 		if logs, _ := filepath.Abs(filepath.Join(*state, "log")); dirExists(logs) {
-			return fmt.Errorf("%v (logs: %s)", err, logs)
+			return fmt.Errorf("%w (logs: %s)", err, logs)
 		}
 		return err
 	}
