@@ -47,6 +47,27 @@ func scrape(addr, name string) float64 {
 	return -1
 }
 
+// scrapeSum is the sum of a metric's series (every label set) at addr's /metrics, or -1.
+func scrapeSum(addr, name string) float64 {
+	resp, err := http.Get("http://" + addr + "/metrics")
+	if err != nil {
+		return -1
+	}
+	defer resp.Body.Close()
+	sum := 0.0
+	sc := bufio.NewScanner(resp.Body)
+	for sc.Scan() {
+		line := sc.Text()
+		if !strings.HasPrefix(line, name+"{") && !strings.HasPrefix(line, name+" ") {
+			continue
+		}
+		if f, err := strconv.ParseFloat(line[strings.LastIndexByte(line, ' ')+1:], 64); err == nil {
+			sum += f
+		}
+	}
+	return sum
+}
+
 func freeAddr(t *testing.T) string {
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -162,7 +183,20 @@ func TestMasterLeaseAcrossAPIServerRestart(t *testing.T) {
 	waitFor("the restarted master's start-up sync", 60*time.Second, func() bool {
 		return scrape(second, "ovnkube_master_egress_ip_syncs_total") >= 1
 	})
-	time.Sleep(500 * time.Millisecond) // a sync started by a late event would show in the counters below
+	// A marker: a Namespace no EgressIP selects makes the master sync once more, and writes nothing. Syncs run one
+	// at a time, in order, so once as many syncs have ended as had begun when it was created, plus one, any sync that
+	// an event of the restart asked for has ended too, and its writes show in the counters below.
+	begun := scrape(second, "ovnkube_master_egress_ip_syncs_total")
+	if begun < 1 {
+		t.Fatalf("ovnkube_master_egress_ip_syncs_total = %v after the start-up sync", begun)
+	}
+	if _, err := admin.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "marker",
+		Labels: map[string]string{"env": "none"}}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	waitFor("a sync after the marker Namespace", 30*time.Second, func() bool {
+		return scrapeSum(second, "ovnkube_master_egress_ip_sync_duration_seconds_count") >= begun+1
+	})
 	tx, st := scrape(second, "ovnkube_master_egress_ip_nb_transactions_total"), scrape(second, "ovnkube_master_egress_ip_status_updates_total")
 	if tx != 0 || st != 0 {
 		t.Errorf("the restarted master wrote: %v NB transactions, %v status updates; want none", tx, st)

@@ -13,6 +13,8 @@ import (
 
 	"google.golang.org/grpc"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+
+	"github.com/ovn-egressip/ovn-egressip/test/waitfor"
 )
 
 func waitFor(t *testing.T, ch <-chan bool, want bool, within time.Duration) time.Duration {
@@ -42,16 +44,23 @@ func TestCheckerGRPCDownAndUp(t *testing.T) {
 	go func() { srvDone <- ServeListener(srvCtx, lis) }()
 
 	events := make(chan bool, 16)
+	probes := make(chan bool, 16) // probe outcomes; dropped when the test does not read them
 	c := NewChecker(CheckerConfig{
 		Port: port, Interval: 50 * time.Millisecond, Timeout: 200 * time.Millisecond,
 		Targets:  func() []Target { return []Target{{Node: "n1", Addr: netip.MustParseAddr("127.0.0.1")}} },
 		OnChange: func(node string, ok bool) { events <- ok },
+		Observe: func(_ string, ok bool, _ time.Duration) {
+			select {
+			case probes <- ok:
+			default:
+			}
+		},
 	})
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	go c.Run(ctx)
 
-	time.Sleep(300 * time.Millisecond)
+	waitFor(t, probes, true, 3*time.Second) // n1 answered a probe
 	if !c.Reachable("n1") {
 		t.Fatal("n1 should be reachable while its server runs")
 	}
@@ -107,13 +116,9 @@ func TestCheckerForgetsRemovedTargets(t *testing.T) {
 	mu.Lock()
 	targets = nil
 	mu.Unlock()
-	deadline := time.Now().Add(2 * time.Second)
-	for !c.Reachable("gone") {
-		if time.Now().After(deadline) {
-			t.Fatal("a node no longer probed must not stay unreachable")
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	waitfor.True(t, 2*time.Second, 20*time.Millisecond, "a node no longer probed is reachable again", func() (bool, string) {
+		return c.Reachable("gone"), "still unreachable"
+	})
 }
 
 func TestCheckerDisabled(t *testing.T) {
@@ -537,19 +542,11 @@ func TestCheckerLoneSilentNodeIsHeld(t *testing.T) {
 		t.Fatal("the lone silent node was never held")
 	}
 	// It keeps failing (the checker did look) and stays held, not unreachable.
-	deadline := time.Now().Add(5 * time.Second)
-	for {
+	waitfor.True(t, 5*time.Second, 10*time.Millisecond, "6 probe rounds", func() (bool, string) {
 		mu.Lock()
-		r := rounds
-		mu.Unlock()
-		if r >= 6 {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("only %d rounds", r)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+		defer mu.Unlock()
+		return rounds >= 6, fmt.Sprintf("only %d rounds", rounds)
+	})
 	if !c.Reachable("n1") {
 		t.Fatal("a held node must stay reachable")
 	}

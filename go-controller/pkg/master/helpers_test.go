@@ -33,6 +33,7 @@ import (
 	"github.com/ovn-egressip/ovn-egressip/go-controller/pkg/nbdb"
 	"github.com/ovn-egressip/ovn-egressip/test/apiserver"
 	"github.com/ovn-egressip/ovn-egressip/test/nbserver"
+	"github.com/ovn-egressip/ovn-egressip/test/waitfor"
 )
 
 // nbServers runs a scenario against a real ovsdb-server. Not libovsdb's in-memory
@@ -271,16 +272,8 @@ func (e *env) eventually(what string, f func() error) {
 	if e.patience > 0 {
 		patience = e.patience
 	}
-	deadline := time.Now().Add(patience)
-	for {
-		err := f()
-		if err == nil {
-			return
-		}
-		if time.Now().After(deadline) {
-			e.t.Fatalf("%s: %v", what, err)
-		}
-		time.Sleep(10 * time.Millisecond)
+	if err := waitfor.Retry(context.Background(), patience, 10*time.Millisecond, f); err != nil {
+		e.t.Fatalf("%s: %v", what, err)
 	}
 }
 

@@ -150,6 +150,7 @@ func raftBurst(t *testing.T, fault func(*testing.T, *nbserver.Member), restart b
 		case 40:
 			e.updateEgressIP("eip-prod", func(o *egressipv1.EgressIP) { o.Spec.EgressIPs = []string{"172.18.0.33", "172.18.0.55"} })
 		}
+		//nolint:forbidigo // the pace of the burst (about 300 ms in all) is the load under test: syncs in flight when the leader fails
 		time.Sleep(5 * time.Millisecond)
 	}
 	if l := c.Leader(); l == old {

@@ -17,6 +17,7 @@ import (
 	"github.com/ovn-egressip/ovn-egressip/go-controller/pkg/node"
 	"github.com/ovn-egressip/ovn-egressip/go-controller/pkg/node/iptables"
 	"github.com/ovn-egressip/ovn-egressip/test/hostnet"
+	"github.com/ovn-egressip/ovn-egressip/test/waitfor"
 )
 
 // TestTakenOverConnectionSurvivesInNetns reproduces what a new holder of an egress
@@ -130,10 +131,9 @@ func takeOver(t *testing.T, tp *topo, ln net.Listener, pod, eip, server netip.Ad
 	write(srv, "server-first", "server")
 	// The server's segment reached the node: the guard counted it (without the
 	// guard there is no counter, and the node's RST kills the connection).
-	waitDeadline := time.Now().Add(3 * time.Second)
-	for guardDrops(t, tp, ipt) == drops0 && time.Now().Before(waitDeadline) {
-		time.Sleep(20 * time.Millisecond)
-	}
+	_ = waitfor.Until(context.Background(), 3*time.Second, 20*time.Millisecond, func() (bool, error) {
+		return guardDrops(t, tp, ipt) != drops0, nil
+	}) // a timeout is reported below
 	if guardDrops(t, tp, ipt) == drops0 {
 		t.Errorf("the guard dropped nothing: the server's segment reached the node's stack")
 	}

@@ -116,7 +116,7 @@ func TestSharedModeRemovesReadyAnnotation(t *testing.T) {
 		_, facts := n.Annotations[annotations.PrimaryIfAddr]
 		return !ready && facts, ""
 	})
-	time.Sleep(200 * time.Millisecond) // several resyncs
+	syncsRan(t, f, 4) // several resyncs
 	if v, ok := readyValue(t, f); ok {
 		t.Fatalf("shared mode wrote egress-ips-ready = %s", v)
 	}

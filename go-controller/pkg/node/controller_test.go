@@ -21,6 +21,7 @@ import (
 	"github.com/ovn-egressip/ovn-egressip/go-controller/pkg/egressip/annotations"
 	"github.com/ovn-egressip/ovn-egressip/go-controller/pkg/node/hostegress"
 	"github.com/ovn-egressip/ovn-egressip/go-controller/pkg/node/hostinfo"
+	"github.com/ovn-egressip/ovn-egressip/test/waitfor"
 )
 
 var mp = netip.MustParsePrefix
@@ -212,17 +213,18 @@ func startFull(t *testing.T, mode string, setup func(*kubefake.Clientset), linge
 
 func waitFor(t *testing.T, what string, cond func() (bool, string)) {
 	t.Helper()
-	deadline := time.Now().Add(5 * time.Second)
-	for {
-		ok, detail := cond()
-		if ok {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%s: %s", what, detail)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	waitfor.True(t, 5*time.Second, 10*time.Millisecond, what, cond)
+}
+
+// syncsRan waits until n more syncs have run to their end: each sync reads one snapshot and the syncs run one at a
+// time, so the (n+1)-th snapshot from now means n complete syncs.
+func syncsRan(t *testing.T, f *fixture, n int) {
+	t.Helper()
+	before := f.host.syncs()
+	waitFor(t, fmt.Sprintf("%d more syncs", n), func() (bool, string) {
+		k := f.host.syncs() - before
+		return k > n, fmt.Sprintf("%d syncs began", k)
+	})
 }
 
 func snatPods(st hostegress.State) string {
@@ -329,7 +331,7 @@ func TestProblemsBecomeOneEvent(t *testing.T) {
 	waitFor(t, "event on the EgressIP", func() (bool, string) { return len(events()) > 0, "none" })
 	_, before := f.host.last()
 	waitFor(t, "several more syncs", func() (bool, string) { _, n := f.host.last(); return n >= before+4, "" })
-	time.Sleep(100 * time.Millisecond) // let the event sink catch up
+	syncsRan(t, f, 2) // the event sink delivers what the earlier syncs recorded while two more run
 	evs := events()
 	if len(evs) != 1 || evs[0].Count != 1 || evs[0].Reason != "EgressIPNotHostable" || !strings.Contains(evs[0].Message, "10.99.0.1") {
 		t.Fatalf("want one EgressIPNotHostable event with count 1, got %+v", evs)
@@ -344,7 +346,7 @@ func TestSharedModeProgramsNothing(t *testing.T) {
 		_, ok := n.Annotations[annotations.PrimaryIfAddr]
 		return ok, ""
 	})
-	time.Sleep(200 * time.Millisecond) // several resyncs
+	syncsRan(t, f, 4) // several resyncs
 	f.host.mu.Lock()
 	applied := append([]hostegress.State(nil), f.host.applied...)
 	f.host.mu.Unlock()

@@ -7,6 +7,7 @@ import (
 	"net/netip"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -25,6 +26,7 @@ import (
 	"github.com/ovn-egressip/ovn-egressip/go-controller/pkg/node/hostinfo"
 	"github.com/ovn-egressip/ovn-egressip/go-controller/pkg/node/iptables"
 	"github.com/ovn-egressip/ovn-egressip/test/hostnet"
+	"github.com/ovn-egressip/ovn-egressip/test/waitfor"
 )
 
 const (
@@ -162,19 +164,7 @@ func (tp *topo) ours(t *testing.T) (addrs []netip.Prefix, rules, routes, chain4,
 
 func eventually(t *testing.T, timeout time.Duration, what string, cond func() (bool, string)) time.Duration {
 	t.Helper()
-	start := time.Now()
-	var last string
-	for {
-		ok, detail := cond()
-		if ok {
-			return time.Since(start)
-		}
-		last = detail
-		if time.Since(start) > timeout {
-			t.Fatalf("%s: not true after %s: %s", what, timeout, last)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+	return waitfor.True(t, timeout, 50*time.Millisecond, what, cond)
 }
 
 func expectSource(t *testing.T, tp *topo, src netip.Addr, dst netip.AddrPort, want netip.Addr) {
@@ -506,10 +496,12 @@ func TestSharedGatewayInNetns(t *testing.T) {
 			eips := eipfake.NewSimpleClientset(egressIP("eip-web", "web", eipV4.String()))
 			ctx, cancel := context.WithCancel(context.Background())
 			done := make(chan error, 1)
+			var hostOps atomic.Int64 // host operations (each sync reads a snapshot: one or two per sync)
+			inNetns := func(fn func() error) error { hostOps.Add(1); return tp.node.Do(fn) }
 			go func() {
 				done <- node.Run(ctx, node.Params{Kube: kube, EgressIP: eips, NodeName: "node1",
 					GatewayMode: node.GatewayModeShared, ResyncInterval: resync,
-					IPTablesPath: tp.ipt, IP6TablesPath: tp.ip6t, InNetns: tp.node.Do})
+					IPTablesPath: tp.ipt, IP6TablesPath: tp.ip6t, InNetns: inNetns})
 			}()
 			defer func() {
 				cancel()
@@ -530,7 +522,13 @@ func TestSharedGatewayInNetns(t *testing.T) {
 				return len(a) == 0 && rules == "" && routes == "" && chain == "" && jump == "" && guard == "" && guardJumps == 0,
 					joinPrefixes(a) + chain + jump + guard
 			})
-			time.Sleep(resync + resync/2) // at least one periodic resync: still nothing programmed
+			// At least one more sync ran to its end (three more host operations, at most two per sync; nothing
+			// else changes, so it is a periodic resync): still nothing programmed.
+			before := hostOps.Load()
+			eventually(t, 3*resync+5*time.Second, "a periodic resync", func() (bool, string) {
+				n := hostOps.Load() - before
+				return n >= 3, fmt.Sprintf("%d host operations", n)
+			})
 			if a, rules, routes, chain, jump := tp.ours(t); len(a) != 0 || rules != "" || routes != "" || chain != "" || jump != "" {
 				t.Fatalf("shared mode programmed the host: %v %q %q %q %q", a, rules, routes, chain, jump)
 			}

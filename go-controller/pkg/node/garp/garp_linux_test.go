@@ -9,6 +9,7 @@ import (
 
 	"github.com/ovn-egressip/ovn-egressip/go-controller/pkg/node/garp"
 	"github.com/ovn-egressip/ovn-egressip/test/hostnet"
+	"github.com/ovn-egressip/ovn-egressip/test/waitfor"
 )
 
 // AnnounceFor, sent from a host that does not hold the address, moves a
@@ -27,27 +28,17 @@ func TestAnnounceForUpdatesANeighboursEntryInNetns(t *testing.T) {
 	ext.Exec(t, "ip", "-6", "neigh", "replace", eip, "lladdr", "02:00:00:00:00:99", "dev", "eth0", "nud", "stale")
 	gr := net.HardwareAddr{0x0a, 0x58, 0xac, 0x12, 0x00, 0x15}
 	// the link-local address must exist before the socket binds to it
-	deadline := time.Now().Add(5 * time.Second)
-	for !strings.Contains(node.Exec(t, "ip", "-6", "addr", "show", "dev", "eth0", "scope", "link"), "fe80::") {
-		if time.Now().After(deadline) {
-			t.Fatal("no link-local address on eth0")
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	waitfor.True(t, 5*time.Second, 20*time.Millisecond, "a link-local address on eth0", func() (bool, string) {
+		out := node.Exec(t, "ip", "-6", "addr", "show", "dev", "eth0", "scope", "link")
+		return strings.Contains(out, "fe80::"), out
+	})
 	if err := node.Do(func() error { return garp.AnnounceFor("eth0", netip.MustParseAddr(eip), gr) }); err != nil {
 		t.Fatal(err)
 	}
-	deadline = time.Now().Add(3 * time.Second)
-	for {
+	waitfor.True(t, 3*time.Second, 20*time.Millisecond, "neighbour entry for "+eip+" with lladdr "+gr.String(), func() (bool, string) {
 		out := ext.Exec(t, "ip", "-6", "neigh", "show", eip, "dev", "eth0")
-		if strings.Contains(out, "lladdr "+gr.String()) {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("neighbour entry for %s: %q, want lladdr %s", eip, out, gr)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+		return strings.Contains(out, "lladdr "+gr.String()), out
+	})
 	if err := garp.AnnounceFor("eth0", netip.MustParseAddr("172.18.0.50"), gr); err == nil {
 		t.Error("AnnounceFor accepted an IPv4 address")
 	}
