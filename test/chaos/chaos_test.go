@@ -34,6 +34,7 @@ import (
 	egressipclientset "github.com/ovn-egressip/ovn-egressip/go-controller/pkg/crd/egressip/v1/apis/clientset/versioned"
 	"github.com/ovn-egressip/ovn-egressip/go-controller/pkg/nbdb"
 	"github.com/ovn-egressip/ovn-egressip/test/cluster"
+	"github.com/ovn-egressip/ovn-egressip/test/waitfor"
 )
 
 var (
@@ -471,14 +472,12 @@ func (h *harness) addPod() error {
 func (h *harness) addPodAt(node, ns, app string) error {
 	h.podSeq++
 	name := fmt.Sprintf("p%d", h.podSeq)
-	var err error
-	for i := 0; i < 60; i++ { // the apiserver may be restarting
-		if _, err = h.c.CreatePod(h.ctx, cluster.PodSpec{Namespace: ns, Name: name, Node: node,
-			Labels: map[string]string{"app": app}}); err == nil {
-			break
-		}
-		time.Sleep(500 * time.Millisecond)
-	}
+	// The apiserver may be restarting: 30 s of tries.
+	err := waitfor.Retry(context.Background(), 30*time.Second, 500*time.Millisecond, func() error {
+		_, err := h.c.CreatePod(h.ctx, cluster.PodSpec{Namespace: ns, Name: name, Node: node,
+			Labels: map[string]string{"app": app}})
+		return err
+	})
 	if err != nil {
 		return fmt.Errorf("create pod %s/%s: %w", ns, name, err)
 	}
@@ -639,6 +638,7 @@ func (h *harness) fault(round int) (string, []string, time.Time, error) {
 			return kind, nil, t0, err
 		}
 		what := h.changes(round) // the master's syncs fail until it has found the new leader
+		//nolint:forbidigo // the fault's length: the old NB leader stays down 2-5 s while the changes go on
 		time.Sleep(time.Duration(2+h.rnd.Intn(4)) * time.Second)
 		return kind, what, t0, h.c.StartNBMember(h.ctx, l)
 	case faultAPIServer:
@@ -676,12 +676,10 @@ func (h *harness) waitServing(name string) error {
 	h.sup.mu.Lock()
 	p := h.sup.procs[name]
 	h.sup.mu.Unlock()
-	deadline := time.Now().Add(60 * time.Second)
-	for scrape(h.ctx, p).goroutines < 0 {
-		if time.Now().After(deadline) {
-			return fmt.Errorf("%s does not serve metrics 60 s after it was killed", name)
-		}
-		time.Sleep(100 * time.Millisecond)
+	if err := waitfor.Until(context.Background(), 60*time.Second, 100*time.Millisecond, func() (bool, error) {
+		return scrape(h.ctx, p).goroutines >= 0, nil
+	}); err != nil {
+		return fmt.Errorf("%s does not serve metrics 60 s after it was killed", name)
 	}
 	return nil
 }
@@ -704,7 +702,8 @@ func (h *harness) converge(statusOnly bool) (verdict, bool) {
 	var v verdict
 	var err error
 	told := false
-	for {
+	converged := false
+	_ = waitfor.Until(context.Background(), 0, 250*time.Millisecond, func() (bool, error) { // returns when done
 		pid0, q0 := h.masterQueue()
 		z0 := h.zoneQueues(statusOnly)
 		v, err = h.chk.check(h.ctx, statusOnly)
@@ -734,7 +733,8 @@ func (h *harness) converge(statusOnly bool) (verdict, bool) {
 					if !statusOnly {
 						h.closeWindow(v)
 					}
-					return v, true
+					converged = true
+					return true, nil
 				}
 				if err == nil {
 					err = fmt.Errorf("master synced during the check (before %s, after %s)", q0, q1)
@@ -745,10 +745,11 @@ func (h *harness) converge(statusOnly bool) (verdict, bool) {
 			if err != nil {
 				v.statusErrs = append(v.statusErrs, "check: "+err.Error())
 			}
-			return v, false // the window stays open: the failed check is reported, not the probes
+			return true, nil // the window stays open: the failed check is reported, not the probes
 		}
-		time.Sleep(250 * time.Millisecond)
-	}
+		return false, nil
+	})
+	return v, converged
 }
 
 // zoneQueue is a zone controller's sync queue as read once, with the pid of its process.
@@ -985,7 +986,8 @@ func (h *harness) run(d time.Duration) {
 			h.logf("round %d: %s + %v: converged %.1fs after the fault began, %d pods, %d rows (reroutes, SNATs, served-pods addresses)", round, kind, what,
 				took.Seconds(), len(v.sources), v.rows)
 		}
-		time.Sleep(2 * time.Second) // quiet: probes must all be as expected
+		//nolint:forbidigo // a quiet time of the soak: 2 s with no fault and no change, whose probes must all be as expected
+		time.Sleep(2 * time.Second)
 	}
 	h.sampleAll()
 	// The final check, all faults healed.

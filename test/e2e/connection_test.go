@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"bufio"
+	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -14,6 +15,7 @@ import (
 	"time"
 
 	"github.com/ovn-egressip/ovn-egressip/test/cluster"
+	"github.com/ovn-egressip/ovn-egressip/test/waitfor"
 )
 
 // linePort is the port of the line echo server on the external host.
@@ -175,8 +177,9 @@ func (h *heldConn) finish() ([]time.Time, error) {
 	h.once.Do(func() {
 		close(h.stopW)
 		deadline := time.Now().Add(5 * time.Second)
-		for {
+		_ = waitfor.Until(context.Background(), 0, 20*time.Millisecond, func() (bool, error) { // until done
 			h.mu.Lock()
+			defer h.mu.Unlock()
 			done := len(h.echoes) >= h.sent || h.err != nil
 			if !done && time.Now().After(deadline) {
 				h.err = fmt.Errorf("%d lines sent, %d echoed 5s after sending stopped", h.sent, len(h.echoes))
@@ -185,12 +188,8 @@ func (h *heldConn) finish() ([]time.Time, error) {
 			if done {
 				h.closing = true
 			}
-			h.mu.Unlock()
-			if done {
-				break
-			}
-			time.Sleep(20 * time.Millisecond)
-		}
+			return done, nil
+		})
 		h.conn.Close()
 		h.wg.Wait()
 	})

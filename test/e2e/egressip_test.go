@@ -16,6 +16,7 @@ import (
 
 	egressipv1 "github.com/ovn-egressip/ovn-egressip/go-controller/pkg/crd/egressip/v1"
 	"github.com/ovn-egressip/ovn-egressip/test/cluster"
+	"github.com/ovn-egressip/ovn-egressip/test/waitfor"
 )
 
 // The egress IPs of the cases, per family: A, B and C.
@@ -207,6 +208,7 @@ func runEgressIPCases(t *testing.T, layout, mode, family string) {
 					got, err := e.sourceFamily("prod", p, f)
 					for retry := 0; err != nil && retry < 3; retry++ {
 						t.Logf("prod/%s: %v (retrying)", p, err)
+						//nolint:forbidigo // a pause between at most 3 tries of a request whose connection the rehash reset: a count bounds it, not a condition
 						time.Sleep(200 * time.Millisecond)
 						got, err = e.sourceFamily("prod", p, f)
 					}
@@ -313,12 +315,12 @@ func runEgressIPCases(t *testing.T, layout, mode, family string) {
 			want := e.holderMAC(to)
 			start := time.Now()
 			var got string
-			for got = e.extNeighbour(ip); got != want; got = e.extNeighbour(ip) {
-				if time.Since(start) > 5*time.Second {
-					t.Fatalf("IPv%d: 5s after %s moved %s -> %s, the external host's entry is %q, want %s (no announcement?)",
-						f, ip, from, to, got, want)
-				}
-				time.Sleep(50 * time.Millisecond)
+			if waitfor.Until(context.Background(), 5*time.Second, 50*time.Millisecond, func() (bool, error) {
+				got = e.extNeighbour(ip)
+				return got == want, nil
+			}) != nil {
+				t.Fatalf("IPv%d: 5s after %s moved %s -> %s, the external host's entry is %q, want %s (no announcement?)",
+					f, ip, from, to, got, want)
 			}
 			t.Logf("IPv%d: %s moved %s -> %s; external host's entry updated %s after the status moved", f, ip, from, to,
 				time.Since(start).Round(time.Millisecond))
@@ -340,6 +342,7 @@ func runEgressIPCases(t *testing.T, layout, mode, family string) {
 		e.applyEgressIP("bad-taken", []string{eipA[last]}, map[string]string{"env": "dev"}, nil)
 		for name, reason := range map[string]string{"bad-subnet": outside, "bad-node-ip": nodeIP, "bad-taken": eipA[last]} {
 			waitEvent(t, e, name, reason)
+			//nolint:forbidigo // no signal says the master will not assign later: its syncs run within this time after the Event (a known gap, issue 27)
 			time.Sleep(200 * time.Millisecond)
 			if items := e.getEgressIP(name).Status.Items; len(items) != 0 {
 				t.Errorf("EgressIP %s should be unassigned, status %+v", name, items)
@@ -448,12 +451,10 @@ func runEgressIPCases(t *testing.T, layout, mode, family string) {
 		e.kubectl("", "delete", "eip", "prod")
 		e.eventuallyAll("prod", "web1", node1)
 		e.eventuallyAll("prod", "web3", e.nodeSources("node3"))
-		deadline := time.Now().Add(10 * time.Second)
-		for e.nbRowsOfEgressIP("prod") != 0 {
-			if time.Now().After(deadline) {
-				t.Fatalf("rows of EgressIP prod remain in NB: %v %v", e.nbOwned("Logical_Router_Policy"), e.nbOwned("NAT"))
-			}
-			time.Sleep(100 * time.Millisecond)
+		if waitfor.Until(context.Background(), 10*time.Second, 100*time.Millisecond, func() (bool, error) {
+			return e.nbRowsOfEgressIP("prod") == 0, nil
+		}) != nil {
+			t.Fatalf("rows of EgressIP prod remain in NB: %v %v", e.nbOwned("Logical_Router_Policy"), e.nbOwned("NAT"))
 		}
 		if mode == "local" {
 			for _, n := range e.c.Nodes() {
@@ -466,26 +467,25 @@ func runEgressIPCases(t *testing.T, layout, mode, family string) {
 // waitHostClean waits until node has no SNAT rule of ours and none of ips.
 func waitHostClean(t *testing.T, e *env, node string, ips ...string) {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		rules, addrs, err := e.hostEgressState(node, ips...)
-		if err == nil && len(rules) == 0 && len(addrs) == 0 {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("node %s still has SNAT rules %v and egress addresses %v (%v)", node, rules, addrs, err)
-		}
-		time.Sleep(100 * time.Millisecond)
+	var rules, addrs []string
+	var err error
+	if waitfor.Until(context.Background(), 10*time.Second, 100*time.Millisecond, func() (bool, error) {
+		rules, addrs, err = e.hostEgressState(node, ips...)
+		return err == nil && len(rules) == 0 && len(addrs) == 0, nil
+	}) != nil {
+		t.Fatalf("node %s still has SNAT rules %v and egress addresses %v (%v)", node, rules, addrs, err)
 	}
 }
 
 // waitHostLacks waits until node has neither the addresses ips nor an SNAT rule to one of them (it may hold others).
 func waitHostLacks(t *testing.T, e *env, node string, ips ...string) {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		rules, addrs, err := e.hostEgressState(node, ips...)
-		var left []string
+	var left, addrs []string
+	var err error
+	if waitfor.Until(context.Background(), 10*time.Second, 100*time.Millisecond, func() (bool, error) {
+		var rules []string
+		rules, addrs, err = e.hostEgressState(node, ips...)
+		left = nil
 		for _, r := range rules {
 			for _, ip := range ips {
 				if strings.HasSuffix(strings.TrimSpace(r), "--to-source "+ip) {
@@ -493,44 +493,37 @@ func waitHostLacks(t *testing.T, e *env, node string, ips ...string) {
 				}
 			}
 		}
-		if err == nil && len(left) == 0 && len(addrs) == 0 {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("node %s still has SNAT rules %v and addresses %v of %v (%v)", node, left, addrs, ips, err)
-		}
-		time.Sleep(100 * time.Millisecond)
+		return err == nil && len(left) == 0 && len(addrs) == 0, nil
+	}) != nil {
+		t.Fatalf("node %s still has SNAT rules %v and addresses %v of %v (%v)", node, left, addrs, ips, err)
 	}
 }
 
 // waitHostHas waits until node holds ip and has SNAT rules to it.
 func waitHostHas(t *testing.T, e *env, eip, node, ip string) {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		rules, addrs, err := e.hostEgressState(node, ip)
-		if err == nil && len(addrs) == 1 && strings.Contains(strings.Join(rules, "\n"), "--to-source "+ip) {
-			return
-		}
-		if time.Now().After(deadline) {
-			// What the node was told, and what its daemon and the Events said: a status that moved
-			// again, or a daemon that did not act on it.
-			now := e.getEgressIP(eip)
-			t.Logf("EgressIP %s now: status %+v; conditions %+v", eip, now.Status.Items, now.Status.Conditions)
-			t.Logf("events:\n%s", e.kubectl("", "get", "events", "-A", "--sort-by=.lastTimestamp"))
-			t.Fatalf("node %s: want %s with SNAT rules, have rules %v addresses %v (%v); the holder now: %s", node, ip, rules, addrs, err,
-				holder(now.Status.Items, ip))
-		}
-		time.Sleep(100 * time.Millisecond)
+	var rules, addrs []string
+	var err error
+	if waitfor.Until(context.Background(), 10*time.Second, 100*time.Millisecond, func() (bool, error) {
+		rules, addrs, err = e.hostEgressState(node, ip)
+		return err == nil && len(addrs) == 1 && strings.Contains(strings.Join(rules, "\n"), "--to-source "+ip), nil
+	}) != nil {
+		// What the node was told, and what its daemon and the Events said: a status that moved
+		// again, or a daemon that did not act on it.
+		now := e.getEgressIP(eip)
+		t.Logf("EgressIP %s now: status %+v; conditions %+v", eip, now.Status.Items, now.Status.Conditions)
+		t.Logf("events:\n%s", e.kubectl("", "get", "events", "-A", "--sort-by=.lastTimestamp"))
+		t.Fatalf("node %s: want %s with SNAT rules, have rules %v addresses %v (%v); the holder now: %s", node, ip, rules, addrs, err,
+			holder(now.Status.Items, ip))
 	}
 }
 
 // waitNoRowFor waits until no NB row of ours names pod (namespace/name).
 func waitNoRowFor(t *testing.T, e *env, pod string) {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		var left []string
+	var left []string
+	if waitfor.Until(context.Background(), 10*time.Second, 100*time.Millisecond, func() (bool, error) {
+		left = nil
 		for _, table := range []string{"Logical_Router_Policy", "NAT"} {
 			for _, r := range e.nbOwned(table) {
 				if strings.Contains(r, pod+`"`) || strings.Contains(r, pod+",") || strings.Contains(r, pod+"}") {
@@ -538,13 +531,9 @@ func waitNoRowFor(t *testing.T, e *env, pod string) {
 				}
 			}
 		}
-		if len(left) == 0 {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("NB rows for pod %s remain: %v", pod, left)
-		}
-		time.Sleep(100 * time.Millisecond)
+		return len(left) == 0, nil
+	}) != nil {
+		t.Fatalf("NB rows for pod %s remain: %v", pod, left)
 	}
 }
 
@@ -557,23 +546,25 @@ func waitEvent(t *testing.T, e *env, name, substr string) {
 // waitObjectEvent waits for a Warning Event on the object kind/name whose message contains substr.
 func waitObjectEvent(t *testing.T, e *env, kind, name, substr string) {
 	t.Helper()
-	deadline := time.Now().Add(15 * time.Second)
 	var seen []string
-	for time.Now().Before(deadline) {
+	if waitfor.Until(context.Background(), 15*time.Second, 200*time.Millisecond, func() (bool, error) {
 		evs, err := e.c.Client().CoreV1().Events(metav1.NamespaceAll).List(context.Background(), metav1.ListOptions{
 			FieldSelector: "involvedObject.kind=" + kind + ",involvedObject.name=" + name,
 		})
-		if err == nil {
-			seen = seen[:0]
-			for _, ev := range evs.Items {
-				seen = append(seen, ev.Reason+": "+ev.Message)
-				if ev.Type == corev1.EventTypeWarning && strings.Contains(ev.Message, substr) {
-					t.Logf("%s %s: event %s: %s", kind, name, ev.Reason, ev.Message)
-					return
-				}
+		if err != nil {
+			return false, nil
+		}
+		seen = seen[:0]
+		for _, ev := range evs.Items {
+			seen = append(seen, ev.Reason+": "+ev.Message)
+			if ev.Type == corev1.EventTypeWarning && strings.Contains(ev.Message, substr) {
+				t.Logf("%s %s: event %s: %s", kind, name, ev.Reason, ev.Message)
+				return true, nil
 			}
 		}
-		time.Sleep(200 * time.Millisecond)
+		return false, nil
+	}) == nil {
+		return
 	}
 	t.Fatalf("no Warning Event on %s %s mentioning %q; events: %v", kind, name, substr, seen)
 }

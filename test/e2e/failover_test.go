@@ -27,6 +27,7 @@ import (
 	egressipv1 "github.com/ovn-egressip/ovn-egressip/go-controller/pkg/crd/egressip/v1"
 	"github.com/ovn-egressip/ovn-egressip/go-controller/pkg/healthcheck"
 	"github.com/ovn-egressip/ovn-egressip/test/cluster"
+	"github.com/ovn-egressip/ovn-egressip/test/waitfor"
 )
 
 // probe is one request from the pod to the echo server.
@@ -256,6 +257,7 @@ func runFailover(t *testing.T, layout, mode, family string) {
 					still = startProber(e, "prod", "web1", e.fams[0], 50*time.Millisecond)
 				}
 				held := holdConn(e, "prod", "web1", fam, 50*time.Millisecond)
+				//nolint:forbidigo // the prober's window: requests before the change are part of the measured gap
 				time.Sleep(500 * time.Millisecond)
 				failAt := time.Now()
 				switch failure {
@@ -273,6 +275,7 @@ func runFailover(t *testing.T, layout, mode, family string) {
 				})
 				to := holder(items, moving)
 				moved := time.Since(failAt)
+				//nolint:forbidigo // the prober's window: requests after the change are part of what is measured
 				time.Sleep(2 * time.Second)
 				probes := p.finish()
 				longest, lost, bad := gap(probes, failAt, egress)
@@ -418,6 +421,7 @@ func TestMasterHA(t *testing.T) {
 	e.masters[leader].signal(syscall.SIGSTOP)
 	e.mu.Unlock()
 	e.applyEgressIP("prod", []string{eipA[4], eipB[4]}, map[string]string{"env": "prod"}, web)
+	//nolint:forbidigo // the frozen leader cannot act, and no signal says so: a standby that wrongly acted would within this time (a known gap, issue 27)
 	time.Sleep(200 * time.Millisecond)
 	if items := e.getEgressIP("prod").Status.Items; len(items) != 1 {
 		t.Fatalf("the frozen leader cannot have acted, yet status is %+v", items)
@@ -434,10 +438,11 @@ func TestMasterHA(t *testing.T) {
 	e.eventually("prod", "web1", netip.MustParseAddr(eipA[4]), netip.MustParseAddr(eipB[4]))
 
 	// One reroute policy per served pod IP, one SNAT per (pod, egress IP), no duplicates.
-	deadline := time.Now().Add(15 * time.Second)
-	for {
-		seen := map[string]int{}
-		reroutes, snats := 0, 0
+	var seen map[string]int
+	var reroutes, snats int
+	if waitfor.Until(context.Background(), 15*time.Second, 100*time.Millisecond, func() (bool, error) {
+		seen = map[string]int{}
+		reroutes, snats = 0, 0
 		var dups []string
 		for _, table := range []string{"Logical_Router_Policy", "NAT"} {
 			for _, r := range e.nbOwned(table) {
@@ -455,33 +460,32 @@ func TestMasterHA(t *testing.T) {
 		if len(dups) > 0 {
 			t.Fatalf("duplicate NB rows: %v", dups)
 		}
-		if reroutes == 2 && snats == 4 {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("want 2 reroute policies and 4 SNAT rows, got %d and %d: %v", reroutes, snats, seen)
-		}
-		time.Sleep(100 * time.Millisecond)
+		return reroutes == 2 && snats == 4, nil
+	}) != nil {
+		t.Fatalf("want 2 reroute policies and 4 SNAT rows, got %d and %d: %v", reroutes, snats, seen)
 	}
 }
 
 // leaderName maps the Lease holder (hostname_pid) to the master's name.
 func (e *env) leaderName(t *testing.T) string {
 	t.Helper()
-	deadline := time.Now().Add(20 * time.Second)
-	for time.Now().Before(deadline) {
+	var leader string
+	if waitfor.Until(context.Background(), 20*time.Second, 100*time.Millisecond, func() (bool, error) {
 		l, err := e.c.Client().CoordinationV1().Leases(e.leaseNamespace).Get(context.Background(), "ovn-egressip-master", metav1.GetOptions{})
-		if err == nil && l.Spec.HolderIdentity != nil {
-			e.mu.Lock()
-			for name, d := range e.masters {
-				if d.holds(*l.Spec.HolderIdentity) {
-					e.mu.Unlock()
-					return name
-				}
-			}
-			e.mu.Unlock()
+		if err != nil || l.Spec.HolderIdentity == nil {
+			return false, nil
 		}
-		time.Sleep(100 * time.Millisecond)
+		e.mu.Lock()
+		defer e.mu.Unlock()
+		for name, d := range e.masters {
+			if d.holds(*l.Spec.HolderIdentity) {
+				leader = name
+				return true, nil
+			}
+		}
+		return false, nil
+	}) == nil {
+		return leader
 	}
 	t.Fatal("no live master holds the Lease")
 	return ""
@@ -491,27 +495,25 @@ func (e *env) leaderName(t *testing.T) string {
 // (ovnkube_master_egress_node_reachable{node} 1).
 func (e *env) waitMasterFindsReachable(metricsAddr string, nodes []string) {
 	e.t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		resp, err := http.Get("http://" + metricsAddr + "/metrics")
+	var missing []string
+	var err error
+	if waitfor.Until(context.Background(), 30*time.Second, 100*time.Millisecond, func() (bool, error) {
+		var resp *http.Response
+		resp, err = http.Get("http://" + metricsAddr + "/metrics")
 		var body []byte
 		if err == nil {
 			body, _ = io.ReadAll(resp.Body)
 			resp.Body.Close()
 		}
-		var missing []string
+		missing = nil
 		for _, n := range nodes {
 			if !strings.Contains(string(body), `ovnkube_master_egress_node_reachable{node="`+n+`"} 1`+"\n") {
 				missing = append(missing, n)
 			}
 		}
-		if len(missing) == 0 {
-			return
-		}
-		if time.Now().After(deadline) {
-			e.t.Fatalf("the master's health check does not find %v reachable after 30 s (scrape error: %v)", missing, err)
-		}
-		time.Sleep(100 * time.Millisecond)
+		return len(missing) == 0, nil
+	}) != nil {
+		e.t.Fatalf("the master's health check does not find %v reachable after 30 s (scrape error: %v)", missing, err)
 	}
 }
 
@@ -523,25 +525,21 @@ func (e *env) waitHealthy(node string) {
 	if err != nil {
 		e.t.Fatal(err)
 	}
-	deadline := time.Now().Add(20 * time.Second)
-	for {
+	if waitfor.Until(context.Background(), 20*time.Second, 100*time.Millisecond, func() (bool, error) {
 		ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
+		defer cancel()
 		conn, err := grpc.NewClient(net.JoinHostPort(n.MgmtIP.String(), "9107"), grpc.WithTransportCredentials(insecure.NewCredentials()))
-		if err == nil {
-			resp, cerr := healthpb.NewHealthClient(conn).Check(ctx, &healthpb.HealthCheckRequest{Service: healthcheck.ServiceName})
-			conn.Close()
-			if cerr == nil && resp.GetStatus() == healthpb.HealthCheckResponse_SERVING {
-				cancel()
-				time.Sleep(time.Second)
-				return
-			}
+		if err != nil {
+			return false, nil
 		}
-		cancel()
-		if time.Now().After(deadline) {
-			e.t.Fatalf("node %s: egress health server does not answer on %s:9107", node, n.MgmtIP)
-		}
-		time.Sleep(100 * time.Millisecond)
+		resp, cerr := healthpb.NewHealthClient(conn).Check(ctx, &healthpb.HealthCheckRequest{Service: healthcheck.ServiceName})
+		conn.Close()
+		return cerr == nil && resp.GetStatus() == healthpb.HealthCheckResponse_SERVING, nil
+	}) != nil {
+		e.t.Fatalf("node %s: egress health server does not answer on %s:9107", node, n.MgmtIP)
 	}
+	//nolint:forbidigo // the master's next probes see the node within a second; its metrics address, the signal (waitMasterFindsReachable), is not known here
+	time.Sleep(time.Second)
 }
 
 // recordResult appends a measured number to _output/e2e-results.txt, which

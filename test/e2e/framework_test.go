@@ -12,6 +12,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -24,6 +25,7 @@ import (
 	egressipv1 "github.com/ovn-egressip/ovn-egressip/go-controller/pkg/crd/egressip/v1"
 	egressipclientset "github.com/ovn-egressip/ovn-egressip/go-controller/pkg/crd/egressip/v1/apis/clientset/versioned"
 	"github.com/ovn-egressip/ovn-egressip/test/cluster"
+	"github.com/ovn-egressip/ovn-egressip/test/waitfor"
 )
 
 var ovnkubeBin string
@@ -264,12 +266,10 @@ func kill(cmd *exec.Cmd, sig syscall.Signal) {
 		return
 	}
 	_ = syscall.Kill(-cmd.Process.Pid, sig)
-	deadline := time.Now().Add(10 * time.Second)
-	for time.Now().Before(deadline) {
-		if err := syscall.Kill(cmd.Process.Pid, 0); err != nil {
-			return
-		}
-		time.Sleep(20 * time.Millisecond)
+	if waitfor.Until(context.Background(), 10*time.Second, 20*time.Millisecond, func() (bool, error) {
+		return syscall.Kill(cmd.Process.Pid, 0) != nil, nil // gone
+	}) == nil {
+		return
 	}
 	_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
 }
@@ -340,16 +340,13 @@ func (e *env) nodeKubectl(node string, args ...string) string {
 // waitNodeAnnotation waits until node carries annotation key with value want.
 func (e *env) waitNodeAnnotation(node, key, want string) {
 	e.t.Helper()
-	deadline := time.Now().Add(20 * time.Second)
-	for {
-		n, err := e.c.Client().CoreV1().Nodes().Get(context.Background(), node, metav1.GetOptions{})
-		if err == nil && n.Annotations[key] == want {
-			return
-		}
-		if time.Now().After(deadline) {
-			e.t.Fatalf("node %s: annotation %s is not %s (%v)", node, key, want, err)
-		}
-		time.Sleep(100 * time.Millisecond)
+	var err error
+	if waitfor.Until(context.Background(), 20*time.Second, 100*time.Millisecond, func() (bool, error) {
+		n, gerr := e.c.Client().CoreV1().Nodes().Get(context.Background(), node, metav1.GetOptions{})
+		err = gerr
+		return err == nil && n.Annotations[key] == want, nil
+	}) != nil {
+		e.t.Fatalf("node %s: annotation %s is not %s (%v)", node, key, want, err)
 	}
 }
 
@@ -393,17 +390,16 @@ func (e *env) getEgressIP(name string) *egressipv1.EgressIP {
 // waitStatus waits until the EgressIP's status satisfies ok, and returns it.
 func (e *env) waitStatus(name string, what string, ok func([]egressipv1.EgressIPStatusItem) bool) []egressipv1.EgressIPStatusItem {
 	e.t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
 	var items []egressipv1.EgressIPStatusItem
-	for time.Now().Before(deadline) {
+	if waitfor.Until(context.Background(), 30*time.Second, 100*time.Millisecond, func() (bool, error) {
 		eip, err := e.eip.K8sV1().EgressIPs().Get(context.Background(), name, metav1.GetOptions{})
-		if err == nil {
-			items = eip.Status.Items
-			if ok(items) {
-				return items
-			}
+		if err != nil {
+			return false, nil
 		}
-		time.Sleep(100 * time.Millisecond)
+		items = eip.Status.Items
+		return ok(items), nil
+	}) == nil {
+		return items
 	}
 	e.t.Fatalf("EgressIP %s: status never became %s; last %+v", name, what, items)
 	return nil
@@ -431,19 +427,13 @@ func (e *env) sourceFamily(ns, pod string, fam int) (netip.Addr, error) {
 func (e *env) eventually(ns, pod string, want ...netip.Addr) netip.Addr {
 	e.t.Helper()
 	fam := cluster.FamilyOf(want[0])
-	deadline := time.Now().Add(20 * time.Second)
 	var got netip.Addr
 	var err error
-	for time.Now().Before(deadline) {
+	if waitfor.Until(context.Background(), 20*time.Second, 100*time.Millisecond, func() (bool, error) {
 		got, err = e.sourceFamily(ns, pod, fam)
-		if err == nil {
-			for _, w := range want {
-				if got == w {
-					return got
-				}
-			}
-		}
-		time.Sleep(100 * time.Millisecond)
+		return err == nil && slices.Contains(want, got), nil
+	}) == nil {
+		return got
 	}
 	e.t.Fatalf("pod %s/%s: echo server saw %v over IPv%d (err %v), want one of %v", ns, pod, got, fam, err, want)
 	return got
@@ -613,24 +603,20 @@ func (e *env) logSize(name string) int64 {
 func (e *env) waitNodeSynced(node string, off int64) {
 	e.t.Helper()
 	path := filepath.Join(e.dir, "log", "ovnkube-node-"+node+".log")
-	deadline := time.Now().Add(20 * time.Second)
-	for {
+	if waitfor.Until(context.Background(), 20*time.Second, 100*time.Millisecond, func() (bool, error) {
 		b, err := os.ReadFile(path)
-		if err == nil && int64(len(b)) >= off {
-			text := string(b[off:])
-			for _, l := range strings.Split(text, "\n") {
-				if strings.Contains(l, "sync failed") || strings.Contains(l, "file exists") {
-					e.t.Fatalf("node %s daemon after restart: %s", node, l)
-				}
-			}
-			if strings.Contains(text, "Egress IP node sync done") {
-				return
+		if err != nil || int64(len(b)) < off {
+			return false, nil
+		}
+		text := string(b[off:])
+		for _, l := range strings.Split(text, "\n") {
+			if strings.Contains(l, "sync failed") || strings.Contains(l, "file exists") {
+				e.t.Fatalf("node %s daemon after restart: %s", node, l)
 			}
 		}
-		if time.Now().After(deadline) {
-			e.t.Fatalf("node %s daemon: no completed sync 20s after restart", node)
-		}
-		time.Sleep(100 * time.Millisecond)
+		return strings.Contains(text, "Egress IP node sync done"), nil
+	}) != nil {
+		e.t.Fatalf("node %s daemon: no completed sync 20s after restart", node)
 	}
 }
 

@@ -60,13 +60,16 @@ spec:
 	}
 
 	p := startProber(e, "prod", "web1", 4, 50*time.Millisecond)
-	time.Sleep(500 * time.Millisecond) // some requests before the first change
+	//nolint:forbidigo // the prober's window: requests before the change are part of the measured gap
+	time.Sleep(500 * time.Millisecond)
 	start := time.Now()
 	e.labelAssignable(from, false)
 	e.waitStatus("prod", ip+" moved to "+other, func(it []egressipv1.EgressIPStatusItem) bool { return holder(it, ip) == other })
+	//nolint:forbidigo // the scenario's timeline: the second change is due 1 s after the start
 	time.Sleep(time.Until(start.Add(time.Second)))
 	e.labelAssignable(other, false)
 	e.waitStatus("prod", "unassigned", func(it []egressipv1.EgressIPStatusItem) bool { return len(it) == 0 })
+	//nolint:forbidigo // the scenario's timeline: the master restart is due 3 s after the start
 	time.Sleep(time.Until(start.Add(3 * time.Second)))
 	e.stopMaster("master-a", syscall.SIGKILL)
 	if layout == cluster.LayoutInterconnect {
@@ -74,10 +77,12 @@ spec:
 		e.startNode("node1")
 	}
 	e.startMaster("master-a", "127.0.0.1:29101")
+	//nolint:forbidigo // the scenario's timeline: the IP comes back 7 s after the start
 	time.Sleep(time.Until(start.Add(7 * time.Second)))
 	e.labelAssignable(from, true)
 	e.waitStatus("prod", "assigned to "+from, func(it []egressipv1.EgressIPStatusItem) bool { return holder(it, ip) == from })
 	e.eventually("prod", "web1", egress) // the restarted master serves the pod again
+	//nolint:forbidigo // the prober's window: requests after the change are part of what is measured
 	time.Sleep(time.Second)
 	probes := p.finish()
 

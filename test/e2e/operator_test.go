@@ -21,6 +21,7 @@ import (
 	egressipv1 "github.com/ovn-egressip/ovn-egressip/go-controller/pkg/crd/egressip/v1"
 	"github.com/ovn-egressip/ovn-egressip/go-controller/pkg/master"
 	"github.com/ovn-egressip/ovn-egressip/test/cluster"
+	"github.com/ovn-egressip/ovn-egressip/test/waitfor"
 )
 
 // explain runs `ovnkube egressip explain args... -o json` and decodes its report into v.
@@ -78,16 +79,21 @@ func (e *env) podIP(ns, name string) netip.Addr {
 // waitCondition waits until EgressIP name has condition typ with reason.
 func (e *env) waitCondition(name, typ, reason string) metav1.Condition {
 	e.t.Helper()
-	deadline := time.Now().Add(20 * time.Second)
 	var last []metav1.Condition
-	for time.Now().Before(deadline) {
-		if eip, err := e.eip.K8sV1().EgressIPs().Get(context.Background(), name, metav1.GetOptions{}); err == nil {
-			last = eip.Status.Conditions
-			if c := meta.FindStatusCondition(last, typ); c != nil && c.Reason == reason {
-				return *c
-			}
+	var found metav1.Condition
+	if waitfor.Until(context.Background(), 20*time.Second, 100*time.Millisecond, func() (bool, error) {
+		eip, err := e.eip.K8sV1().EgressIPs().Get(context.Background(), name, metav1.GetOptions{})
+		if err != nil {
+			return false, nil
 		}
-		time.Sleep(100 * time.Millisecond)
+		last = eip.Status.Conditions
+		if c := meta.FindStatusCondition(last, typ); c != nil && c.Reason == reason {
+			found = *c
+			return true, nil
+		}
+		return false, nil
+	}) == nil {
+		return found
 	}
 	e.t.Fatalf("EgressIP %s: condition %s never had reason %s; conditions %+v", name, typ, reason, last)
 	return metav1.Condition{}
@@ -277,6 +283,7 @@ func runOperatorCases(t *testing.T, e *env, mode string) {
 					seen[got.String()]++
 				}
 				mu.Unlock()
+				//nolint:forbidigo // the prober's pace: one request every 20 ms across the move is the traffic checked
 				time.Sleep(20 * time.Millisecond)
 			}
 		}()
@@ -286,7 +293,8 @@ func runOperatorCases(t *testing.T, e *env, mode string) {
 		if mode == "local" {
 			waitHostClean(t, e, "node2", eipA)
 		}
-		time.Sleep(300 * time.Millisecond) // a few more requests after the move
+		//nolint:forbidigo // the prober's window: a few more requests after the move are part of what is checked
+		time.Sleep(300 * time.Millisecond)
 		close(stop)
 		wg.Wait()
 		t.Logf("sources seen by the echo server across the selector edit: %v", seen)
@@ -314,17 +322,14 @@ func runOperatorCases(t *testing.T, e *env, mode string) {
 		defer e.labelAssignable("node2", true)
 		e.waitCondition("second", "Assigned-"+eipB, "CandidatesNotLabelled")
 		// Strict: to the external host, nothing; to another pod, as usual.
-		deadline := time.Now().Add(20 * time.Second)
-		for {
+		if waitfor.Until(context.Background(), 20*time.Second, 100*time.Millisecond, func() (bool, error) {
 			_, err := e.source("prod", "db1")
 			if err != nil {
 				t.Logf("strict, no holder: request from prod/db1 to the external host: %v", err)
-				break
 			}
-			if time.Now().After(deadline) {
-				t.Fatal("strict EgressIP with no holder: prod/db1 still reaches the external host")
-			}
-			time.Sleep(100 * time.Millisecond)
+			return err != nil, nil
+		}) != nil {
+			t.Fatal("strict EgressIP with no holder: prod/db1 still reaches the external host")
 		}
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		got, err := cluster.RequestFrom(ctx, cluster.PodNetnsName("prod", "db1"), "tcp", web3, 2*time.Second)

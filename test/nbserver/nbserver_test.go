@@ -2,6 +2,7 @@ package nbserver
 
 import (
 	"context"
+	"fmt"
 	"slices"
 	"testing"
 	"time"
@@ -10,6 +11,7 @@ import (
 	"github.com/ovn-org/libovsdb/ovsdb"
 
 	"github.com/ovn-egressip/ovn-egressip/go-controller/pkg/nbdb"
+	"github.com/ovn-egressip/ovn-egressip/test/waitfor"
 )
 
 func addRouter(t *testing.T, c client.Client, name string) {
@@ -55,17 +57,10 @@ func TestRealServerKeepsDataAcrossRestart(t *testing.T) {
 	addRouter(t, c, "r1")
 	s.Restart()
 	c2 := s.Client(t)
-	deadline := time.Now().Add(5 * time.Second)
-	for {
+	waitfor.True(t, 5*time.Second, 20*time.Millisecond, "routers [r1] after restart", func() (bool, string) {
 		got := routers(t, c2)
-		if len(got) == 1 && got[0] == "r1" {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("after restart routers = %v, want [r1]", got)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+		return len(got) == 1 && got[0] == "r1", fmt.Sprintf("routers = %v", got)
+	})
 	s.Stop()
 	s.Stop() // idempotent
 }
@@ -89,7 +84,7 @@ func TestCluster(t *testing.T) {
 		t.Fatalf("member %d still leader after being killed", old.Index)
 	}
 	deadline := time.Now().Add(15 * time.Second)
-	for {
+	if err := waitfor.Retry(context.Background(), time.Until(deadline), 50*time.Millisecond, func() error {
 		ops, err := cl.Create(&nbdb.LogicalRouter{Name: "r2"})
 		if err != nil {
 			t.Fatal(err)
@@ -98,28 +93,17 @@ func TestCluster(t *testing.T) {
 		if err == nil {
 			_, err = ovsdb.CheckOperationResults(res, ops)
 		}
-		if err == nil {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("no write through the new leader (member %d) after 15 s: %v", next.Index, err)
-		}
-		time.Sleep(50 * time.Millisecond)
+		return err
+	}); err != nil {
+		t.Fatalf("no write through the new leader (member %d) after 15 s: %v", next.Index, err)
 	}
 
 	old.Start(t)
 	c.WaitFormed()
 	mc := old.MemberConn(t)
-	deadline = time.Now().Add(15 * time.Second)
-	for {
+	waitfor.True(t, 15*time.Second, 50*time.Millisecond, fmt.Sprintf("restarted member %d has routers r1 and r2", old.Index), func() (bool, string) {
 		got := routers(t, mc)
 		// r2 may be there twice: a write retried after the leader died may have committed already.
-		if slices.Contains(got, "r1") && slices.Contains(got, "r2") {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("restarted member %d has routers %v, want r1 and r2", old.Index, got)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+		return slices.Contains(got, "r1") && slices.Contains(got, "r2"), fmt.Sprintf("routers %v", got)
+	})
 }

@@ -2,6 +2,7 @@ package podrun_test
 
 import (
 	"context"
+	"fmt"
 	"io"
 	"net"
 	"net/netip"
@@ -27,6 +28,7 @@ import (
 	"github.com/ovn-egressip/ovn-egressip/test/hostnet"
 	"github.com/ovn-egressip/ovn-egressip/test/nbserver"
 	"github.com/ovn-egressip/ovn-egressip/test/podrun"
+	"github.com/ovn-egressip/ovn-egressip/test/waitfor"
 )
 
 const ns = "ovn-egressip"
@@ -286,17 +288,10 @@ func nodeImage(t *testing.T, backend string) {
 	if err := ctr.WaitReady(ctx); err != nil {
 		t.Fatal(err)
 	}
-	deadline := time.Now().Add(30 * time.Second)
-	for {
+	waitfor.True(t, 30*time.Second, 100*time.Millisecond, "the echo server sees the egress IP "+eip.String(), func() (bool, string) {
 		got, err := hostnet.SourceSeen(pod, podIP, echoAddr, time.Second)
-		if err == nil && got == eip {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("the echo server saw %v (%v), want the egress IP %s", got, err, eip)
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
+		return err == nil && got == eip, fmt.Sprintf("saw %v (%v)", got, err)
+	})
 	rules := node.Exec(t, ipt, "-t", "nat", "-S", iptables.Chain)
 	if !strings.Contains(rules, "--to-source "+eip.String()) {
 		t.Fatalf("no SNAT to %s in %s's %s chain:\n%s", eip, ipt, iptables.Chain, rules)

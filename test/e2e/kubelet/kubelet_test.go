@@ -198,7 +198,8 @@ func (b *bed) underProbing(label, what string, change func()) {
 	t0 := time.Now()
 	change()
 	took := time.Since(t0)
-	time.Sleep(500 * time.Millisecond) // requests after the last pod turned ready
+	//nolint:forbidigo // the prober's window: requests after the last pod turned ready are part of what is measured
+	time.Sleep(500 * time.Millisecond)
 	during := proberLog(ctx, t, cs)[n0:]
 	answered, other := countAnswered(during), countOther(during, b.eips)
 	line := fmt.Sprintf("%s (kubelets, %s): %s done in %v; %d requests (lost %d, other source %d)",
