@@ -25,7 +25,7 @@ help:
 	@echo "make manifests      render dist/manifests (both layouts) from the Helm chart dist/helm/ovnkube-egressip"
 	@echo "make chart-check    helm lint and helm template of the chart in both layouts, dist/manifests up to date (in make verify)"
 	@echo "make verify         generated code, docs/flags.md, go.mod/go.sum and dist/manifests are up to date"
-	@echo "make lint           gofmt, go vet, staticcheck"
+	@echo "make lint           gofmt, go vet, staticcheck, golangci-lint (.golangci.yml: errors keep their cause, no sleeps in tests)"
 	@echo "make bench          benchmarks that print numbers (NB programming speed)"
 	@echo "make scale          the master process at scale on a real apiserver and NB: 100 simulated nodes, 5000 pods (SCALE_FLAGS=-scale.nodes=N ..., see docs/egressip.md)"
 	@echo "make scale-ic       the interconnect layout at scale: cluster manager + 3 real zones (own NB, zone controller) of 100 nodes, 5000 pods (SCALE_FLAGS, docs/interconnect.md)"
@@ -125,11 +125,14 @@ scale-ic:
 	$(GO) test -run '^$$' -bench ScaleInterconnect -benchtime 1x -timeout $(SCALE_TIMEOUT) ./test/scale/ -args $(SCALE_FLAGS)
 
 # staticcheck skips the generated clientset/informers/listers (apis/): code-generator output is not ours to change.
+# golangci-lint (built once per machine by contrib/build-golangci-lint.sh, about 4 minutes cold) runs the linters of
+# .golangci.yml; a finding fails make lint.
 lint:
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
 	$(GO) vet ./...
 	@if GOBIN=$(BIN) $(GO) install honnef.co/go/tools/cmd/staticcheck@v0.8.2 2>/dev/null; then $(BIN)/staticcheck $$($(GO) list ./... | grep -v /apis/); \
 	 else echo "staticcheck v0.8.2 does not install from the module proxy here: skipped"; fi
+	@bin=$$(./contrib/build-golangci-lint.sh) && $$bin/golangci-lint run ./...
 
 # The chaos soak drives the machine's one OVS data plane for its whole run (docs/reliability.md). make test runs a
 # CHAOS_CI_DURATION version of it in each gateway mode and layout (about 2 minutes each in all) with the same
