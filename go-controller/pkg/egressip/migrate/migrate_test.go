@@ -48,7 +48,7 @@ var (
 	upServed  = &nbdb.AddressSet{UUID: "upserved", Name: "a111", Addresses: []string{"10.244.1.5"}, ExternalIDs: upstreamExt("k8s.ovn.org/name", "egressip-served-pods", "network", "default")}
 	upNodeIPs = &nbdb.AddressSet{UUID: "upnodeips", Name: "a222", Addresses: []string{"172.18.0.11", "172.18.0.12"}, ExternalIDs: upstreamExt("k8s.ovn.org/name", "node-ips", "network", "default")}
 	// An upstream egress IP set that an egress service policy (not of owner type EgressIP) also uses.
-	upSvcSet = &nbdb.AddressSet{UUID: "upsvcset", Name: "a333", Addresses: []string{"10.244.1.9"}, ExternalIDs: upstreamExt("k8s.ovn.org/name", "egresssvc-served-pods", "network", "default")}
+	upSvcSet  = &nbdb.AddressSet{UUID: "upsvcset", Name: "a333", Addresses: []string{"10.244.1.9"}, ExternalIDs: upstreamExt("k8s.ovn.org/name", "egresssvc-served-pods", "network", "default")}
 	svcPolicy = &nbdb.LogicalRouterPolicy{UUID: "svcpolicy", Priority: 101, Action: "allow", Match: "ip4.src == $a333 && ip4.dst == 10.96.0.0/16",
 		ExternalIDs: map[string]string{"k8s.ovn.org/owner-controller": "default-network-controller", "k8s.ovn.org/owner-type": "EgressService"}}
 	// Rows of others in the same tables.

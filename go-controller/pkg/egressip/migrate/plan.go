@@ -52,7 +52,9 @@ type Plan struct {
 }
 
 // Empty reports whether the plan writes nothing (Commit then sends no transaction).
-func (p Plan) Empty() bool { return len(p.Ours.Changes) == 0 && len(p.Remove) == 0 && len(p.Create) == 0 }
+func (p Plan) Empty() bool {
+	return len(p.Ours.Changes) == 0 && len(p.Remove) == 0 && len(p.Create) == 0
+}
 
 // Lines describes the plan, one row per line, for a dry run.
 func (p Plan) Lines() []string {
