@@ -266,14 +266,18 @@ func seedUpstreamRows(t *testing.T, e *env, podIP, egress netip.Addr) {
 		}
 		ops = append(ops, o...)
 	}
-	cr := &nbdb.LogicalRouter{Name: "ovn_cluster_router"}
-	gr := &nbdb.LogicalRouter{Name: "GR_node2"}
-	sw := &nbdb.LogicalSwitch{Name: "node1"}
-	for _, m := range []model.Model{cr, gr, sw} {
-		if err := c.Get(ctx, m); err != nil {
-			t.Fatalf("NB topology: %T: %v", m, err)
+	router := func(name string) *nbdb.LogicalRouter {
+		var rs []nbdb.LogicalRouter
+		if err := c.WhereCache(func(r *nbdb.LogicalRouter) bool { return r.Name == name }).List(ctx, &rs); err != nil || len(rs) != 1 {
+			t.Fatalf("NB topology: router %s: %v %v", name, rs, err)
 		}
+		return &rs[0]
 	}
+	var sws []nbdb.LogicalSwitch
+	if err := c.WhereCache(func(s *nbdb.LogicalSwitch) bool { return s.Name == "node1" }).List(ctx, &sws); err != nil || len(sws) != 1 {
+		t.Fatalf("NB topology: switch node1: %v %v", sws, err)
+	}
+	cr, gr, sw := router("ovn_cluster_router"), router("GR_node2"), &sws[0]
 	ref(cr, &cr.Policies, "reroute", "pod2pod", "pod2join", "pod2node", "reply")
 	ref(gr, &gr.Nat, "snat")
 	ref(sw, &sw.QOSRules, "mark")
