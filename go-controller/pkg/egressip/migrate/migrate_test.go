@@ -77,9 +77,9 @@ func seed(t *testing.T, c client.Client, rows ...model.Model) {
 }
 
 // upstreamCluster is an NB with the topology and upstream's rows for prod.
-func upstreamCluster(t *testing.T) (*nbserver.Server, client.Client) {
+func upstreamCluster(t *testing.T, start func(testing.TB) *nbserver.Server) (*nbserver.Server, client.Client) {
 	t.Helper()
-	s := nbserver.StartInMemory(t)
+	s := start(t)
 	c := s.Client(t)
 	seed(t, c, upReroute, upSNAT, upPodToPod, upPodToNode, upQoS, upServed, upNodeIPs, upSvcSet, svcPolicy, harnessNAT,
 		&nbdb.LogicalRouter{UUID: "cr", Name: nbstate.ClusterRouter, Policies: []string{"upreroute", "uppodtopod", "uppodtonode", "svcpolicy"}},
@@ -88,6 +88,19 @@ func upstreamCluster(t *testing.T) (*nbserver.Server, client.Client) {
 		&nbdb.LogicalSwitch{UUID: "sw1", Name: "node1", QOSRules: []string{"upqos"}})
 	waitCache(t, c, func(s Snapshot) bool { return len(s.AddressSets) == 3 && len(s.Routers) == 3 })
 	return s, c
+}
+
+// servers are the NB servers the tests run against: libovsdb's in-memory one and a real ovsdb-server.
+var servers = []struct {
+	name  string
+	start func(testing.TB) *nbserver.Server
+}{{"inmemory", nbserver.StartInMemory}, {"ovsdb-server", nbserver.Start}}
+
+// onServers runs f against each of servers.
+func onServers(t *testing.T, f func(t *testing.T, start func(testing.TB) *nbserver.Server)) {
+	for _, srv := range servers {
+		t.Run(srv.name, func(t *testing.T) { f(t, srv.start) })
+	}
 }
 
 // waitCache waits until the client's cache shows ok (the server's update after a
@@ -154,8 +167,10 @@ func extString(m map[string]string) string {
 	return strings.Join(kv, ",")
 }
 
-func TestFromUpstreamOneTransaction(t *testing.T) {
-	s, c := upstreamCluster(t)
+func TestFromUpstreamOneTransaction(t *testing.T) { onServers(t, testFromUpstreamOneTransaction) }
+
+func testFromUpstreamOneTransaction(t *testing.T, start func(testing.TB) *nbserver.Server) {
+	s, c := upstreamCluster(t, start)
 	ctx := context.Background()
 	desired := desiredProd(web1)
 	snap, err := Read(ctx, c)
@@ -213,8 +228,10 @@ func TestFromUpstreamOneTransaction(t *testing.T) {
 	}
 }
 
-func TestFromUpstreamRefusesUnserved(t *testing.T) {
-	s, c := upstreamCluster(t)
+func TestFromUpstreamRefusesUnserved(t *testing.T) { onServers(t, testFromUpstreamRefusesUnserved) }
+
+func testFromUpstreamRefusesUnserved(t *testing.T, start func(testing.TB) *nbserver.Server) {
+	s, c := upstreamCluster(t, start)
 	snap, err := Read(context.Background(), c)
 	if err != nil {
 		t.Fatal(err)
@@ -241,8 +258,10 @@ func TestFromUpstreamRefusesUnserved(t *testing.T) {
 	}
 }
 
-func TestToUpstreamAndBack(t *testing.T) {
-	s, c := upstreamCluster(t)
+func TestToUpstreamAndBack(t *testing.T) { onServers(t, testToUpstreamAndBack) }
+
+func testToUpstreamAndBack(t *testing.T, start func(testing.TB) *nbserver.Server) {
+	s, c := upstreamCluster(t, start)
 	ctx := context.Background()
 	desired := desiredProd(web1)
 	snap, _ := Read(ctx, c)
