@@ -229,7 +229,7 @@ func seedUpstreamRows(t *testing.T, e *env, podIP, egress netip.Addr) {
 		&nbdb.NAT{UUID: "snat", Type: "snat", ExternalIP: egress.String(), LogicalIP: podIP.String(), LogicalPort: &port,
 			ExternalIDs: upstreamExt("k8s.ovn.org/name", "prod_prod/web1", "ip-family", "ip4",
 				"k8s.ovn.org/id", "default-network-controller:EgressIP:prod_prod/web1:ip4")},
-		&nbdb.QoS{UUID: "mark", Priority: 103, Direction: "from-lport", Action: map[string]int{"mark": 42},
+		&nbdb.QoS{UUID: "mark", Priority: 103, Direction: "from-lport", Action: map[string]int{"dscp": 42}, // upstream marks (mark=42): OVN 23.03's schema allows dscp only,
 			Match:       "inport == \"k8s-node1\" && ct.trk && ct.rpl",
 			ExternalIDs: upstreamExt("k8s.ovn.org/name", "EgressIP-Mark-Reply-Traffic", "ip-family", "ip4", "network", "default")},
 	}

@@ -43,8 +43,9 @@ var (
 	upPodToNode = &nbdb.LogicalRouterPolicy{UUID: "uppodtonode", Priority: 102, Action: "allow",
 		Match:       "(ip4.src == $a111 || ip4.src == $a333) && ip4.dst == $a222",
 		ExternalIDs: upstreamExt("priority", "102", "k8s.ovn.org/name", "EIP-No-Reroute-Pod-To-Node", "ip-family", "ip4", "network", "default")}
+	// Upstream marks (action mark=42); the NB schema here (OVN 23.03) allows dscp only.
 	upQoS = &nbdb.QoS{UUID: "upqos", Priority: 103, Direction: "from-lport", Match: "ip4.src == 10.244.1.0/24 && ct.rpl",
-		Action: map[string]int{"mark": 42}, ExternalIDs: upstreamExt("k8s.ovn.org/name", "EgressIP-Mark-Reply-Traffic")}
+		Action: map[string]int{"dscp": 42}, ExternalIDs: upstreamExt("k8s.ovn.org/name", "EgressIP-Mark-Reply-Traffic")}
 	upServed  = &nbdb.AddressSet{UUID: "upserved", Name: "a111", Addresses: []string{"10.244.1.5"}, ExternalIDs: upstreamExt("k8s.ovn.org/name", "egressip-served-pods", "network", "default")}
 	upNodeIPs = &nbdb.AddressSet{UUID: "upnodeips", Name: "a222", Addresses: []string{"172.18.0.11", "172.18.0.12"}, ExternalIDs: upstreamExt("k8s.ovn.org/name", "node-ips", "network", "default")}
 	// An upstream egress IP set that an egress service policy (not of owner type EgressIP) also uses.
@@ -72,7 +73,7 @@ func seed(t *testing.T, c client.Client, rows ...model.Model) {
 		_, err = ovsdb.CheckOperationResults(res, ops)
 	}
 	if err != nil {
-		t.Fatalf("seed: %v", err)
+		t.Fatalf("seed: %v %+v", err, res)
 	}
 }
 
