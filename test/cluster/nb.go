@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net/netip"
+	"path/filepath"
 	"strings"
 	"sync/atomic"
 	"time"
@@ -225,4 +226,17 @@ func (n *nbConn) waitPortsUp(ctx context.Context, names ...string) error {
 // waitPortsUpAt is waitPortsUp through a connection of its own, dialled again when NB drops it (see atNB).
 func waitPortsUpAt(ctx context.Context, address string, names ...string) error {
 	return atNB(ctx, address, time.Time{}, func(nb *nbConn) error { return nb.waitPortsUp(ctx, names...) })
+}
+
+// NBDBFile is the database file of a standalone NB ovsdb-server, to count its transactions
+// (nbserver.FileTransactions): the cluster's NB in the centralized layout (node ignored), node's zone's in the
+// interconnect layout; "" for an NB RAFT cluster (its files are RAFT logs).
+func (c *Cluster) NBDBFile(node string) string {
+	if c.Layout() == LayoutInterconnect {
+		return zoneDBFile(c.p, node, "nb")
+	}
+	if c.st.nbLayout() != NBStandalone {
+		return ""
+	}
+	return filepath.Join(c.p.db(), "ovnnb.db")
 }

@@ -432,9 +432,9 @@ func runEgressIPCases(t *testing.T, layout, mode, family string) {
 		waitNoRowFor(t, e, "prod/web4")
 		for _, table := range []string{"Logical_Router_Policy", "NAT"} {
 			for _, r := range e.nbOwned(table) {
-				stale := strings.Contains(r, `node="`+from+`"`) || strings.Contains(r, "node="+from+",") || strings.Contains(r, "node="+from+"}")
+				stale := r["k8s.ovn.org/node"] == from
 				for _, ip := range e.ips(eipA) {
-					stale = stale || strings.Contains(r, ip)
+					stale = stale || r["k8s.ovn.org/egress-ip"] == ip
 				}
 				if stale {
 					t.Errorf("stale %s row after restart: %s", table, r)
@@ -526,8 +526,8 @@ func waitNoRowFor(t *testing.T, e *env, pod string) {
 		left = nil
 		for _, table := range []string{"Logical_Router_Policy", "NAT"} {
 			for _, r := range e.nbOwned(table) {
-				if strings.Contains(r, pod+`"`) || strings.Contains(r, pod+",") || strings.Contains(r, pod+"}") {
-					left = append(left, r)
+				if r["k8s.ovn.org/pod"] == pod {
+					left = append(left, fmt.Sprint(r))
 				}
 			}
 		}

@@ -445,14 +445,15 @@ func TestMasterHA(t *testing.T) {
 		reroutes, snats = 0, 0
 		var dups []string
 		for _, table := range []string{"Logical_Router_Policy", "NAT"} {
-			for _, r := range e.nbOwned(table) {
+			for _, ids := range e.nbOwned(table) {
+				r := fmt.Sprint(ids) // fmt prints a map's keys in order
 				seen[table+" "+r]++
 				if seen[table+" "+r] > 1 {
 					dups = append(dups, table+" "+r)
 				}
 				if table == "NAT" {
 					snats++
-				} else if strings.Contains(r, "=reroute") {
+				} else if ids["k8s.ovn.org/rule"] == "reroute" {
 					reroutes++
 				}
 			}

@@ -6,6 +6,8 @@ package e2e
 import (
 	"bytes"
 	"context"
+	"encoding/csv"
+	"encoding/json"
 	"fmt"
 	"net/netip"
 	"os"
@@ -507,23 +509,111 @@ func (e *env) nbAddresses() []string {
 	return out
 }
 
-// nbOwned lists our NB rows of a table as "external_ids" strings, via ovn-nbctl, in every NB of the cluster.
-func (e *env) nbOwned(table string) []string {
+// nbOwned lists the external_ids of our NB rows of a table, via ovn-nbctl, in every NB of the cluster.
+func (e *env) nbOwned(table string) []map[string]string {
 	e.t.Helper()
-	var rows []string
+	return e.nbFind(table, `external_ids:"k8s.ovn.org/owner-controller"=egressip`)
+}
+
+// nbFind lists the external_ids of the rows of table that match the ovn-nbctl find conditions, in every NB of the
+// cluster.
+func (e *env) nbFind(table string, conditions ...string) []map[string]string {
+	e.t.Helper()
+	var rows []map[string]string
 	for _, db := range e.nbAddresses() {
-		out, err := exec.Command("ovn-nbctl", "--db="+db, "--no-leader-only", "--format=csv", "--no-headings",
-			"--columns=external_ids", "find", table, `external_ids:"k8s.ovn.org/owner-controller"=egressip`).CombinedOutput()
+		args := append([]string{"--db=" + db, "--no-leader-only", "--format=csv", "--no-headings",
+			"--columns=external_ids", "find", table}, conditions...)
+		out, err := exec.Command("ovn-nbctl", args...).CombinedOutput()
 		if err != nil {
 			e.t.Fatalf("ovn-nbctl --db=%s find %s: %v\n%s", db, table, err, out)
 		}
-		for _, l := range strings.Split(strings.TrimSpace(string(out)), "\n") {
-			if l != "" {
-				rows = append(rows, l)
-			}
+		got, err := externalIDsFromCSV(string(out))
+		if err != nil {
+			e.t.Fatalf("ovn-nbctl --db=%s find %s: %v\n%s", db, table, err, out)
 		}
+		rows = append(rows, got...)
 	}
 	return rows
+}
+
+// externalIDsFromCSV reads ovn-nbctl's --format=csv --columns=external_ids output: one CSV record per row, whose
+// one field is an OVSDB map as ovn-nbctl prints it ({key=value, ...}, a key or value in JSON quotes unless it is a
+// bare word of letters, '_', '-' and '.'; CSV doubles the quotes).
+func externalIDsFromCSV(out string) ([]map[string]string, error) {
+	r := csv.NewReader(strings.NewReader(out))
+	r.FieldsPerRecord = 1
+	records, err := r.ReadAll()
+	if err != nil {
+		return nil, fmt.Errorf("CSV: %w", err)
+	}
+	var rows []map[string]string
+	for _, rec := range records {
+		m, err := parseNBMap(rec[0])
+		if err != nil {
+			return nil, err
+		}
+		rows = append(rows, m)
+	}
+	return rows, nil
+}
+
+// parseNBMap parses an OVSDB map of strings as ovn-nbctl prints it: {} or {k=v, "k"="v", ...}.
+func parseNBMap(s string) (map[string]string, error) {
+	body, ok := strings.CutPrefix(strings.TrimSpace(s), "{")
+	if body, ok = strings.CutSuffix(body, "}"); !ok {
+		return nil, fmt.Errorf("not a map: %q", s)
+	}
+	m := map[string]string{}
+	// atom reads a string atom at the start of rest: JSON-quoted, or bare up to '=', ',' or the end.
+	atom := func(rest string) (string, string, error) {
+		rest = strings.TrimLeft(rest, " ")
+		if !strings.HasPrefix(rest, `"`) {
+			i := strings.IndexAny(rest, "=,")
+			if i < 0 {
+				i = len(rest)
+			}
+			if strings.TrimSpace(rest[:i]) == "" {
+				return "", "", fmt.Errorf("empty atom in %q", s)
+			}
+			return strings.TrimSpace(rest[:i]), rest[i:], nil
+		}
+		for i := 1; i < len(rest); i++ {
+			switch rest[i] {
+			case '\\':
+				i++
+			case '"':
+				var v string
+				if err := json.Unmarshal([]byte(rest[:i+1]), &v); err != nil {
+					return "", "", fmt.Errorf("string %s: %w", rest[:i+1], err)
+				}
+				return v, rest[i+1:], nil
+			}
+		}
+		return "", "", fmt.Errorf("unterminated string in %q", s)
+	}
+	for rest := strings.TrimSpace(body); rest != ""; {
+		k, after, err := atom(rest)
+		if err != nil {
+			return nil, err
+		}
+		after, ok := strings.CutPrefix(strings.TrimLeft(after, " "), "=")
+		if !ok {
+			return nil, fmt.Errorf("no '=' after key %q in %q", k, s)
+		}
+		v, after, err := atom(after)
+		if err != nil {
+			return nil, err
+		}
+		m[k] = v
+		after = strings.TrimLeft(after, " ")
+		if after != "" {
+			if after, ok = strings.CutPrefix(after, ","); !ok {
+				return nil, fmt.Errorf("no ',' after %q=%q in %q", k, v, s)
+			}
+		}
+		rest = strings.TrimSpace(after)
+	}
+	return m, nil
 }
 
 // nbRowsOfEgressIP counts our reroute and SNAT rows that belong to EgressIP name.
@@ -531,7 +621,7 @@ func (e *env) nbRowsOfEgressIP(name string) int {
 	n := 0
 	for _, table := range []string{"Logical_Router_Policy", "NAT"} {
 		for _, r := range e.nbOwned(table) {
-			if strings.Contains(r, `k8s.ovn.org/name="`+name+`"`) || strings.Contains(r, `k8s.ovn.org/name=`+name+`,`) || strings.HasSuffix(r, `k8s.ovn.org/name=`+name+`}"`) {
+			if r["k8s.ovn.org/name"] == name {
 				n++
 			}
 		}

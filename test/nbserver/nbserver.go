@@ -44,6 +44,9 @@ type Server struct {
 	extra  []string  // more ovsdb-server arguments (StartSSL)
 	waited chan struct{}
 	mem    *server.OvsdbServer // in-memory server only
+	// commits counts the in-memory server's committed transactions that changed a
+	// row (countingDB).
+	commits *countingDB
 	// cluster is set for a RAFT cluster seen as one server (StartClusterServer).
 	cluster *Cluster
 }
@@ -120,12 +123,12 @@ func StartInMemory(t testing.TB) *Server {
 	if len(errs) > 0 {
 		t.Fatalf("NB database model: %v", errs)
 	}
-	db := inmemory.NewDatabase(map[string]model.ClientDBModel{clientModel.Name(): clientModel})
+	db := &countingDB{Database: inmemory.NewDatabase(map[string]model.ClientDBModel{clientModel.Name(): clientModel})}
 	srv, err := server.NewOvsdbServer(db, dbModel)
 	if err != nil {
 		t.Fatal(err)
 	}
-	s := &Server{t: t, Dir: shortTempDir(t), mem: srv}
+	s := &Server{t: t, Dir: shortTempDir(t), mem: srv, commits: db}
 	s.Addr = "unix:" + s.socket()
 	go func() { _ = srv.Serve("unix", s.socket()) }()
 	s.waitReady()

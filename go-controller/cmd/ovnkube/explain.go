@@ -26,7 +26,7 @@ import (
 	"github.com/ovn-egressip/ovn-egressip/go-controller/pkg/ovsdbaddr"
 )
 
-// egressIPCommand is `ovnkube egressip explain`.
+// egressIPCommand is `ovnkube egressip explain` and `ovnkube egressip migrate`.
 func egressIPCommand() *cli.Command {
 	return &cli.Command{
 		Name:  "egressip",
@@ -45,7 +45,7 @@ func egressIPCommand() *cli.Command {
 				&cli.DurationFlag{Name: config.FlagReachabilityTimeout, Value: config.DefaultReachabilityTimeout, Usage: "with --probe: total timeout of one probe"},
 			),
 			Action: runExplain,
-		}},
+		}, migrateCommand()},
 	}
 }
 

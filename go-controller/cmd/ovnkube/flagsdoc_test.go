@@ -102,7 +102,7 @@ func flagRows(b *bytes.Buffer, flags []cli.Flag, withUpstream bool) {
 }
 
 // flagReference is docs/flags.md, from the flag definitions of ovnkube and of
-// `ovnkube egressip explain`, and config.FileKeys.
+// `ovnkube egressip explain` and `migrate`, and config.FileKeys.
 func flagReference() []byte {
 	var b bytes.Buffer
 	b.WriteString(`# Flag and config file reference
@@ -153,6 +153,17 @@ with ` + "`--nb-address`" + ` or ` + "`--zone-nb-address`" + `, NB; it writes no
 |---|---|---|
 `)
 	flagRows(&b, egressIPCommand().Subcommands[0].Flags, false)
+	b.WriteString(`
+## ovnkube egressip migrate
+
+` + "`ovnkube egressip migrate --from-upstream`" + ` replaces upstream OVN-Kubernetes' egress IP rows with ours, and
+` + "`--to-upstream`" + ` ours with rows in upstream's shape, in one transaction per NB (docs/migration.md). It reads the API
+(` + "`--from-upstream`" + ` only) and every NB given, checks every plan, and only then writes. ` + "`--config-file`" + ` is read as by explain.
+
+| Flag | Default | Description |
+|---|---|---|
+`)
+	flagRows(&b, egressIPCommand().Subcommands[1].Flags, false)
 	b.WriteString(`
 ## The INI config file (` + "`--config-file`" + `)
 

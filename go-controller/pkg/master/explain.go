@@ -780,3 +780,30 @@ func lingerEnd(until string) string {
 	}
 	return " until " + until
 }
+
+// PlannedRows returns the rows ours would write now, computed as explain compares
+// them (desiredIn: nbstate.Desired over the status in the API, with the master's
+// node facts and selection): for the one NB of the centralized layout (zones
+// empty, key ""), or for each zone named (interconnect layout). Drift names the
+// EgressIPs whose status items differ from what assignment computes now: ours
+// would move those IPs at its first sync, after the rows given here.
+func PlannedRows(in ExplainInput, zones []string) (rows map[string]nbstate.State, drift []string) {
+	if len(zones) > 0 && in.ZoneNB == nil {
+		in.ZoneNB = map[string]*nbstate.Current{} // the interconnect layout's node facts (factsLayout)
+	}
+	st := newExplainState(in)
+	rows = map[string]nbstate.State{}
+	if len(zones) == 0 {
+		rows[""] = st.desiredIn("")
+	}
+	for _, z := range zones {
+		rows[z] = st.desiredIn(z)
+	}
+	for _, e := range in.EgressIPs {
+		if items := toStatusItems(st.res.Status[e.Name]); !sameItems(items, e.Status.Items) {
+			drift = append(drift, fmt.Sprintf("EgressIP %s: status.items %s, assignment computes %s", e.Name, describe(e.Status.Items), describe(items)))
+		}
+	}
+	sort.Strings(drift)
+	return rows, drift
+}

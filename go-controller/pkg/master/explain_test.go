@@ -210,3 +210,29 @@ func TestExplainLinger(t *testing.T) {
 		t.Errorf("prod/web1 past the end node1 published: %+v, want no linger and not 172.18.0.33", p)
 	}
 }
+
+// TestPlannedRowsAreTheMasters: the rows PlannedRows computes from the API (what `ovnkube egressip migrate` writes)
+// are the rows the master wrote, and no EgressIP drifts from its status.
+func TestPlannedRowsAreTheMasters(t *testing.T) {
+	e := cluster(t, nbserver.StartInMemory, "shared")
+	e.create(egressIP("first", 0, []string{"172.18.0.33", "172.18.0.55"}, prodNS, map[string]string{"app": "web"}))
+	e.create(egressIP("second", 1, []string{"172.18.0.44"}, prodNS, nil))
+	e.expectStatus("first", "172.18.0.33@node1", "172.18.0.55@node2")
+	e.settle()
+	e.stop()
+	// The test's NB view follows the master's last commit asynchronously.
+	e.eventually("the planned rows are the master's", func() error {
+		in := e.explainInput()
+		rows, drift := PlannedRows(in, nil)
+		if len(drift) != 0 {
+			return fmt.Errorf("drift %v", drift)
+		}
+		if len(rows[""].Policies) == 0 {
+			return fmt.Errorf("no rows planned")
+		}
+		if plan := nbstate.Diff(rows[""], *in.NB); len(plan.Changes) != 0 || len(plan.Skipped) != 0 {
+			return fmt.Errorf("planned rows differ from the master's: %d changes, skipped %v", len(plan.Changes), plan.Skipped)
+		}
+		return nil
+	})
+}
