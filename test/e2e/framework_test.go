@@ -559,8 +559,9 @@ func externalIDsFromCSV(out string) ([]map[string]string, error) {
 
 // parseNBMap parses an OVSDB map of strings as ovn-nbctl prints it: {} or {k=v, "k"="v", ...}.
 func parseNBMap(s string) (map[string]string, error) {
-	body, ok := strings.CutPrefix(strings.TrimSpace(s), "{")
-	if body, ok = strings.CutSuffix(body, "}"); !ok {
+	body, open := strings.CutPrefix(strings.TrimSpace(s), "{")
+	body, closed := strings.CutSuffix(body, "}")
+	if !open || !closed {
 		return nil, fmt.Errorf("not a map: %q", s)
 	}
 	m := map[string]string{}

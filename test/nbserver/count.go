@@ -3,6 +3,7 @@ package nbserver
 import (
 	"bufio"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -91,7 +92,7 @@ func FileTransactions(path string, tables ...string) (int, error) {
 	n, first := 0, true
 	for {
 		header, err := r.ReadString('\n')
-		if err == io.EOF && header == "" {
+		if errors.Is(err, io.EOF) && header == "" {
 			return n, nil
 		}
 		if err != nil {

@@ -2,6 +2,7 @@ package migrate
 
 import (
 	"context"
+	"fmt"
 	"maps"
 	"net/netip"
 	"slices"
@@ -17,6 +18,7 @@ import (
 	"github.com/ovn-egressip/ovn-egressip/go-controller/pkg/egressip/nbstate"
 	"github.com/ovn-egressip/ovn-egressip/go-controller/pkg/nbdb"
 	"github.com/ovn-egressip/ovn-egressip/test/nbserver"
+	"github.com/ovn-egressip/ovn-egressip/test/waitfor"
 )
 
 // Upstream's rows, written out as the shared facts give them (not through this
@@ -108,17 +110,13 @@ func onServers(t *testing.T, f func(t *testing.T, start func(testing.TB) *nbserv
 // transaction reaches the cache asynchronously).
 func waitCache(t *testing.T, c client.Client, ok func(Snapshot) bool) Snapshot {
 	t.Helper()
-	deadline := time.Now().Add(5 * time.Second)
-	for {
-		s, err := Read(context.Background(), c)
-		if err == nil && ok(s) {
-			return s
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("cache never matched (last read error %v)", err)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
+	var s Snapshot
+	waitfor.True(t, 5*time.Second, 5*time.Millisecond, "the client's cache matches", func() (bool, string) {
+		var err error
+		s, err = Read(context.Background(), c)
+		return err == nil && ok(s), fmt.Sprintf("last read error %v", err)
+	})
+	return s
 }
 
 func desiredProd(pods ...nbstate.Pod) nbstate.State {
