@@ -17,15 +17,17 @@ package cluster
 //	               the root namespace (the underlay; MTU 9000 so that an encapsulated 1500-byte packet fits).
 //
 // OVS' userspace tunnelling looks the remote endpoint up in the chassis namespace's routing table (the connected
-// route of br-tun), resolves its MAC with ARP (the remote chassis namespace's kernel answers for the address on its
-// br-tun; OVS learns the reply as it passes br-tun) and sends the encapsulated packet out of tun0; the receiving
-// br-tun's NORMAL flow hands it to its local port, where the datapath decapsulates it (tnl_pop). Nothing of this
-// lives in ovs-vswitchd's memory only: a restarted ovs-vswitchd (its --monitor, after a crash) reads its bridges
-// from its database and ARPs again.
+// route of br-tun), takes its MAC (the remote chassis' br-tun's, fixed by other_config:hwaddr) from its neighbour
+// cache, where the harness sets every other
+// endpoint statically (tnl/neigh/set: OVS would ARP, but drops the packet that makes it ARP), and sends the
+// encapsulated packet out of tun0; the receiving br-tun's NORMAL flow hands it to its local port, where the datapath
+// decapsulates it (tnl_pop). The static neighbours live in ovs-vswitchd's memory only: after a restart (its
+// --monitor, after a crash) the agent's RunTunnelKeeper sets them again.
 
 import (
 	"context"
 	"fmt"
+	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -91,6 +93,12 @@ func startChassisOVS(ctx context.Context, p paths, n NodeAddrs) error {
 	if err := addNetns(ctx, ChassisNetnsName(n.Name)); err != nil {
 		return err
 	}
+	// The namespace's kernel answers ARP only on the interface holding the address (br-tun), never on tun0, whose
+	// packets it sees too (else a remote chassis may learn tun0's MAC for the endpoint).
+	if _, err := run(ctx, "ip", "netns", "exec", ChassisNetnsName(n.Name), "sysctl", "-qw",
+		"net.ipv4.conf.all.arp_ignore=1", "net.ipv4.conf.default.arp_ignore=1"); err != nil {
+		return err
+	}
 	conf := filepath.Join(p.zoneDB(n.Name), "conf.db")
 	if _, err := run(ctx, "ovsdb-tool", "create", conf, "/usr/share/openvswitch/vswitch.ovsschema"); err != nil {
 		return err
@@ -110,7 +118,7 @@ func startChassisOVS(ctx context.Context, p paths, n NodeAddrs) error {
 	ch := ChassisName(n.Name)
 	_, err := zoneVsctl(ctx, p, n.Name,
 		"add-br", BrEx, "--", "set", "bridge", BrEx, "datapath_type=netdev",
-		"--", "add-br", BrTun, "--", "set", "bridge", BrTun, "datapath_type=netdev",
+		"--", "add-br", BrTun, "--", "set", "bridge", BrTun, "datapath_type=netdev", "other_config:hwaddr="+tunnelMAC(n),
 		"--", "set", "open_vswitch", ".",
 		"external_ids:system-id="+ch,
 		"external_ids:hostname="+n.Name,
@@ -195,7 +203,91 @@ func plumbChassisLinks(ctx context.Context, p paths, nodes []NodeAddrs) error {
 	if _, err := vsctl(ctx, p, rootArgs[1:]...); err != nil {
 		return fmt.Errorf("uplinks on the root namespace's %s: %w", BrEx, err)
 	}
+	if err := parallel(ctx, jobs); err != nil {
+		return err
+	}
+	jobs = nil
+	for _, n := range nodes {
+		jobs = append(jobs, func(ctx context.Context) error { return setZoneTunnelNeighbours(ctx, p, n.Name, nodes) })
+	}
 	return parallel(ctx, jobs)
+}
+
+// tunnelMAC is the MAC of node id's br-tun (other_config:hwaddr): known to every chassis, so that the tunnel
+// neighbours can be set statically.
+func tunnelMAC(n NodeAddrs) string { return macFor(0x02, 0x00, n.EncapIP) }
+
+// setZoneTunnelNeighbours sets, in node's ovs-vswitchd, the tunnel neighbour of every other chassis' endpoint (its
+// br-tun's MAC) and records the ovs-vswitchd pid they were set for. OVS would ARP for them itself, but it drops the
+// packet that makes it ARP (the first packet to a chassis, or to each after an ovs-vswitchd restart): a TCP SYN lost
+// so costs a second.
+func setZoneTunnelNeighbours(ctx context.Context, p paths, node string, nodes []NodeAddrs) error {
+	pid, err := readPid(p.pidfile(zonePidName(node, "ovs-vswitchd")))
+	if err != nil {
+		return err
+	}
+	for _, r := range nodes {
+		if r.Name == node {
+			continue
+		}
+		if _, err := run(ctx, "ovs-appctl", "-t", zoneVswitchdCtl(p, node), "tnl/neigh/set", BrTun, r.EncapIP.String(), tunnelMAC(r)); err != nil {
+			return err
+		}
+	}
+	return os.WriteFile(tunnelsMark(p, node), []byte(strconv.Itoa(pid)+"\n"), 0o644)
+}
+
+// tunnelsMark records the pid of node's ovs-vswitchd whose memory holds the static tunnel neighbours.
+func tunnelsMark(p paths, node string) string {
+	return filepath.Join(p.zoneRun(node), "tunnels.vswitchd-pid")
+}
+
+// RunTunnelKeeper sets the static tunnel neighbours of a chassis again (they live in ovs-vswitchd's memory only)
+// whenever its ovs-vswitchd was restarted by its monitor (after a crash), until ctx ends: every second it compares
+// the pid in each chassis' ovs-vswitchd pidfile with the one they were set for. It does nothing in the centralized
+// layout. The agent runs it.
+func RunTunnelKeeper(ctx context.Context, stateDir string, logf func(string, ...any)) error {
+	abs, err := filepath.Abs(stateDir)
+	if err != nil {
+		return err
+	}
+	p := paths{dir: abs}
+	t := time.NewTicker(time.Second)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-t.C:
+		}
+		var nodes []NodeAddrs
+		for _, z := range zoneNodes(p) {
+			if i, err := strconv.Atoi(strings.TrimPrefix(z, "node")); err == nil {
+				if n, err := AddrsFor(i); err == nil {
+					nodes = append(nodes, n)
+				}
+			}
+		}
+		for _, n := range nodes {
+			data, err := os.ReadFile(tunnelsMark(p, n.Name))
+			if err != nil {
+				continue // centralized layout, or not configured yet
+			}
+			configured, _ := strconv.Atoi(strings.TrimSpace(string(data)))
+			pid, err := readPid(p.pidfile(zonePidName(n.Name, "ovs-vswitchd")))
+			if err != nil || !alive(pid) || pid == configured {
+				continue
+			}
+			sctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+			err = setZoneTunnelNeighbours(sctx, p, n.Name, nodes)
+			cancel()
+			if err != nil {
+				logf("chassis %s: ovs-vswitchd restarted (pid %d -> %d), tunnel neighbours not set yet: %v", n.Name, configured, pid, err)
+				continue // again on the next tick
+			}
+			logf("chassis %s: ovs-vswitchd restarted (pid %d -> %d): tunnel neighbours set again", n.Name, configured, pid)
+		}
+	}
 }
 
 // encapBits is the prefix length of the tunnel endpoints' network (EncapCIDR).

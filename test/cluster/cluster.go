@@ -416,7 +416,7 @@ func nodeHostScript(n NodeAddrs, mode string, fams []int) string {
 // preflight checks the tools and that no other OVS userspace data plane runs on this machine.
 func preflight() error {
 	for _, tool := range []string{"ovsdb-tool", "ovsdb-server", "ovs-vsctl", "ovs-vswitchd", "ovs-appctl",
-		"ovn-northd", "ovn-controller", "ovn-appctl", "ip", "ethtool", "iptables", "ip6tables", "go"} {
+		"ovn-northd", "ovn-controller", "ovn-appctl", "ip", "ethtool", "arping", "iptables", "ip6tables", "go"} {
 		if _, err := exec.LookPath(tool); err != nil {
 			return fmt.Errorf("%s not found: run make install-deps", tool)
 		}

@@ -155,7 +155,7 @@ func testInterconnect(t *testing.T, mode, family string) {
 	}
 	// (1) pod to pod across zones: over the transit switch, Geneve-encapsulated between chassis-node1 and -node2.
 	for i := range c.Families() {
-		if out, err := c.Exec(ctx, "prod", "a", "ping", "-c2", "-i0.2", "-W2", b.IPs[i].String()); err != nil {
+		if out, err := c.Exec(ctx, "prod", "a", "ping", "-c3", "-i0.2", "-W2", b.IPs[i].String()); err != nil {
 			t.Errorf("pod a (node1) -> pod b (node2) %s: %v: %s", b.IPs[i], err, out)
 		} else {
 			t.Logf("a -> b %s: %s", b.IPs[i], lastLine(out))
