@@ -18,7 +18,7 @@ mapfile -t failed < <(awk '
   /^--- FAIL: Test/ { n=$3; if (!(n in subs)) subs[n]=""; order[++k]=n; next }
   /^    --- FAIL: Test/ { n=$3; top=n; sub(/\/.*/, "", top); subs[top]=subs[top] " " n; next }
   END { for (i=1; i<=k; i++) { t=order[i]; if (subs[t]=="") print t; else { split(subs[t], a, " "); for (j in a) print a[j] } } }' "$out" | sort -u)
-crashes=$(find _output -path '*-logs/ovs-vswitchd.log' -newer "$mark" -exec grep -l 'assertion conn->conn_type == CT_CONN_TYPE_DEFAULT' {} + 2>/dev/null | wc -l)
+crashes=$(find _output -path '*-logs/*ovs-vswitchd.log' -newer "$mark" -exec grep -l 'assertion conn->conn_type == CT_CONN_TYPE_DEFAULT' {} + 2>/dev/null | wc -l)
 if [[ ${#failed[@]} == 0 || $crashes == 0 ]]; then
   echo "== $pkg failed (no ovs-vswitchd crash of the test bed in the kept logs): not run again"
   exit "$rc"

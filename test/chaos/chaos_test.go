@@ -1029,12 +1029,19 @@ func (h *harness) report() {
 	// The userspace datapath of Debian's OVS 3.1 sometimes aborts (a conntrack assertion) and its monitor restarts
 	// it: the data plane stops for about a second (test/e2e reruns a failover case when it happens). Listed so that
 	// a failed probe can be matched with one.
-	if b, err := os.ReadFile(filepath.Join(h.c.StateDir(), "log", "ovs-vswitchd.log")); err == nil {
+	// (The interconnect layout has one more ovs-vswitchd per chassis: log/<node>-ovs-vswitchd.log.)
+	if logs, _ := filepath.Glob(filepath.Join(h.c.StateDir(), "log", "*ovs-vswitchd.log")); len(logs) > 0 {
 		var crashes []string
-		for _, l := range strings.Split(string(b), "\n") {
-			if strings.Contains(l, " died, killed ") {
-				ts, _, _ := strings.Cut(l, "|")
-				crashes = append(crashes, ts)
+		for _, f := range logs {
+			b, err := os.ReadFile(f)
+			if err != nil {
+				continue
+			}
+			for _, l := range strings.Split(string(b), "\n") {
+				if strings.Contains(l, " died, killed ") {
+					ts, _, _ := strings.Cut(l, "|")
+					crashes = append(crashes, strings.TrimSuffix(filepath.Base(f), "ovs-vswitchd.log")+ts)
+				}
 			}
 		}
 		h.logf("ovs-vswitchd crashes (restarted by its monitor): %d %v", len(crashes), crashes)

@@ -351,7 +351,8 @@ func upOVN(ctx context.Context, p paths, mode, nbLayout, layout, helper string, 
 func rootVeths(fams []int, layout string) []veth {
 	api := veth{Host: apiLink, MAC: macFor(0x02, 0x00, plans[fams[0]].apiServer), Bridge: BrEx}
 	// the interconnect layout has the root namespace's port in node1's zone
-	host := veth{Host: hostLink, MAC: ovnMAC(plans[fams[0]].hostIP), Bridge: brIntOf(layout, NodeName(1)), IfaceID: MgmtPort(hostPortSwitch)}
+	host := veth{Host: hostLink, MAC: ovnMAC(plans[fams[0]].hostIP), Bridge: brIntOf(layout, NodeName(1)),
+		OVSNode: ovsNodeOf(layout, NodeName(1)), IfaceID: MgmtPort(hostPortSwitch)}
 	for _, f := range fams {
 		pl := plans[f]
 		api.CIDRs = append(api.CIDRs, netip.PrefixFrom(pl.apiServer, pl.external.Bits()).String())
@@ -366,7 +367,7 @@ func nodeVeths(nodes []NodeAddrs, layout string) []veth {
 	for _, n := range nodes {
 		ns := NodeNetnsName(n.Name)
 		mp := veth{Host: mgmtLink(n.Index), Netns: ns, Ifname: MgmtPort(n.Name), MAC: n.MgmtMAC, Bridge: brIntOf(layout, n.Name),
-			IfaceID: MgmtPort(n.Name)}
+			OVSNode: ovsNodeOf(layout, n.Name), IfaceID: MgmtPort(n.Name)}
 		eth := veth{Host: ethLink(n.Index), Netns: ns, Ifname: "eth0", MAC: n.NodeMAC, Bridge: BrEx}
 		for _, f := range n.Families {
 			pl := plans[f.Family]
@@ -415,7 +416,7 @@ func nodeHostScript(n NodeAddrs, mode string, fams []int) string {
 // preflight checks the tools and that no other OVS userspace data plane runs on this machine.
 func preflight() error {
 	for _, tool := range []string{"ovsdb-tool", "ovsdb-server", "ovs-vsctl", "ovs-vswitchd", "ovs-appctl",
-		"ovn-northd", "ovn-controller", "ovn-appctl", "ip", "ethtool", "iptables", "ip6tables", "go"} {
+		"ovn-northd", "ovn-controller", "ovn-appctl", "ip", "ethtool", "arping", "iptables", "ip6tables", "go"} {
 		if _, err := exec.LookPath(tool); err != nil {
 			return fmt.Errorf("%s not found: run make install-deps", tool)
 		}

@@ -2,17 +2,11 @@ package cluster
 
 // The interconnect layout (Config.Layout = LayoutInterconnect): every node is its own OVN zone, as upstream
 // OVN-Kubernetes runs (/work/shared/INTERCONNECT.md): per node an NB and an SB ovsdb-server and an ovn-northd
-// (sockets under run/<node>/), and a chassis: an ovn-controller started with `-n ChassisName(node)` on the one
-// ovs-vswitchd of the machine, with its own integration bridge br-int-<node> and external_ids:ovn-*-<chassis>
-// keys. The zones are joined by the transit switch, whose remote ports send packets over Geneve.
-//
-// Geneve on one userspace ovs-vswitchd: each chassis' tunnel endpoint is an OVS internal port oeip-enc<id> of the
-// bridge br-tun carrying 100.89.0.<id>/32 in the root namespace, and ovn-controller sets the tunnel ports'
-// local_ip (ovn-set-local-ip). All endpoints being addresses of one kernel, OVS' route lookup for a remote endpoint
-// gives that endpoint's own port; br-tun's one flow (udp dst 6081 -> in_port) sends the encapsulated packet back
-// out of the port it entered from, which is the endpoint's port, where the datapath decapsulates it (tnl_pop) and
-// the tunnel port of the remote chassis' bridge receives it. The tunnel neighbours (endpoint -> MAC of its port) are
-// set statically (tnl/neigh/set), as no kernel answers ARP for these addresses reliably here.
+// (sockets under run/<node>/), and a chassis of its own, as on a real node: an ovn-controller on the node's own
+// Open_vSwitch database and userspace ovs-vswitchd (in the chassis namespace oeip-ovs-<node>, with its own datapath
+// and conntrack), integration bridge br-int-<node> (chassis.go). The zones are joined by the transit switch, whose
+// remote ports send packets over Geneve between the chassis' br-tun endpoints, through the kernel bridge
+// oeip-tunnel of the root namespace.
 
 import (
 	"context"
@@ -53,10 +47,9 @@ func ZoneIntegrationBridge(node string) string { return "br-int-" + node }
 func RouterToTransitPort(node string) string { return "rtots-" + node }
 func TransitToRouterPort(node string) string { return "tstor-" + node }
 
-func encapLink(id int) string { return NetnsPrefix + "enc" + strconv.Itoa(id) }
-
-// zoneDaemons are the pidfile names (under run/<node>/) of one zone's daemons, in stop order.
-var zoneDaemons = []string{"ovn-controller", "ovn-northd", "ovnnb_db", "ovnsb_db"}
+// zoneDaemons are the pidfile names (under run/<node>/) of one zone's daemons, in stop order: the chassis
+// (ovn-controller, its ovs-vswitchd and Open_vSwitch database), then northd and the zone's NB and SB.
+var zoneDaemons = []string{"ovn-controller", "ovs-vswitchd", "ovsdb-server", "ovn-northd", "ovnnb_db", "ovnsb_db"}
 
 func zonePidName(node, daemon string) string { return node + "/" + daemon }
 
@@ -66,6 +59,15 @@ func brIntOf(layout, node string) string {
 		return ZoneIntegrationBridge(node)
 	}
 	return BrInt
+}
+
+// ovsNodeOf is the node whose own ovs-vswitchd holds node's integration bridge (interconnect layout), or "" for
+// the root namespace's one (centralized layout).
+func ovsNodeOf(layout, node string) string {
+	if layout == LayoutInterconnect {
+		return node
+	}
+	return ""
 }
 
 // startZoneCentral creates the zone's NB and SB databases and starts their ovsdb-servers (unix sockets; NB also on
@@ -287,97 +289,27 @@ func bindRemotePorts(ctx context.Context, p paths, nodes []NodeAddrs, local Node
 	return err
 }
 
-// startTunnelEndpoints creates br-tun with one internal port per chassis carrying its Geneve endpoint, the flow that
-// hands the encapsulated packets to the datapath's decapsulation, and the static tunnel neighbours.
-func startTunnelEndpoints(ctx context.Context, p paths, nodes []NodeAddrs) error {
-	args := []string{"add-br", BrTun, "--", "set", "bridge", BrTun, "datapath_type=netdev", "fail_mode=secure"}
-	for _, n := range nodes {
-		args = append(args, "--", "add-port", BrTun, encapLink(n.ID), "--", "set", "interface", encapLink(n.ID), "type=internal")
-	}
-	if _, err := vsctl(ctx, p, args...); err != nil {
-		return err
-	}
-	var b strings.Builder
-	for _, n := range nodes {
-		if err := poll(ctx, 20*time.Millisecond, func() (bool, error) { return linkExists(encapLink(n.ID)), nil }); err != nil {
-			return fmt.Errorf("tunnel endpoint %s did not appear", encapLink(n.ID))
-		}
-		fmt.Fprintf(&b, "addr add %s/32 dev %s\nlink set %s up\n", n.EncapIP, encapLink(n.ID), encapLink(n.ID))
-	}
-	fmt.Fprintf(&b, "link set %s up\n", BrTun)
-	if err := runBatch(ctx, "", b.String()); err != nil {
-		return err
-	}
-	if _, err := run(ctx, "ovs-ofctl", "add-flow", "unix:"+filepath.Join(p.run(), BrTun+".mgmt"),
-		"priority=100,udp,tp_dst=6081,actions=in_port"); err != nil {
-		return err
-	}
-	return setTunnelNeighbours(ctx, p, nodes)
-}
-
-// setTunnelNeighbours sets the static tunnel neighbour of every endpoint (its port's MAC) on br-tun (OVS' neighbour
-// cache is per bridge of the route's output port; the route lookup of an endpoint gives its own port).
-func setTunnelNeighbours(ctx context.Context, p paths, nodes []NodeAddrs) error {
-	ctl := filepath.Join(p.run(), "ovs-vswitchd.ctl")
-	for _, n := range nodes {
-		mac, err := os.ReadFile("/sys/class/net/" + encapLink(n.ID) + "/address")
-		if err != nil {
-			return err
-		}
-		if _, err := run(ctx, "ovs-appctl", "-t", ctl, "tnl/neigh/set", BrTun, n.EncapIP.String(),
-			strings.TrimSpace(string(mac))); err != nil {
-			return err
-		}
-	}
-	return nil
-}
-
-// configureChassis writes every zone's chassis configuration into the Open_vSwitch table in one transaction:
-// the external_ids keys suffixed with the chassis name, and other_config:ovn-chassis-idx-<chassis> (the node id,
-// unique: it is in the names of the chassis' tunnel ports, which must be unique in the one ovs-vswitchd; left to
-// ovn-controllers started side by side, they overwrite each other's choice).
-func configureChassis(ctx context.Context, p paths, nodes []NodeAddrs) error {
-	args := []string{"set", "open_vswitch", "."}
-	for _, n := range nodes {
-		ch := ChassisName(n.Name)
-		args = append(args,
-			"external_ids:ovn-remote-"+ch+"=unix:"+p.zoneSBSock(n.Name),
-			"external_ids:hostname-"+ch+"="+n.Name,
-			"external_ids:ovn-encap-type-"+ch+"=geneve",
-			"external_ids:ovn-encap-ip-"+ch+"="+n.EncapIP.String(),
-			"external_ids:ovn-set-local-ip-"+ch+"=true",
-			"external_ids:ovn-is-interconn-"+ch+"=true",
-			"external_ids:ovn-bridge-"+ch+"="+ZoneIntegrationBridge(n.Name),
-			"external_ids:ovn-bridge-datapath-type-"+ch+"=netdev",
-			"external_ids:ovn-bridge-mappings-"+ch+"="+PhysNet+":"+BrEx,
-			"other_config:ovn-chassis-idx-"+ch+"="+strconv.Itoa(n.ID))
-	}
-	_, err := vsctl(ctx, p, args...)
-	return err
-}
-
-// startZoneChassis starts node's ovn-controller (configureChassis first), which creates br-int-<node>.
-func startZoneChassis(ctx context.Context, p paths, n NodeAddrs) error {
-	if _, err := runOVS(ctx, p, "ovn-controller", "-n", ChassisName(n.Name), "unix:"+p.ovsSock(), "--detach", "--no-chdir",
-		"--pidfile="+p.pidfile(zonePidName(n.Name, "ovn-controller")),
-		"--log-file="+filepath.Join(p.log(), n.Name+"-ovn-controller.log")); err != nil {
-		return err
-	}
-	return poll(ctx, 50*time.Millisecond, func() (bool, error) {
-		_, err := vsctl(ctx, p, "br-exists", ZoneIntegrationBridge(n.Name))
-		return err == nil, nil
-	})
-}
-
-// upInterconnectOVN brings up the zones (databases, northd, NB topology, remote chassis) and the shared
-// ovs-vswitchd with br-ex, br-tun and one ovn-controller per zone.
+// upInterconnectOVN brings up the zones (databases, northd, NB topology, remote chassis), each node's chassis (its
+// own Open_vSwitch database and ovs-vswitchd in its chassis namespace, br-ex and br-tun: chassis.go), the root
+// namespace's ovs-vswitchd with br-ex (the external network), the underlay, and one ovn-controller per zone.
 func upInterconnectOVN(ctx context.Context, p paths, mode string, nodes []NodeAddrs, fams []int, logf func(string, ...any)) error {
 	listen := plans[fams[0]].apiServer
-	var jobs []func(context.Context) error
+	jobs := []func(context.Context) error{func(ctx context.Context) error {
+		if err := startVswitchd(ctx, p); err != nil {
+			return fmt.Errorf("OVS of the root namespace: %w", err)
+		}
+		if _, err := vsctl(ctx, p, "add-br", BrEx, "--", "set", "bridge", BrEx, "datapath_type=netdev"); err != nil {
+			return fmt.Errorf("OVS of the root namespace: %w", err)
+		}
+		return nil
+	}}
 	for _, n := range nodes {
 		jobs = append(jobs, func(ctx context.Context) error {
 			if err := startZoneCentral(ctx, p, n, listen); err != nil {
 				return fmt.Errorf("zone %s NB/SB/northd: %w", n.Name, err)
+			}
+			if err := startChassisOVS(ctx, p, n); err != nil {
+				return fmt.Errorf("chassis %s OVS: %w", n.Name, err)
 			}
 			if err := createRowsAt(ctx, "unix:"+p.zoneNBSock(n.Name), buildZoneTopology(nodes, n, mode)); err != nil {
 				return fmt.Errorf("zone %s NB topology: %w", n.Name, err)
@@ -394,21 +326,9 @@ func upInterconnectOVN(ctx context.Context, p paths, mode string, nodes []NodeAd
 	if err := parallel(ctx, jobs); err != nil {
 		return err
 	}
-	logf("%d zones up (NB, SB, northd each; NB topology with transit switch, remote chassis in SB; %s gateway mode)", len(nodes), mode)
-	if err := startVswitchd(ctx, p); err != nil {
-		return fmt.Errorf("OVS: %w", err)
-	}
-	if _, err := vsctl(ctx, p, "add-br", BrEx, "--", "set", "bridge", BrEx, "datapath_type=netdev"); err != nil {
-		return fmt.Errorf("OVS: %w", err)
-	}
-	if err := startTunnelEndpoints(ctx, p, nodes); err != nil {
-		return fmt.Errorf("tunnel endpoints on %s: %w", BrTun, err)
-	}
-	if err := markTunnels(p); err != nil {
-		return err
-	}
-	if err := configureChassis(ctx, p, nodes); err != nil {
-		return fmt.Errorf("chassis configuration: %w", err)
+	logf("%d zones up (NB, SB, northd, Open_vSwitch database and ovs-vswitchd each; NB topology with transit switch, remote chassis in SB; %s gateway mode)", len(nodes), mode)
+	if err := plumbChassisLinks(ctx, p, nodes); err != nil {
+		return fmt.Errorf("chassis uplinks and underlay: %w", err)
 	}
 	jobs = nil
 	for _, n := range nodes {
@@ -422,8 +342,8 @@ func upInterconnectOVN(ctx context.Context, p paths, mode string, nodes []NodeAd
 	if err := parallel(ctx, jobs); err != nil {
 		return err
 	}
-	logf("ovs-vswitchd (userspace datapath), %s (Geneve endpoints %s..) and %d ovn-controllers (chassis-<node>, br-int-<node>) up",
-		BrTun, nodes[0].EncapIP, len(nodes))
+	logf("%d chassis up (ovs-vswitchd each in %s, ovn-controller, br-int-<node>; Geneve endpoints %s.. on %s over %s)",
+		len(nodes), ChassisNetnsName("<node>"), nodes[0].EncapIP, BrTun, TunnelBridge)
 	return nil
 }
 
@@ -440,8 +360,8 @@ func zoneNodes(p paths) []string {
 	return out
 }
 
-// stopZones stops every zone's ovn-controller, ovn-northd and ovsdb-servers, and deletes their bridges and br-tun
-// (while ovs-vswitchd still runs). It returns the pids it signalled.
+// stopZones stops every zone's chassis (stopZoneOVS), ovn-northd and NB and SB ovsdb-servers. It returns the pids it
+// signalled.
 func stopZones(ctx context.Context, p paths) []int {
 	zones := zoneNodes(p)
 	if len(zones) == 0 {
@@ -449,16 +369,10 @@ func stopZones(ctx context.Context, p paths) []int {
 	}
 	var pids []int
 	for _, z := range zones {
-		if pid, err := readPid(p.pidfile(zonePidName(z, "ovn-controller"))); err == nil && alive(pid) {
-			ctl := filepath.Join(p.run(), fmt.Sprintf("ovn-controller.%d.ctl", pid))
-			if _, err := run(ctx, "ovn-appctl", "-t", ctl, "exit"); err != nil {
-				_ = syscall.Kill(pid, syscall.SIGTERM)
-			}
-			pids = append(pids, pid)
-		}
+		pids = append(pids, stopZoneOVS(ctx, p, z)...)
 	}
 	for _, z := range zones {
-		for _, d := range zoneDaemons[1:] {
+		for _, d := range []string{"ovn-northd", "ovnnb_db", "ovnsb_db"} {
 			tool := "ovs-appctl"
 			if d == "ovn-northd" {
 				tool = "ovn-appctl"
@@ -466,20 +380,11 @@ func stopZones(ctx context.Context, p paths) []int {
 			pids = append(pids, appctlExit(ctx, p, zonePidName(z, d), tool))
 		}
 	}
-	if _, err := os.Stat(p.ovsSock()); err == nil {
-		if pid, err := readPid(p.pidfile("ovs-vswitchd")); err == nil && alive(pid) {
-			args := []string{"--timeout=5", "--if-exists", "del-br", BrTun}
-			for _, z := range zones {
-				args = append(args, "--", "--if-exists", "del-br", ZoneIntegrationBridge(z))
-			}
-			_, _ = vsctl(ctx, p, args...)
-		}
-	}
 	return pids
 }
 
-// interconnectTaps are the persistent tap devices an ovs-vswitchd of the interconnect layout leaves behind when it
-// dies (besides br-ex and ovs-netdev).
+// interconnectTaps are persistent tap devices of an interconnect layout's ovs-vswitchd in the root namespace (the
+// layout before each chassis had its own ovs-vswitchd in its chassis namespace, whose taps go with the namespace).
 func interconnectTaps() []string {
 	out := []string{}
 	if linkExists(BrTun) {
@@ -530,74 +435,4 @@ func (c *Cluster) ZoneChassis(node string) string {
 		return Chassis
 	}
 	return ChassisName(node)
-}
-
-// tunnelsMark records the ovs-vswitchd pid whose memory holds the br-tun flow and tunnel neighbours.
-func (p paths) tunnelsMark() string { return filepath.Join(p.run(), BrTun+".vswitchd-pid") }
-
-func markTunnels(p paths) error {
-	pid, err := readPid(p.pidfile("ovs-vswitchd"))
-	if err != nil {
-		return err
-	}
-	return os.WriteFile(p.tunnelsMark(), []byte(strconv.Itoa(pid)+"\n"), 0o644)
-}
-
-// RunTunnelKeeper restores what the interconnect layout's tunnels need and ovs-vswitchd keeps only in memory (the
-// br-tun flow and the tunnel neighbours) whenever ovs-vswitchd was restarted by its monitor (after a crash), until
-// ctx ends: every second it compares the pid in ovs-vswitchd's pidfile with the one Up (or the last restore)
-// configured. It does nothing in the centralized layout. The agent runs it.
-func RunTunnelKeeper(ctx context.Context, stateDir string, logf func(string, ...any)) error {
-	abs, err := filepath.Abs(stateDir)
-	if err != nil {
-		return err
-	}
-	p := paths{dir: abs}
-	t := time.NewTicker(time.Second)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return nil
-		case <-t.C:
-		}
-		data, err := os.ReadFile(p.tunnelsMark())
-		if err != nil {
-			continue // centralized layout, or not configured yet
-		}
-		configured, _ := strconv.Atoi(strings.TrimSpace(string(data)))
-		pid, err := readPid(p.pidfile("ovs-vswitchd"))
-		if err != nil || !alive(pid) || pid == configured {
-			continue
-		}
-		var nodes []NodeAddrs
-		for _, z := range zoneNodes(p) {
-			i, err := strconv.Atoi(strings.TrimPrefix(z, "node"))
-			if err != nil {
-				continue
-			}
-			if n, err := AddrsFor(i); err == nil {
-				nodes = append(nodes, n)
-			}
-		}
-		if err := restoreTunnels(ctx, p, nodes); err != nil {
-			logf("ovs-vswitchd restarted (pid %d -> %d), tunnels not restored yet: %v", configured, pid, err)
-			continue // again on the next tick
-		}
-		if err := markTunnels(p); err != nil {
-			logf("%v", err)
-		}
-		logf("ovs-vswitchd restarted (pid %d -> %d): %s flow and tunnel neighbours restored", configured, pid, BrTun)
-	}
-}
-
-// restoreTunnels puts the br-tun flow and the tunnel neighbours back (after an ovs-vswitchd restart).
-func restoreTunnels(ctx context.Context, p paths, nodes []NodeAddrs) error {
-	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-	defer cancel()
-	if _, err := run(ctx, "ovs-ofctl", "add-flow", "unix:"+filepath.Join(p.run(), BrTun+".mgmt"),
-		"priority=100,udp,tp_dst=6081,actions=in_port"); err != nil {
-		return err
-	}
-	return setTunnelNeighbours(ctx, p, nodes)
 }

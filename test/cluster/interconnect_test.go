@@ -155,27 +155,31 @@ func testInterconnect(t *testing.T, mode, family string) {
 	}
 	// (1) pod to pod across zones: over the transit switch, Geneve-encapsulated between chassis-node1 and -node2.
 	for i := range c.Families() {
-		if out, err := c.Exec(ctx, "prod", "a", "ping", "-c2", "-i0.2", "-W2", b.IPs[i].String()); err != nil {
+		if out, err := c.Exec(ctx, "prod", "a", "ping", "-c3", "-i0.2", "-W2", b.IPs[i].String()); err != nil {
 			t.Errorf("pod a (node1) -> pod b (node2) %s: %v: %s", b.IPs[i], err, out)
 		} else {
 			t.Logf("a -> b %s: %s", b.IPs[i], lastLine(out))
 		}
 	}
-	flows, err := runOVS(ctx, c.p, "ovs-appctl", "-t", filepath.Join(c.p.run(), "ovs-vswitchd.ctl"), "dpctl/dump-flows")
+	// node1's own ovs-vswitchd encapsulated the request (tnl_push) and decapsulated the reply (tnl_pop).
+	flows, err := run(ctx, "ovs-appctl", "-t", c.ZoneVswitchdCtl("node1"), "dpctl/dump-flows")
 	if err != nil {
 		t.Fatal(err)
 	}
 	push, pop := tunnelFlows(flows)
 	if push == "" || pop == "" {
-		t.Errorf("no Geneve tnl_push and tunnel-receive datapath flows with packets after pod-to-pod:\n%s", flows)
+		t.Errorf("no Geneve tnl_push and tunnel-receive datapath flows with packets in chassis node1 after pod-to-pod:\n%s", flows)
 	} else {
-		t.Logf("datapath: %s\ndatapath: %s", push, pop)
+		t.Logf("datapath of chassis node1: %s\ndatapath of chassis node1: %s", push, pop)
 	}
-	tunnels, _ := vsctl(ctx, c.p, "--bare", "--columns=name,options", "find", "interface", "type=geneve")
-	t.Logf("Geneve tunnel ports:\n%s", tunnels)
-	// ovs-vswitchd crashes: its monitor restarts it, the agent restores the br-tun flow and the tunnel neighbours.
+	for _, n := range []string{"node1", "node2"} {
+		tunnels, _ := zoneVsctl(ctx, c.p, n, "--bare", "--columns=name,options", "find", "interface", "type=geneve")
+		t.Logf("chassis %s Geneve tunnel ports:\n%s", n, tunnels)
+	}
+	// ovs-vswitchd of chassis node1 crashes: its monitor restarts it; its bridges come back from its database, and
+	// the tunnel neighbour is resolved again (ARP).
 	if mode == GatewayShared && family == FamilyIPv4 {
-		pid, err := readPid(c.p.pidfile("ovs-vswitchd"))
+		pid, err := readPid(c.ZoneVswitchdPidfile("node1"))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -188,9 +192,9 @@ func testInterconnect(t *testing.T, mode, family string) {
 		})
 		pcancel()
 		if err != nil || time.Since(t1) > 20*time.Second {
-			t.Errorf("pod a -> pod b after ovs-vswitchd was aborted: %v after %.1fs", err, time.Since(t1).Seconds())
+			t.Errorf("pod a -> pod b after chassis node1's ovs-vswitchd was aborted: %v after %.1fs", err, time.Since(t1).Seconds())
 		} else {
-			t.Logf("pod a -> pod b again %.1fs after ovs-vswitchd (pid %d) was aborted", time.Since(t1).Seconds(), pid)
+			t.Logf("pod a -> pod b again %.1fs after chassis node1's ovs-vswitchd (pid %d) was aborted", time.Since(t1).Seconds(), pid)
 		}
 	}
 	// The root namespace (the master's health checks) reaches every management port across the zones.
@@ -210,6 +214,21 @@ func testInterconnect(t *testing.T, mode, family string) {
 			} else {
 				t.Logf("pod %s (%s) IPv%d default egress: echo saw %s", p.Name, p.Node, fam, got)
 			}
+		}
+	}
+
+	// Each chassis has its own conntrack, as a real node: in shared gateway mode pod b's egress is SNATed by GR_node2
+	// (chassis node2), and only chassis node2's datapath holds that connection.
+	if mode == GatewayShared {
+		ct1, err1 := run(ctx, "ovs-appctl", "-t", c.ZoneVswitchdCtl("node1"), "dpctl/dump-conntrack")
+		ct2, err2 := run(ctx, "ovs-appctl", "-t", c.ZoneVswitchdCtl("node2"), "dpctl/dump-conntrack")
+		if err1 != nil || err2 != nil {
+			t.Fatalf("dump-conntrack: %v %v", err1, err2)
+		}
+		bSrc := "src=" + b.IP.String() + ","
+		if !strings.Contains(ct2, bSrc) || strings.Contains(ct1, bSrc) {
+			t.Errorf("pod b's (node2) egress connections in chassis node2's conntrack: %v, in chassis node1's: %v (want only node2's)\nnode1:\n%s\nnode2:\n%s",
+				strings.Contains(ct2, bSrc), strings.Contains(ct1, bSrc), ct1, ct2)
 		}
 	}
 

@@ -32,8 +32,8 @@ const (
 	TransitCIDR = "100.88.0.0/16"
 	// TransitCIDR6 is the transit switch's IPv6 subnet (fd97::N).
 	TransitCIDR6 = "fd97::/64"
-	// EncapCIDR holds the Geneve tunnel endpoints of the interconnect layout's chassis: node id N's is 100.89.0.N/32 on
-	// the OVS internal port oeip-enc<N> of br-tun in the root namespace (k8s.ovn.org/node-encap-ips).
+	// EncapCIDR holds the Geneve tunnel endpoints of the interconnect layout's chassis: node id N's is 100.89.0.N/16 on
+	// the local port of br-tun of the node's own ovs-vswitchd, in its chassis namespace (k8s.ovn.org/node-encap-ips).
 	EncapCIDR = "100.89.0.0/16"
 )
 

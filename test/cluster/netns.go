@@ -51,8 +51,11 @@ type veth struct {
 	MAC         string
 	CIDRs       []string // one per family; IPv6 ones are added with nodad (no tentative period)
 	Bridge      string
-	IfaceID     string   // OVN logical port bound to the OVS port (external_ids:iface-id), "" for br-ex ports
-	Routes      []string // "ip route add" arguments inside Netns (or the root ns)
+	// OVSNode: Bridge is a bridge of that node's own ovs-vswitchd (the interconnect layout's chassis): the OVS side
+	// moves into the node's chassis namespace when it is attached. "" = the root namespace's ovs-vswitchd.
+	OVSNode string
+	IfaceID string   // OVN logical port bound to the OVS port (external_ids:iface-id), "" for br-ex ports
+	Routes  []string // "ip route add" arguments inside Netns (or the root ns)
 }
 
 func (v veth) peerTmp() string { return v.Host + "_" }
@@ -155,20 +158,43 @@ func addrCmds(cidrs []string, dev string) string {
 	return b.String()
 }
 
-// attachPorts adds the OVS sides of vs to their bridges (with external_ids:iface-id) in one ovs-vsctl call.
+// attachPorts adds the OVS sides of vs to their bridges (with external_ids:iface-id) in one ovs-vsctl call per
+// ovs-vswitchd, first moving those of a chassis' bridges into its namespace.
 func attachPorts(ctx context.Context, p paths, vs []veth) error {
-	var args []string
+	var move strings.Builder
+	up := map[string]*strings.Builder{}
+	args := map[string][]string{}
+	var order []string
 	for _, v := range vs {
 		if v.Bridge == "" {
 			continue
 		}
-		args = append(args, "--", "add-port", v.Bridge, v.ovsPort())
+		if v.OVSNode != "" {
+			ns := ChassisNetnsName(v.OVSNode)
+			fmt.Fprintf(&move, "link set %s netns %s\n", v.ovsPort(), ns)
+			if up[ns] == nil {
+				up[ns] = &strings.Builder{}
+			}
+			fmt.Fprintf(up[ns], "link set %s up\n", v.ovsPort())
+		}
+		if _, ok := args[v.OVSNode]; !ok {
+			order = append(order, v.OVSNode)
+		}
+		args[v.OVSNode] = append(args[v.OVSNode], "--", "add-port", v.Bridge, v.ovsPort())
 		if v.IfaceID != "" {
-			args = append(args, "--", "set", "interface", v.ovsPort(), "external_ids:iface-id="+v.IfaceID)
+			args[v.OVSNode] = append(args[v.OVSNode], "--", "set", "interface", v.ovsPort(), "external_ids:iface-id="+v.IfaceID)
 		}
 	}
-	if len(args) > 0 {
-		if _, err := vsctl(ctx, p, args[1:]...); err != nil {
+	if err := runBatch(ctx, "", move.String()); err != nil {
+		return err
+	}
+	for ns, b := range up {
+		if err := runBatch(ctx, ns, b.String()); err != nil {
+			return err
+		}
+	}
+	for _, node := range order {
+		if _, err := vsctlOf(ctx, p, node, args[node][1:]...); err != nil {
 			return err
 		}
 	}

@@ -176,7 +176,7 @@ func (c *Cluster) attach(ctx context.Context, node NodeAddrs, pod *Pod, ifname s
 		return fmt.Errorf("pod %s/%s port: %w", pod.Namespace, pod.Name, err)
 	}
 	v := veth{Host: podLink(pod.Namespace, pod.Name), Netns: pod.Netns, NetnsExists: netnsExists, Ifname: ifname,
-		MAC: pod.MAC, Bridge: brIntOf(c.st.layout(), node.Name), IfaceID: pod.LSP}
+		MAC: pod.MAC, Bridge: brIntOf(c.st.layout(), node.Name), OVSNode: ovsNodeOf(c.st.layout(), node.Name), IfaceID: pod.LSP}
 	for i, f := range node.Families {
 		v.CIDRs = append(v.CIDRs, netip.PrefixFrom(pod.IPs[i], f.Subnet.Bits()).String())
 		v.Routes = append(v.Routes, plans[f.Family].defaultRoute+" via "+f.RouterIP.String()+" dev "+ifname)
@@ -253,7 +253,7 @@ func (c *Cluster) DeletePod(ctx context.Context, namespace, name string) error {
 	return errors.Join(errs...)
 }
 
-// DetachPod undoes AttachPod but for the network namespace: the veth's root end, its OVS port and the pod's logical
+// DetachPod undoes AttachPod but for the network namespace: the veth's OVS end, its OVS port and the pod's logical
 // switch port. Missing parts are skipped (it also cleans up a half-wired pod).
 func (c *Cluster) DetachPod(ctx context.Context, namespace, name string) error {
 	var errs []error
@@ -279,13 +279,11 @@ func (c *Cluster) DetachPod(ctx context.Context, namespace, name string) error {
 	return errors.Join(errs...)
 }
 
-// detachZonePod is DetachPod in the interconnect layout: the OVS port on whichever integration bridge, and the
-// logical switch port in whichever zone has it.
+// detachZonePod is DetachPod in the interconnect layout: the logical switch port in whichever zone has it, and the
+// veth's OVS end and OVS port in that zone's chassis (in every chassis when no zone has the port).
 func (c *Cluster) detachZonePod(ctx context.Context, namespace, name string) error {
 	var errs []error
-	if _, err := vsctl(ctx, c.p, "--if-exists", "del-port", podLink(namespace, name)); err != nil {
-		errs = append(errs, err)
-	}
+	var chassis []string
 	for _, n := range c.nodes {
 		nb, err := c.nbConnFor(ctx, n.Name)
 		if err != nil {
@@ -293,9 +291,22 @@ func (c *Cluster) detachZonePod(ctx context.Context, namespace, name string) err
 			continue
 		}
 		if p, ok := nb.portByName(podLSP(namespace, name)); ok {
+			chassis = append(chassis, n.Name)
 			if err := nb.deletePort(ctx, n.Name, p.Name); err != nil {
 				errs = append(errs, err)
 			}
+		}
+	}
+	if len(chassis) == 0 {
+		for _, n := range c.nodes {
+			chassis = append(chassis, n.Name)
+		}
+	}
+	l := podLink(namespace, name)
+	for _, node := range chassis {
+		_, _ = run(ctx, "ip", "-n", ChassisNetnsName(node), "link", "del", l) // gone with the pod's namespace, usually
+		if _, err := zoneVsctl(ctx, c.p, node, "--if-exists", "del-port", l); err != nil {
+			errs = append(errs, err)
 		}
 	}
 	return errors.Join(errs...)

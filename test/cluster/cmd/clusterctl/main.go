@@ -7,7 +7,7 @@
 //	clusterctl pod add NAMESPACE/NAME --node NODE [--labels k=v,...] [--state DIR]
 //	clusterctl pod del NAMESPACE/NAME [--state DIR]
 //	clusterctl pod request NAMESPACE/NAME [--proto tcp|udp] [--family 4|6] [--state DIR]   # prints the source IP the echo server saw
-//	clusterctl agent --kubeconfig FILE [--state DIR]  # daemon: node heartbeats, default ServiceAccounts, ovnkube token refresh, interconnect tunnels after an ovs-vswitchd restart (started by up)
+//	clusterctl agent --kubeconfig FILE [--state DIR]  # daemon: node heartbeats, default ServiceAccounts, ovnkube token refresh, interconnect tunnel neighbours after a chassis ovs-vswitchd restart (started by up)
 //	clusterctl echo-server [--port 9000]         # daemon: run inside the external host netns (started by up)
 //
 // Defaults come from the environment: CLUSTER_STATE (_output/cluster), CLUSTER_NODES (3), GATEWAY_MODE (shared),
@@ -273,7 +273,7 @@ func cmdAgent(ctx context.Context, args []string) error {
 				logf("token refresher: %v", err)
 			}
 		}()
-		// the interconnect layout's tunnels after an ovs-vswitchd restart (nothing in the centralized layout)
+		// the interconnect layout's tunnel neighbours after a chassis' ovs-vswitchd restart (nothing in the centralized layout)
 		go func() {
 			if err := cluster.RunTunnelKeeper(ctx, *state, logf); err != nil {
 				logf("tunnel keeper: %v", err)
