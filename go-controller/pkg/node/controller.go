@@ -514,7 +514,7 @@ func (c *controller) withReleased(st hostegress.State, now time.Time, rerouted m
 	for ip := range c.released {
 		ips = append(ips, ip)
 	}
-	slices.SortFunc(ips, netip.Addr.Compare) // Merge lets the first claim on a pod IP win: keep it stable
+	slices.SortFunc(ips, netip.Addr.Compare) // Merge keeps the current pod object's claim on a pod IP, else the first: keep it stable
 	var keep []hostegress.Released
 	next := time.Duration(0)
 	for _, ip := range ips {

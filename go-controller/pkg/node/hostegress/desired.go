@@ -61,6 +61,10 @@ type State struct {
 	SNAT      []SNAT
 	Rules     []Rule
 	Routes    []Route
+	// Owners are, per pod IP of SNAT, the pod object its rules are for
+	// (selection.ClaimOf, without IPs): of two released rule sets for one pod IP,
+	// Merge keeps the one of the pod object that owns the IP now. Not programmed.
+	Owners map[netip.Addr]selection.IPClaim
 }
 
 // Problem is an egress IP assigned to this node that cannot be (fully) served.
@@ -145,6 +149,12 @@ func Compute(in Input) (State, []Problem) {
 					}
 					snatKey[podIP] = true
 					st.SNAT = append(st.SNAT, SNAT{PodIP: podIP, EgressIPAddr: ip, Link: link.Name, EgressIP: eip.Name})
+					if st.Owners == nil {
+						st.Owners = map[netip.Addr]selection.IPClaim{}
+					}
+					claim := selection.ClaimOf(pod)
+					claim.IPs = nil
+					st.Owners[podIP] = claim
 					if policy && !ruleSeen[podIP] {
 						ruleSeen[podIP] = true
 						tables[link.Index] = true

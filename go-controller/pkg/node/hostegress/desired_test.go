@@ -239,6 +239,16 @@ func TestCompute(t *testing.T) {
 				tc.host(&host)
 			}
 			got, probs := Compute(Input{NodeName: "node1", EgressIPs: tc.eips, Namespaces: namespaces(), Pods: tc.pods, Host: host})
+			// Owners names, for every SNAT rule's pod IP, the served pod object it is for (TestOwners checks which).
+			for _, s := range got.SNAT {
+				if c, ok := got.Owners[s.PodIP]; !ok || c.Name == "" || c.IPs != nil {
+					t.Errorf("Owners[%s] = %+v (%v), want the claim of the pod served, without IPs", s.PodIP, c, ok)
+				}
+			}
+			if len(got.Owners) != len(got.SNAT) {
+				t.Errorf("Owners %v: want one per SNAT rule's pod IP", got.Owners)
+			}
+			got.Owners = nil
 			if !reflect.DeepEqual(got, tc.want) {
 				t.Errorf("state:\n got  %+v\n want %+v", got, tc.want)
 			}

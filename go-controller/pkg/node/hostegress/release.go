@@ -3,6 +3,8 @@ package hostegress
 import (
 	"net/netip"
 	"slices"
+
+	"github.com/ovn-egressip/ovn-egressip/go-controller/pkg/egressip/selection"
 )
 
 // Released is the host state an egress IP leaves behind on the node that held it:
@@ -15,6 +17,9 @@ type Released struct {
 	SNAT   []SNAT
 	Rules  []Rule
 	Routes []Route
+	// Owners are, per pod IP of SNAT, the pod object the rules were for (from the
+	// State they came from; State.Owners).
+	Owners map[netip.Addr]selection.IPClaim
 }
 
 // Holds reports whether st programs egress IP ip (its address or a SNAT rule to it).
@@ -43,6 +48,12 @@ func Release(prev, next State) map[netip.Addr]Released {
 		}
 		r := out[s.EgressIPAddr]
 		r.SNAT = append(r.SNAT, s)
+		if c, ok := prev.Owners[s.PodIP]; ok {
+			if r.Owners == nil {
+				r.Owners = map[netip.Addr]selection.IPClaim{}
+			}
+			r.Owners[s.PodIP] = c
+		}
 		for _, rule := range prev.Rules {
 			if rule.PodIP == s.PodIP {
 				r.Rules = append(r.Rules, rule)
@@ -65,10 +76,42 @@ func Release(prev, next State) map[netip.Addr]Released {
 	return out
 }
 
+// releasedOwners picks, for every pod IP that st has no SNAT rule for, which of
+// released keeps its rule: the one whose pod object owns the IP now
+// (selection.OwnsBefore: the newest pod object, as the master decides whose rows
+// the IP gets), then the first. A pod IP reused by a new pod object leaves with
+// its own EgressIP's released address, not with the one a deleted pod object's
+// EgressIP left behind.
+func releasedOwners(st State, hasSNAT map[netip.Addr]bool, released []Released) map[netip.Addr]int {
+	out := map[netip.Addr]int{}
+	for i, rel := range released {
+		if len(rel.SNAT) > 0 && st.Holds(rel.SNAT[0].EgressIPAddr) {
+			continue
+		}
+		for _, s := range rel.SNAT {
+			if hasSNAT[s.PodIP] {
+				continue
+			}
+			cur, ok := out[s.PodIP]
+			if !ok {
+				out[s.PodIP] = i
+				continue
+			}
+			c, has := rel.Owners[s.PodIP]
+			prevC, prevHas := released[cur].Owners[s.PodIP]
+			if has && (!prevHas || selection.OwnsBefore(c, prevC)) {
+				out[s.PodIP] = i
+			}
+		}
+	}
+	return out
+}
+
 // Merge returns st plus the released state of egress IPs st does not hold: their
-// SNAT rules for pod IPs st has no rule for (what st wants wins), the ip rules of
-// those pod IPs, and the routes of tables st does not fill itself. No address is
-// added. The result is sorted like Compute's.
+// SNAT rules for pod IPs st has no rule for (what st wants wins; among released
+// states, the one of the pod object owning the IP now: releasedOwners), the ip
+// rules of those pod IPs, and the routes of tables st does not fill itself. No
+// address is added. The result is sorted like Compute's.
 func Merge(st State, released ...Released) State {
 	out := State{
 		Addresses: append([]Address(nil), st.Addresses...),
@@ -89,13 +132,14 @@ func Merge(st State, released ...Released) State {
 		ownTables[r.Table] = true
 	}
 	addedTables := map[int]bool{}
-	for _, rel := range released {
+	winner := releasedOwners(st, hasSNAT, released)
+	for i, rel := range released {
 		if len(rel.SNAT) > 0 && st.Holds(rel.SNAT[0].EgressIPAddr) {
 			continue // held again: st has it all
 		}
 		lingering := map[netip.Addr]bool{}
 		for _, s := range rel.SNAT {
-			if hasSNAT[s.PodIP] {
+			if hasSNAT[s.PodIP] || winner[s.PodIP] != i {
 				continue
 			}
 			hasSNAT[s.PodIP] = true

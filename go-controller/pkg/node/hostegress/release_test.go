@@ -4,7 +4,9 @@ import (
 	"net/netip"
 	"reflect"
 	"testing"
+	"time"
 
+	"github.com/ovn-egressip/ovn-egressip/go-controller/pkg/egressip/selection"
 	"github.com/ovn-egressip/ovn-egressip/go-controller/pkg/node/hostinfo"
 )
 
@@ -112,4 +114,48 @@ func norm(s State) State {
 		s.Routes = nil
 	}
 	return s
+}
+
+// TestMergeTwoReleasedForOnePodIP (issue 26's case c): a pod IP was SNATed here for a pod object that is gone (its
+// EgressIP's IP released), and is now reused by a new pod object whose own EgressIP also released its IP here. While
+// both linger, the pod IP's traffic leaves with the new pod object's egress IP (selection.OwnsBefore: the newest pod
+// object owns the IP, as the master decides whose reroute it gets), whatever the order of the two egress IPs.
+func TestMergeTwoReleasedForOnePodIP(t *testing.T) {
+	ip := netip.MustParseAddr
+	podIP := ip("10.244.1.6")
+	old := selection.IPClaim{Namespace: "prod", Name: "web-old", Created: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)}
+	cur := selection.IPClaim{Namespace: "prod", Name: "web-new", Created: old.Created.Add(time.Minute)}
+	computed := func(eip netip.Addr, name string, owner selection.IPClaim) State {
+		return State{Addresses: []Address{{IP: eip, LinkIndex: 2, Link: "eth0", EgressIP: name}},
+			SNAT:   []SNAT{{PodIP: podIP, EgressIPAddr: eip, Link: "eth0", EgressIP: name}},
+			Owners: map[netip.Addr]selection.IPClaim{podIP: owner}}
+	}
+	for _, tc := range []struct {
+		name           string
+		oldIP, curIP   netip.Addr
+		wantEgressAddr netip.Addr
+	}{
+		{"the deleted pod object's egress IP sorts first", ip("172.18.0.70"), ip("172.18.0.90"), ip("172.18.0.90")},
+		{"the current pod object's egress IP sorts first", ip("172.18.0.91"), ip("172.18.0.71"), ip("172.18.0.71")},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			relOld := Release(computed(tc.oldIP, "deleted", old), State{})[tc.oldIP]
+			relCur := Release(computed(tc.curIP, "current", cur), State{})[tc.curIP]
+			if !reflect.DeepEqual(relOld.Owners[podIP], old) || !reflect.DeepEqual(relCur.Owners[podIP], cur) {
+				t.Fatalf("Release kept owners %v and %v, want %v and %v", relOld.Owners, relCur.Owners, old, cur)
+			}
+			for _, order := range [][]Released{{relOld, relCur}, {relCur, relOld}} {
+				got := Merge(State{}, order...)
+				if len(got.SNAT) != 1 || got.SNAT[0].EgressIPAddr != tc.wantEgressAddr {
+					t.Errorf("merged SNAT %+v, want the pod IP's one rule to %s (web-new's EgressIP)", got.SNAT, tc.wantEgressAddr)
+				}
+			}
+		})
+	}
+	// Released state without owners (none recorded) keeps the first claim, as before.
+	a := Released{SNAT: []SNAT{{PodIP: podIP, EgressIPAddr: ip("172.18.0.70"), Link: "eth0", EgressIP: "a"}}}
+	b := Released{SNAT: []SNAT{{PodIP: podIP, EgressIPAddr: ip("172.18.0.71"), Link: "eth0", EgressIP: "b"}}}
+	if got := Merge(State{}, a, b); len(got.SNAT) != 1 || got.SNAT[0].EgressIP != "a" {
+		t.Errorf("without owners: merged %+v, want a's rule (the first)", got.SNAT)
+	}
 }
