@@ -81,12 +81,7 @@ func runMigrate(c *cli.Context) error {
 		}
 	}
 	// Every NB is read and planned, and every plan checked, before any is written.
-	type planned struct {
-		nb   zoneNB
-		conn client.Client
-		plan migrate.Plan
-	}
-	var plans []planned
+	var plans []migrationCommit
 	defer func() {
 		for _, p := range plans {
 			p.conn.Close()
@@ -107,7 +102,7 @@ func runMigrate(c *cli.Context) error {
 		} else {
 			plan = migrate.ToUpstream(snap)
 		}
-		plans = append(plans, planned{nb: nb, conn: conn, plan: plan})
+		plans = append(plans, migrationCommit{nb: nb, conn: conn, plan: plan})
 		printPlan(c.App.Writer, nb, plan)
 	}
 	if len(refused) > 0 {
@@ -117,6 +112,18 @@ func runMigrate(c *cli.Context) error {
 		fmt.Fprintln(c.App.Writer, "dry run: nothing written")
 		return nil
 	}
+	return commitMigration(ctx, c.App.Writer, plans)
+}
+
+// migrationCommit is one NB's planned migration.
+type migrationCommit struct {
+	nb   zoneNB
+	conn client.Client
+	plan migrate.Plan
+}
+
+// commitMigration commits each NB's plan in its own transaction, in order, and says what it did.
+func commitMigration(ctx context.Context, w io.Writer, plans []migrationCommit) error {
 	txns := 0
 	for i, p := range plans {
 		committed, err := migrate.Commit(ctx, p.conn, p.plan)
@@ -129,12 +136,12 @@ func runMigrate(c *cli.Context) error {
 		}
 		if committed {
 			txns++
-			fmt.Fprintf(c.App.Writer, "%s: committed in 1 transaction\n", p.nb)
+			fmt.Fprintf(w, "%s: committed in 1 transaction\n", p.nb)
 		} else {
-			fmt.Fprintf(c.App.Writer, "%s: nothing to do, no transaction\n", p.nb)
+			fmt.Fprintf(w, "%s: nothing to do, no transaction\n", p.nb)
 		}
 	}
-	fmt.Fprintf(c.App.Writer, "done: %d transaction(s) over %d NB(s)\n", txns, len(plans))
+	fmt.Fprintf(w, "done: %d transaction(s) over %d NB(s)\n", txns, len(plans))
 	return nil
 }
 

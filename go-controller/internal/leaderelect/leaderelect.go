@@ -71,6 +71,15 @@ func (e *LostError) Error() string {
 	return fmt.Sprintf("%s lost the leadership of Lease %s/%s", e.Identity, e.Namespace, e.Name)
 }
 
+// newLock is cfg's Lease lock, closed for releasing until lead's writes are over (releaseGate).
+func newLock(cfg Config) *releaseGate {
+	return &releaseGate{Interface: &resourcelock.LeaseLock{
+		LeaseMeta:  metav1.ObjectMeta{Namespace: cfg.Namespace, Name: cfg.Name},
+		Client:     cfg.Client,
+		LockConfig: resourcelock.ResourceLockConfig{Identity: cfg.Identity},
+	}}
+}
+
 // Run campaigns for the Lease of cfg until ctx is done. Once it holds the Lease it calls lead, with a context that
 // is canceled when ctx is done or when the Lease is lost, and keeps renewing the Lease while lead runs. Run returns
 // only after lead has returned (or without calling it, when ctx ends first):
@@ -92,11 +101,7 @@ func Run(ctx context.Context, cfg Config, lead func(context.Context) error) erro
 	// once lead has returned (or before lead started, when ctx ends while we are not leading).
 	electCtx, stopElecting := context.WithCancel(klog.NewContext(context.Background(), logger))
 	defer stopElecting()
-	lock := &releaseGate{Interface: &resourcelock.LeaseLock{
-		LeaseMeta:  metav1.ObjectMeta{Namespace: cfg.Namespace, Name: cfg.Name},
-		Client:     cfg.Client,
-		LockConfig: resourcelock.ResourceLockConfig{Identity: cfg.Identity},
-	}}
+	lock := newLock(cfg)
 
 	var (
 		mu       sync.Mutex

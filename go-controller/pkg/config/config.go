@@ -268,15 +268,24 @@ func ClientFlags() []cli.Flag {
 	return out
 }
 
-func loadConfig(c *cli.Context, role bool) (*Config, error) {
+// readConfigFile reads --config-file (none: an empty file).
+func readConfigFile(c *cli.Context) (file, error) {
 	var f file
 	if path := c.String(FlagConfigFile); path != "" {
 		if _, err := os.Stat(path); err != nil {
-			return nil, fmt.Errorf("invalid --%s %q: %w", FlagConfigFile, path, err)
+			return f, fmt.Errorf("invalid --%s %q: %w", FlagConfigFile, path, err)
 		}
 		if err := gcfg.FatalOnly(gcfg.ReadFileInto(&f, path)); err != nil {
-			return nil, fmt.Errorf("invalid --%s %q: %w", FlagConfigFile, path, err)
+			return f, fmt.Errorf("invalid --%s %q: %w", FlagConfigFile, path, err)
 		}
+	}
+	return f, nil
+}
+
+func loadConfig(c *cli.Context, role bool) (*Config, error) {
+	f, err := readConfigFile(c)
+	if err != nil {
+		return nil, err
 	}
 	// str returns the flag when set on the command line, else the file value when
 	// non-empty, else the flag's default.
@@ -318,11 +327,8 @@ func loadConfig(c *cli.Context, role bool) (*Config, error) {
 		KubeAPIQPS:                  float32(c.Float64(FlagKubeAPIQPS)),
 		KubeAPIBurst:                c.Int(FlagKubeAPIBurst),
 	}
-	if q := c.Float64(FlagKubeAPIQPS); q <= 0 || q > 1e6 {
-		return nil, fmt.Errorf("invalid --%s %v: must be above 0", FlagKubeAPIQPS, q)
-	}
-	if cfg.KubeAPIBurst < 1 {
-		return nil, fmt.Errorf("invalid --%s %d: must be at least 1", FlagKubeAPIBurst, cfg.KubeAPIBurst)
+	if err := checkAPILimits(c.Float64(FlagKubeAPIQPS), cfg.KubeAPIBurst); err != nil {
+		return nil, err
 	}
 	if v := c.String(FlagInitMaster); cfg.InitMaster && v != "true" {
 		cfg.MasterNode = v
@@ -330,6 +336,98 @@ func loadConfig(c *cli.Context, role bool) (*Config, error) {
 	if v := c.String(FlagInitClusterManager); cfg.InitClusterManager && v != "true" {
 		cfg.ClusterManagerNode = v
 	}
+	if err := applyFile(c, &f, cfg); err != nil {
+		return nil, err
+	}
+
+	switch cfg.GatewayMode {
+	case GatewayModeShared, GatewayModeLocal:
+	default:
+		return nil, fmt.Errorf("invalid --%s %q: must be %q or %q", FlagGatewayMode, cfg.GatewayMode, GatewayModeShared, GatewayModeLocal)
+	}
+	if cfg.ClusterSubnets, err = parseCIDRList(FlagClusterSubnets, str(FlagClusterSubnets, f.Default.ClusterSubnets), true); err != nil {
+		return nil, err
+	}
+	if cfg.JoinSubnets, err = parseCIDRList(FlagJoinSubnet, str(FlagJoinSubnet, f.Gateway.V4JoinSubnet), false); err != nil {
+		return nil, err
+	}
+	if err := cfg.setNB(str(FlagNBAddress, f.OvnNorth.Address)); err != nil {
+		return nil, err
+	}
+	if !role {
+		return cfg, checkKubeconfig(cfg)
+	}
+	if err := checkRole(cfg); err != nil {
+		return nil, err
+	}
+	if err := checkKubeconfig(cfg); err != nil {
+		return nil, err
+	}
+	return cfg, nil
+}
+
+// checkAPILimits checks --kube-api-qps and --kube-api-burst.
+func checkAPILimits(qps float64, burst int) error {
+	if qps <= 0 || qps > 1e6 {
+		return fmt.Errorf("invalid --%s %v: must be above 0", FlagKubeAPIQPS, qps)
+	}
+	if burst < 1 {
+		return fmt.Errorf("invalid --%s %d: must be at least 1", FlagKubeAPIBurst, burst)
+	}
+	return nil
+}
+
+// setNB parses the NB address list nb (empty: none) and the TLS settings it needs.
+func (cfg *Config) setNB(nb string) error {
+	var err error
+	if nb != "" {
+		if cfg.NBAddresses, err = parseNBAddresses(nb); err != nil {
+			return err
+		}
+	}
+	cfg.NBTLS, err = cfg.NBTLSFor(cfg.NBAddresses)
+	return err
+}
+
+// checkRole checks the settings of a process that runs a role (master, cluster manager, zone controller, node).
+func checkRole(cfg *Config) error {
+	if cfg.HealthCheckPort < 0 || cfg.HealthCheckPort > 65535 {
+		return fmt.Errorf("invalid --%s %d: must be 0..65535", FlagHealthCheckPort, cfg.HealthCheckPort)
+	}
+	if cfg.ReachabilityTotalTimeout < 0 {
+		return fmt.Errorf("invalid --%s %s: must not be negative", FlagReachabilityTimeout, cfg.ReachabilityTotalTimeout)
+	}
+	if cfg.ReachabilityInterval <= 0 {
+		return fmt.Errorf("invalid --%s %s: must be positive", FlagReachabilityPeriod, cfg.ReachabilityInterval)
+	}
+	if cfg.NodeReleaseLinger < 0 {
+		return fmt.Errorf("invalid --%s %s: must not be negative", FlagNodeReleaseLinger, cfg.NodeReleaseLinger)
+	}
+	if cfg.NodeResyncInterval <= 0 {
+		return fmt.Errorf("invalid --%s %s: must be positive", FlagNodeResync, cfg.NodeResyncInterval)
+	}
+	if cfg.EnablePprof {
+		if _, _, err := net.SplitHostPort(cfg.PprofBindAddress); err != nil {
+			return fmt.Errorf("invalid --%s %q: %w", FlagPprofBindAddress, cfg.PprofBindAddress, err)
+		}
+	}
+	if !cfg.InitMaster && cfg.InitNode == "" && !cfg.InitClusterManager && cfg.InitZone == "" {
+		return fmt.Errorf("nothing to do: set --%s, --%s, --%s NODE and/or --%s NODE", FlagInitMaster, FlagInitClusterManager, FlagInitZone, FlagInitNode)
+	}
+	if cfg.InitMaster && (cfg.InitClusterManager || cfg.InitZone != "") {
+		return fmt.Errorf("--%s is the centralized layout: it does not go with --%s or --%s (the interconnect layout)", FlagInitMaster, FlagInitClusterManager, FlagInitZone)
+	}
+	if (cfg.InitMaster || cfg.InitZone != "") && len(cfg.NBAddresses) == 0 && cfg.EgressIPEnable {
+		return fmt.Errorf("missing --%s: the master and the zone controller need the OVN Northbound database (the zone's own, for --%s)", FlagNBAddress, FlagInitZone)
+	}
+	if cfg.InitZone != "" && cfg.InitNode != "" && cfg.InitZone != cfg.InitNode {
+		return fmt.Errorf("--%s %s and --%s %s: a zone controller runs beside the node daemon of its own node", FlagInitZone, cfg.InitZone, FlagInitNode, cfg.InitNode)
+	}
+	return nil
+}
+
+// applyFile applies the values of the config file f that the command line does not set.
+func applyFile(c *cli.Context, f *file, cfg *Config) error {
 	if !c.IsSet(FlagEgressIPEnable) && f.OvnKubernetesFeature.EnableEgressIP != nil {
 		cfg.EgressIPEnable = *f.OvnKubernetesFeature.EnableEgressIP
 	}
@@ -342,71 +440,12 @@ func loadConfig(c *cli.Context, role bool) (*Config, error) {
 	if !c.IsSet(FlagReachabilityTimeout) && f.OvnKubernetesFeature.EgressIPReachabilityTotalTimeout != "" {
 		d, err := parseSecondsOrDuration(f.OvnKubernetesFeature.EgressIPReachabilityTotalTimeout)
 		if err != nil {
-			return nil, fmt.Errorf("invalid [ovnkubernetesfeature] egressip-reachability-total-timeout %q in %s: %w",
+			return fmt.Errorf("invalid [ovnkubernetesfeature] egressip-reachability-total-timeout %q in %s: %w",
 				f.OvnKubernetesFeature.EgressIPReachabilityTotalTimeout, c.String(FlagConfigFile), err)
 		}
 		cfg.ReachabilityTotalTimeout = d
 	}
-
-	switch cfg.GatewayMode {
-	case GatewayModeShared, GatewayModeLocal:
-	default:
-		return nil, fmt.Errorf("invalid --%s %q: must be %q or %q", FlagGatewayMode, cfg.GatewayMode, GatewayModeShared, GatewayModeLocal)
-	}
-	var err error
-	if cfg.ClusterSubnets, err = parseCIDRList(FlagClusterSubnets, str(FlagClusterSubnets, f.Default.ClusterSubnets), true); err != nil {
-		return nil, err
-	}
-	if cfg.JoinSubnets, err = parseCIDRList(FlagJoinSubnet, str(FlagJoinSubnet, f.Gateway.V4JoinSubnet), false); err != nil {
-		return nil, err
-	}
-	if nb := str(FlagNBAddress, f.OvnNorth.Address); nb != "" {
-		if cfg.NBAddresses, err = parseNBAddresses(nb); err != nil {
-			return nil, err
-		}
-	}
-	if cfg.NBTLS, err = cfg.NBTLSFor(cfg.NBAddresses); err != nil {
-		return nil, err
-	}
-	if !role {
-		return cfg, checkKubeconfig(cfg)
-	}
-	if cfg.HealthCheckPort < 0 || cfg.HealthCheckPort > 65535 {
-		return nil, fmt.Errorf("invalid --%s %d: must be 0..65535", FlagHealthCheckPort, cfg.HealthCheckPort)
-	}
-	if cfg.ReachabilityTotalTimeout < 0 {
-		return nil, fmt.Errorf("invalid --%s %s: must not be negative", FlagReachabilityTimeout, cfg.ReachabilityTotalTimeout)
-	}
-	if cfg.ReachabilityInterval <= 0 {
-		return nil, fmt.Errorf("invalid --%s %s: must be positive", FlagReachabilityPeriod, cfg.ReachabilityInterval)
-	}
-	if cfg.NodeReleaseLinger < 0 {
-		return nil, fmt.Errorf("invalid --%s %s: must not be negative", FlagNodeReleaseLinger, cfg.NodeReleaseLinger)
-	}
-	if cfg.NodeResyncInterval <= 0 {
-		return nil, fmt.Errorf("invalid --%s %s: must be positive", FlagNodeResync, cfg.NodeResyncInterval)
-	}
-	if cfg.EnablePprof {
-		if _, _, err := net.SplitHostPort(cfg.PprofBindAddress); err != nil {
-			return nil, fmt.Errorf("invalid --%s %q: %w", FlagPprofBindAddress, cfg.PprofBindAddress, err)
-		}
-	}
-	if role && !cfg.InitMaster && cfg.InitNode == "" && !cfg.InitClusterManager && cfg.InitZone == "" {
-		return nil, fmt.Errorf("nothing to do: set --%s, --%s, --%s NODE and/or --%s NODE", FlagInitMaster, FlagInitClusterManager, FlagInitZone, FlagInitNode)
-	}
-	if cfg.InitMaster && (cfg.InitClusterManager || cfg.InitZone != "") {
-		return nil, fmt.Errorf("--%s is the centralized layout: it does not go with --%s or --%s (the interconnect layout)", FlagInitMaster, FlagInitClusterManager, FlagInitZone)
-	}
-	if (cfg.InitMaster || cfg.InitZone != "") && len(cfg.NBAddresses) == 0 && cfg.EgressIPEnable {
-		return nil, fmt.Errorf("missing --%s: the master and the zone controller need the OVN Northbound database (the zone's own, for --%s)", FlagNBAddress, FlagInitZone)
-	}
-	if cfg.InitZone != "" && cfg.InitNode != "" && cfg.InitZone != cfg.InitNode {
-		return nil, fmt.Errorf("--%s %s and --%s %s: a zone controller runs beside the node daemon of its own node", FlagInitZone, cfg.InitZone, FlagInitNode, cfg.InitNode)
-	}
-	if err := checkKubeconfig(cfg); err != nil {
-		return nil, err
-	}
-	return cfg, nil
+	return nil
 }
 
 func checkKubeconfig(cfg *Config) error {

@@ -128,8 +128,15 @@ func ParseData(s string) (ParsedData, []Problem) {
 		}
 	}
 
+	parseRealIPs(top[fieldRealIPs], &out, ambiguous, bad)
+	return out, problems
+}
+
+// parseRealIPs reads the realIPs field raw (absent: nil) into out.Real: only for addresses out.Cluster lists, of
+// the same family. ambiguous are the addresses listed for several clusters (not reported again).
+func parseRealIPs(raw json.RawMessage, out *ParsedData, ambiguous map[netip.Addr]bool, bad func(format string, args ...any)) {
 	var reals map[string]string
-	if raw, ok := top[fieldRealIPs]; ok {
+	if raw != nil {
 		if err := json.Unmarshal(raw, &reals); err != nil {
 			bad("field %s is not an object of addresses (%v): ignored", fieldRealIPs, err)
 		}
@@ -155,7 +162,6 @@ func ParseData(s string) (ParsedData, []Problem) {
 			out.Real[listed.Unmap()] = realIP.Unmap()
 		}
 	}
-	return out, problems
 }
 
 func sortedKeys[V any](m map[string]V) []string {
