@@ -65,6 +65,44 @@ func claimsOf(n *corev1.Node, f nodeFacts) assign.Claims {
 	return c
 }
 
+// report logs and records (a Warning Event on the Node) each doubt of found once it
+// has lasted grace. It returns when the next report may be due (zero: none) and
+// the doubts found now.
+func (d *doubts) report(found []assign.Doubt, nodes []*corev1.Node, rec record.EventRecorder, now time.Time,
+	grace time.Duration) (time.Duration, map[doubtKey]bool) {
+	nodeByName := map[string]*corev1.Node{}
+	for _, n := range nodes {
+		nodeByName[n.Name] = n
+	}
+	var next time.Duration
+	seen := map[doubtKey]bool{}
+	for _, x := range found {
+		k := doubtKey{x.Node, x.Field, x.IP, x.Reason}
+		seen[k] = true
+		first, ok := d.since[k]
+		if !ok {
+			first = now
+			d.since[k] = now
+		}
+		if d.reported[k] {
+			continue
+		}
+		if wait := first.Add(grace).Sub(now); wait > 0 {
+			if next == 0 || wait < next {
+				next = wait
+			}
+			continue
+		}
+		d.reported[k] = true
+		klog.InfoS("Node claim not believed", "node", x.Node, "field", "metadata.annotations["+x.Field+"]", "ip", x.IP,
+			"reason", x.Reason, "message", x.Message)
+		if n := nodeByName[x.Node]; n != nil {
+			rec.Event(nodeRef(n), corev1.EventTypeWarning, string(x.Reason), x.Message)
+		}
+	}
+	return next, seen
+}
+
 // vetNodes takes out of facts what the nodes publish that cannot be true
 // (assign.Vet: an egress network or host address that is another node's, an egress
 // IP listed as ready by a node that does not hold it) and reports each such claim
@@ -109,37 +147,7 @@ func (d *doubts) vetNodes(nodes []*corev1.Node, facts []nodeFacts, eips []*egres
 		}
 	}
 
-	// Reports, after the grace.
-	nodeByName := map[string]*corev1.Node{}
-	for _, n := range nodes {
-		nodeByName[n.Name] = n
-	}
-	var next time.Duration
-	seen := map[doubtKey]bool{}
-	for _, x := range found {
-		k := doubtKey{x.Node, x.Field, x.IP, x.Reason}
-		seen[k] = true
-		first, ok := d.since[k]
-		if !ok {
-			first = now
-			d.since[k] = now
-		}
-		if d.reported[k] {
-			continue
-		}
-		if wait := first.Add(grace).Sub(now); wait > 0 {
-			if next == 0 || wait < next {
-				next = wait
-			}
-			continue
-		}
-		d.reported[k] = true
-		klog.InfoS("Node claim not believed", "node", x.Node, "field", "metadata.annotations["+x.Field+"]", "ip", x.IP,
-			"reason", x.Reason, "message", x.Message)
-		if n := nodeByName[x.Node]; n != nil {
-			rec.Event(nodeRef(n), corev1.EventTypeWarning, string(x.Reason), x.Message)
-		}
-	}
+	next, seen := d.report(found, nodes, rec, now, grace)
 	// A moved IP's old holder still listing it ready is a fallback next hop
 	// (nbstate.Lingers) only until the claim is reported: a node that never
 	// publishes the end of its linger is not trusted past the grace.

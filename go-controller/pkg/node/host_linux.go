@@ -156,24 +156,7 @@ func (h *linuxHost) Apply(st hostegress.State) (map[netip.Addr]bool, error) {
 		}
 		rep.snatErr = h.rules.SyncSNAT(st.SNAT)
 		errs = append(errs, rep.snatErr)
-		for k := range h.announced {
-			if !rep.held[k] {
-				delete(h.announced, k)
-			}
-		}
-		for _, a := range st.Addresses {
-			k := keyOf(a)
-			if !rep.held[k] || h.announced[k] {
-				continue
-			}
-			if err := h.announce.Announce(a.Link, a.IP); err != nil {
-				// The address works without it, but a neighbour holding the previous
-				// holder's MAC would keep sending replies there: not ready, retried.
-				errs = append(errs, fmt.Errorf("EgressIP %s: %w", a.EgressIP, err))
-				continue
-			}
-			h.announced[k] = true
-		}
+		errs = append(errs, h.announceHeld(st.Addresses, rep.held)...)
 		rep.announced = h.announced
 		ready = readyIPs(st.Addresses, rep)
 		for k, e := range ours {
@@ -192,6 +175,32 @@ func (h *linuxHost) Apply(st hostegress.State) (map[netip.Addr]bool, error) {
 		ready = map[netip.Addr]bool{}
 	}
 	return ready, err
+}
+
+// announceHeld announces (GARP / unsolicited NA) each address of addrs that is
+// held and not announced yet, and forgets the announcements of addresses no longer
+// held. A failed announcement is an error and is retried by the next Apply.
+func (h *linuxHost) announceHeld(addrs []hostegress.Address, held map[addrKey]bool) []error {
+	var errs []error
+	for k := range h.announced {
+		if !held[k] {
+			delete(h.announced, k)
+		}
+	}
+	for _, a := range addrs {
+		k := keyOf(a)
+		if !held[k] || h.announced[k] {
+			continue
+		}
+		if err := h.announce.Announce(a.Link, a.IP); err != nil {
+			// The address works without it, but a neighbour holding the previous
+			// holder's MAC would keep sending replies there: not ready, retried.
+			errs = append(errs, fmt.Errorf("EgressIP %s: %w", a.EgressIP, err))
+			continue
+		}
+		h.announced[k] = true
+	}
+	return errs
 }
 
 // verifyMarked checks that the kernel kept our IFA_PROTO mark on the addresses just

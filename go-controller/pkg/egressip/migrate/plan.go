@@ -216,22 +216,22 @@ func (p *Plan) checkServed(desired nbstate.State, upstreamHops, upstreamSNAT map
 	}
 }
 
-// ToUpstream plans replacing our rows of s with rows in upstream's shape carrying
-// the traffic the same way: per reroute of ours an upstream reroute with the same
-// match and next hops, per SNAT an upstream SNAT on the same gateway router, the
-// no-reroute policies and their address sets; and every row of ours deleted. A row
-// upstream already has (the same k8s.ovn.org/id on the same router, or address
-// set) is not created again.
-func ToUpstream(s Snapshot) Plan {
-	p := Plan{Ours: nbstate.Diff(nbstate.NewState(), s.Ours)}
-	routerByName := map[string]*nbdb.LogicalRouter{}
+// oursRouters are the routers of s our rows are on, by name.
+func oursRouters(s Snapshot) map[string]*nbdb.LogicalRouter {
+	out := map[string]*nbdb.LogicalRouter{}
 	for _, r := range s.Routers {
 		if r.UUID == s.Ours.Routers[r.Name] {
-			routerByName[r.Name] = r
+			out[r.Name] = r
 		}
 	}
-	have := map[string]bool{} // parent UUID + id, or id for address sets
-	setName := map[string]string{}
+	return out
+}
+
+// upstreamIndex indexes what upstream already has in s: have holds "parent UUID + id" of
+// its policies and NATs and the id of its address sets, setName maps an address set id
+// to its name, and names are the names of every address set.
+func upstreamIndex(s Snapshot) (have map[string]bool, setName map[string]string, names map[string]bool) {
+	have, setName, names = map[string]bool{}, map[string]string{}, map[string]bool{}
 	parents := parentIndex(s)
 	for u, pol := range s.Policies {
 		if IsUpstream(pol.ExternalIDs) {
@@ -247,7 +247,6 @@ func ToUpstream(s Snapshot) Plan {
 			}
 		}
 	}
-	names := map[string]bool{}
 	for _, as := range s.AddressSets {
 		names[as.Name] = true
 		if IsUpstream(as.ExternalIDs) {
@@ -255,6 +254,19 @@ func ToUpstream(s Snapshot) Plan {
 			setName[as.ExternalIDs[UpstreamIDKey]] = as.Name
 		}
 	}
+	return have, setName, names
+}
+
+// ToUpstream plans replacing our rows of s with rows in upstream's shape carrying
+// the traffic the same way: per reroute of ours an upstream reroute with the same
+// match and next hops, per SNAT an upstream SNAT on the same gateway router, the
+// no-reroute policies and their address sets; and every row of ours deleted. A row
+// upstream already has (the same k8s.ovn.org/id on the same router, or address
+// set) is not created again.
+func ToUpstream(s Snapshot) Plan {
+	p := Plan{Ours: nbstate.Diff(nbstate.NewState(), s.Ours)}
+	routerByName := oursRouters(s)
+	have, setName, names := upstreamIndex(s)
 	upstreamSet := func(name, fam string, addrs []string) string {
 		as := UpstreamAddressSet(name, fam, addrs)
 		id := as.ExternalIDs[UpstreamIDKey]
