@@ -8,7 +8,8 @@ import (
 	"time"
 )
 
-// SetNodeLinks sets both root-namespace ends of a node's links (its eth0 on br-ex and its management port on br-int)
+// SetNodeLinks sets both OVS-side ends of a node's links (in the root namespace, or its chassis namespace in the
+// interconnect layout) (its eth0 on br-ex and its management port on br-int)
 // down (up=false) or up: the node's daemon loses the apiserver and NB, and the master's health check loses the
 // node, while OVN (one ovn-controller for every gateway router) keeps forwarding: a network partition of that host.
 func (c *Cluster) SetNodeLinks(ctx context.Context, node string, up bool) error {
@@ -21,7 +22,12 @@ func (c *Cluster) SetNodeLinks(ctx context.Context, node string, up bool) error 
 		state = "up"
 	}
 	for _, l := range []string{ethLink(n.Index), mgmtLink(n.Index)} {
-		if _, err := run(ctx, "ip", "link", "set", l, state); err != nil {
+		// Interconnect layout: the OVS end of a link on the node's own bridges is in its chassis namespace.
+		args := []string{"link", "set", l, state}
+		if _, err := run(ctx, "ip", "link", "show", l); err != nil && c.Layout() == LayoutInterconnect {
+			args = append([]string{"-n", ChassisNetnsName(node)}, args...)
+		}
+		if _, err := run(ctx, "ip", args...); err != nil {
 			return fmt.Errorf("%s's link %s %s: %w", node, l, state, err)
 		}
 	}
