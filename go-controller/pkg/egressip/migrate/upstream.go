@@ -11,12 +11,9 @@ package migrate
 
 import (
 	"context"
-	"fmt"
 	"hash/fnv"
 	"strconv"
 	"strings"
-
-	"github.com/ovn-org/libovsdb/cache"
 
 	"github.com/ovn-egressip/ovn-egressip/go-controller/pkg/egressip/nbstate"
 	"github.com/ovn-egressip/ovn-egressip/go-controller/pkg/nbdb"
@@ -128,13 +125,13 @@ func Read(ctx context.Context, c nbstate.CacheReader) (Snapshot, error) {
 	}
 	tc := c.Cache()
 	errs := []error{
-		each(tc, nbdb.LogicalRouterTable, func(r *nbdb.LogicalRouter) { s.Routers = append(s.Routers, r) }),
-		each(tc, nbdb.LogicalSwitchTable, func(r *nbdb.LogicalSwitch) { s.Switches = append(s.Switches, r) }),
-		each(tc, nbdb.LogicalRouterPolicyTable, func(r *nbdb.LogicalRouterPolicy) { s.Policies[r.UUID] = r }),
-		each(tc, nbdb.NATTable, func(r *nbdb.NAT) { s.NATs[r.UUID] = r }),
-		each(tc, nbdb.QoSTable, func(r *nbdb.QoS) { s.QoS[r.UUID] = r }),
-		each(tc, nbdb.ACLTable, func(r *nbdb.ACL) { s.ACLs = append(s.ACLs, r) }),
-		each(tc, nbdb.AddressSetTable, func(r *nbdb.AddressSet) { s.AddressSets = append(s.AddressSets, r) }),
+		nbstate.EachRow(tc, nbdb.LogicalRouterTable, func(r *nbdb.LogicalRouter) { s.Routers = append(s.Routers, r) }),
+		nbstate.EachRow(tc, nbdb.LogicalSwitchTable, func(r *nbdb.LogicalSwitch) { s.Switches = append(s.Switches, r) }),
+		nbstate.EachRow(tc, nbdb.LogicalRouterPolicyTable, func(r *nbdb.LogicalRouterPolicy) { s.Policies[r.UUID] = r }),
+		nbstate.EachRow(tc, nbdb.NATTable, func(r *nbdb.NAT) { s.NATs[r.UUID] = r }),
+		nbstate.EachRow(tc, nbdb.QoSTable, func(r *nbdb.QoS) { s.QoS[r.UUID] = r }),
+		nbstate.EachRow(tc, nbdb.ACLTable, func(r *nbdb.ACL) { s.ACLs = append(s.ACLs, r) }),
+		nbstate.EachRow(tc, nbdb.AddressSetTable, func(r *nbdb.AddressSet) { s.AddressSets = append(s.AddressSets, r) }),
 	}
 	for _, err := range errs {
 		if err != nil {
@@ -142,19 +139,4 @@ func Read(ctx context.Context, c nbstate.CacheReader) (Snapshot, error) {
 		}
 	}
 	return s, ctx.Err()
-}
-
-func each[T any](tc *cache.TableCache, table string, f func(*T)) error {
-	rc := tc.Table(table)
-	if rc == nil {
-		return fmt.Errorf("table %s is not monitored", table)
-	}
-	for _, m := range rc.RowsShallow() {
-		row, ok := m.(*T)
-		if !ok {
-			return fmt.Errorf("table %s: unexpected model %T", table, m)
-		}
-		f(row)
-	}
-	return nil
 }

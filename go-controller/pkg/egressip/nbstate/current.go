@@ -27,22 +27,22 @@ func ReadCurrent(ctx context.Context, c CacheReader) (Current, error) {
 	}
 	var routers []*nbdb.LogicalRouter
 	var sets []*nbdb.AddressSet
-	if err := rows(tc, nbdb.LogicalRouterTable, func(r *nbdb.LogicalRouter) { routers = append(routers, r) }); err != nil {
+	if err := EachRow(tc, nbdb.LogicalRouterTable, func(r *nbdb.LogicalRouter) { routers = append(routers, r) }); err != nil {
 		return Current{}, err
 	}
-	if err := rows(tc, nbdb.AddressSetTable, func(s *nbdb.AddressSet) { sets = append(sets, s) }); err != nil {
+	if err := EachRow(tc, nbdb.AddressSetTable, func(s *nbdb.AddressSet) { sets = append(sets, s) }); err != nil {
 		return Current{}, err
 	}
 	var policies []*nbdb.LogicalRouterPolicy
 	var nats []*nbdb.NAT
-	if err := rows(tc, nbdb.LogicalRouterPolicyTable, func(p *nbdb.LogicalRouterPolicy) {
+	if err := EachRow(tc, nbdb.LogicalRouterPolicyTable, func(p *nbdb.LogicalRouterPolicy) {
 		if Owned(p.ExternalIDs) {
 			policies = append(policies, p)
 		}
 	}); err != nil {
 		return Current{}, err
 	}
-	if err := rows(tc, nbdb.NATTable, func(n *nbdb.NAT) {
+	if err := EachRow(tc, nbdb.NATTable, func(n *nbdb.NAT) {
 		if Owned(n.ExternalIDs) {
 			nats = append(nats, n)
 		}
@@ -121,7 +121,7 @@ func ReadCurrentLive(ctx context.Context, c CacheReader, q Querier) (Current, er
 		sets = append(sets, &nbdb.AddressSet{UUID: uuidOfCell(row["_uuid"]), Name: stringOf(row["name"]),
 			Addresses: stringSetOf(row["addresses"]), ExternalIDs: stringMapOf(row["external_ids"])})
 	}
-	if err := rows(tc, nbdb.AddressSetTable, func(s *nbdb.AddressSet) {
+	if err := EachRow(tc, nbdb.AddressSetTable, func(s *nbdb.AddressSet) {
 		if !Owned(s.ExternalIDs) {
 			sets = append(sets, s) // a foreign set: only its name is read
 		}
@@ -209,7 +209,7 @@ func ReadRouters(c CacheReader) (map[string]string, error) {
 		return nil, fmt.Errorf("no NB cache (not connected)")
 	}
 	out := map[string]string{}
-	err := rows(tc, nbdb.LogicalRouterTable, func(r *nbdb.LogicalRouter) {
+	err := EachRow(tc, nbdb.LogicalRouterTable, func(r *nbdb.LogicalRouter) {
 		if old, ok := out[r.Name]; !ok || r.UUID < old {
 			out[r.Name] = r.UUID
 		}
@@ -321,8 +321,9 @@ func stringMapOf(v any) map[string]string {
 	return out
 }
 
-// rows calls f with every row of table, uncopied (read only).
-func rows[T any](tc *cache.TableCache, table string, f func(*T)) error {
+// EachRow calls f with every row of table in tc, uncopied (read only); an error when the table is not monitored
+// or holds another model.
+func EachRow[T any](tc *cache.TableCache, table string, f func(*T)) error {
 	rc := tc.Table(table)
 	if rc == nil {
 		return fmt.Errorf("table %s is not monitored", table)
