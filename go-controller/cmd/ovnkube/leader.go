@@ -87,6 +87,8 @@ type reachability struct {
 
 func (r *reachability) Reachable(node string) bool { return r.checker.Reachable(node) }
 
+func (r *reachability) DaemonID(node string) string { return r.checker.DaemonID(node) }
+
 func (r *reachability) Changes() <-chan struct{} { return r.changes }
 
 // ReasonHealthCheckInconclusive is the reason of the Warning Event on a Node whose

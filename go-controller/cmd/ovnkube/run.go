@@ -2,6 +2,8 @@ package main
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"net"
@@ -250,6 +252,8 @@ func runLeader(ctx context.Context, cfg *config.Config, cs *clients, reg prometh
 		Timeout:  cfg.ReachabilityTotalTimeout,
 		Targets:  nodes.targets,
 		OnChange: func(string, bool) { nodes.notify() },
+		// a restarted daemon's facts are trusted once the master's cache holds them (master.DaemonIdentity)
+		OnDaemonChange: func(string, string) { nodes.notify() },
 		OnHold: func(node string, failed, probed int) {
 			held.Inc()
 			reportHold(recorder, node, failed, probed)
@@ -325,6 +329,8 @@ func runNode(ctx context.Context, cfg *config.Config, cs *clients, ready *readin
 	}
 	g, ctx := errgroup.WithContext(ctx)
 	synced := newFirstSync()
+	daemonID := newDaemonID()
+	klog.Infof("node %s: this node daemon's identity is %s (%s)", cfg.InitNode, daemonID, annotations.EgressDaemonID)
 	if cfg.HealthCheckPort != 0 {
 		g.Go(func() error {
 			addr, err := waitManagementIP(ctx, cs.kube, cfg.InitNode)
@@ -338,7 +344,7 @@ func runNode(ctx context.Context, cfg *config.Config, cs *clients, ready *readin
 			if err := synced.wait(ctx); err != nil {
 				return nil // stopping before the first sync
 			}
-			return healthcheck.Serve(ctx, addr, cfg.HealthCheckPort)
+			return healthcheck.Serve(ctx, addr, cfg.HealthCheckPort, daemonID)
 		})
 	}
 	g.Go(func() error {
@@ -350,6 +356,7 @@ func runNode(ctx context.Context, cfg *config.Config, cs *clients, ready *readin
 			GatewayInterface: cfg.GatewayInterface,
 			ResyncInterval:   cfg.NodeResyncInterval,
 			ReleaseLinger:    releaseLinger(cfg.NodeReleaseLinger),
+			DaemonID:         daemonID,
 			OnSync: func(err error) {
 				ready.set("node", syncState(err))
 				synced.done(err)
@@ -379,6 +386,13 @@ func waitManagementIP(ctx context.Context, kube kubernetes.Interface, name strin
 		case <-time.After(time.Second):
 		}
 	}
+}
+
+// newDaemonID draws this node daemon run's identity (annotations.EgressDaemonID): 64 random bits in hex.
+func newDaemonID() string {
+	var b [8]byte
+	_, _ = rand.Read(b[:]) // crypto/rand.Read never returns an error (Go 1.24+)
+	return hex.EncodeToString(b[:])
 }
 
 // releaseLinger maps the flag (0 = off) to node.Params.ReleaseLinger (0 = default, negative = off).

@@ -15,6 +15,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials/insecure"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 	"k8s.io/klog/v2"
 )
@@ -66,6 +67,10 @@ type CheckerConfig struct {
 	OnHold func(node string, failed, probed int)
 	// Observe, when set, receives every probe's outcome (metrics).
 	Observe func(node string, reachable bool, took time.Duration)
+	// OnDaemonChange, when set, is called (from the checker's goroutine) when a
+	// passed probe carries another daemon identity (DaemonIDHeader) than the
+	// node's previous passed probe: its daemon restarted, even if no probe failed.
+	OnDaemonChange func(node, id string)
 }
 
 // Checker probes nodes and remembers which are unreachable. Reachable is safe
@@ -127,12 +132,16 @@ type history struct {
 	// node answer since this node's failures began (see heard).
 	witnessed bool
 	state     verdict
+	// daemonID is the DaemonIDHeader of the latest passed round ("" when the
+	// node's health server sends none).
+	daemonID string
 }
 
 // round is one probe round as the checker records it.
 type round struct {
 	out        outcome
-	definitive bool // a failure the node itself answered (see history.definitive)
+	definitive bool   // a failure the node itself answered (see history.definitive)
+	daemonID   string // a passed round: the answer's DaemonIDHeader
 	start      time.Time
 	took       time.Duration
 }
@@ -260,6 +269,14 @@ func (c *Checker) Reachable(node string) bool {
 	return c.hist[node].state != unreachable
 }
 
+// DaemonID is the daemon identity (DaemonIDHeader) the node's latest passed probe
+// carried: "" when it sent none or no probe passed yet.
+func (c *Checker) DaemonID(node string) string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.hist[node].daemonID
+}
+
 // Run probes until ctx is done. Each node has its own prober goroutine so a
 // slow node never delays the verdict on another.
 func (c *Checker) Run(ctx context.Context) {
@@ -326,9 +343,10 @@ func (c *Checker) record(node string, r round) failures {
 		return failures{}
 	}
 	h := c.hist[node]
-	was := h.state
+	was, wasID := h.state, h.daemonID
 	end := r.start.Add(r.took)
 	if r.out == probeOK {
+		h.daemonID = r.daemonID
 		h.fail = failures{}
 		h.failingSince = time.Time{}
 		h.definitive, h.witnessed = false, false
@@ -353,6 +371,13 @@ func (c *Checker) record(node string, r round) failures {
 	c.hist[node] = h
 	probed := len(c.probers)
 	c.mu.Unlock()
+
+	if r.out == probeOK && wasID != "" && r.daemonID != wasID {
+		klog.Infof("egress node %s: its daemon restarted (health answers from daemon %q, before from %q)", node, r.daemonID, wasID)
+		if c.cfg.OnDaemonChange != nil {
+			c.cfg.OnDaemonChange(node, r.daemonID)
+		}
+	}
 
 	switch {
 	case was == h.state:
@@ -423,11 +448,11 @@ func (p *prober) run(ctx context.Context) {
 	defer t.Stop()
 	for {
 		start := time.Now()
-		o, def := p.round(ctx, client)
+		o, def, id := p.round(ctx, client)
 		if ctx.Err() != nil {
 			return
 		}
-		f := p.checker.record(p.node, round{out: o, definitive: def, start: start, took: time.Since(start)})
+		f := p.checker.record(p.node, round{out: o, definitive: def, daemonID: id, start: start, took: time.Since(start)})
 		// A hard failure is confirmed at once rather than an interval later, so a
 		// node cut off is declared unreachable about FailureThreshold timeouts
 		// after it went; after that, and after soft failures, probes go back to
@@ -446,21 +471,23 @@ func (p *prober) run(ctx context.Context) {
 // round probes the node once: the gRPC health check (when client is set) and, at
 // the same time, its kernel (probeLegacy), both bounded by the timeout; after a
 // gRPC error, whether the health port still accepts connections. It returns the
-// outcome and whether a failure was a definitive answer from the node.
-func (p *prober) round(ctx context.Context, client healthpb.HealthClient) (outcome, bool) {
+// outcome, whether a failure was a definitive answer from the node, and the
+// daemon identity a passed gRPC check carried.
+func (p *prober) round(ctx context.Context, client healthpb.HealthClient) (outcome, bool, string) {
 	timeout := p.checker.cfg.Timeout
 	start := time.Now()
 	var o observation
+	var id string
 	if client == nil {
 		// Legacy check: the kernel's answer alone decides.
 		if probeLegacy(ctx, p.addr, timeout) {
-			return probeOK, false
+			return probeOK, false, ""
 		}
 		o.grpc = grpcTimeout
 	} else {
 		kernel := make(chan bool, 1)
 		go func() { kernel <- probeLegacy(ctx, p.addr, timeout) }()
-		o.grpc = probeGRPC(ctx, client, timeout)
+		o.grpc, id = probeGRPC(ctx, client, timeout)
 		o.kernelOK = <-kernel
 		if o.grpc == grpcError && o.kernelOK {
 			o.listening, o.refused = probeListening(ctx, p.addr, p.checker.cfg.Port, timeout)
@@ -473,23 +500,32 @@ func (p *prober) round(ctx context.Context, client healthpb.HealthClient) (outco
 		klog.V(2).Infof("egress health probe of node %s failed (%s): %+v, took %s",
 			p.node, map[outcome]string{probeSoft: "soft", probeHard: "hard"}[out], o, took)
 	}
-	return out, out != probeOK && definitive(o)
+	if out != probeOK {
+		id = ""
+	}
+	return out, out != probeOK && definitive(o), id
 }
 
-// probeGRPC runs one health check.
-func probeGRPC(ctx context.Context, client healthpb.HealthClient, timeout time.Duration) grpcResult {
+// probeGRPC runs one health check; a SERVING answer comes with the daemon
+// identity in its DaemonIDHeader ("" when absent).
+func probeGRPC(ctx context.Context, client healthpb.HealthClient, timeout time.Duration) (grpcResult, string) {
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
-	resp, err := client.Check(ctx, &healthpb.HealthCheckRequest{Service: ServiceName})
+	var md metadata.MD
+	resp, err := client.Check(ctx, &healthpb.HealthCheckRequest{Service: ServiceName}, grpc.Header(&md))
 	switch {
 	case err == nil && resp.GetStatus() == healthpb.HealthCheckResponse_SERVING:
-		return grpcServing
+		id := ""
+		if v := md.Get(DaemonIDHeader); len(v) > 0 {
+			id = v[0]
+		}
+		return grpcServing, id
 	case err == nil:
-		return grpcNotServing
+		return grpcNotServing, ""
 	case status.Code(err) == codes.DeadlineExceeded || errors.Is(ctx.Err(), context.DeadlineExceeded):
-		return grpcTimeout
+		return grpcTimeout, ""
 	default:
-		return grpcError
+		return grpcError, ""
 	}
 }
 

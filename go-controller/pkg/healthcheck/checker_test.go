@@ -41,7 +41,7 @@ func TestCheckerGRPCDownAndUp(t *testing.T) {
 	port := lis.Addr().(*net.TCPAddr).Port
 	srvCtx, stopSrv := context.WithCancel(context.Background())
 	srvDone := make(chan error, 1)
-	go func() { srvDone <- ServeListener(srvCtx, lis) }()
+	go func() { srvDone <- ServeListener(srvCtx, lis, "") }()
 
 	events := make(chan bool, 16)
 	probes := make(chan bool, 16) // probe outcomes; dropped when the test does not read them
@@ -78,7 +78,7 @@ func TestCheckerGRPCDownAndUp(t *testing.T) {
 	}
 	srvCtx2, stopSrv2 := context.WithCancel(context.Background())
 	defer stopSrv2()
-	go func() { _ = ServeListener(srvCtx2, lis2) }()
+	go func() { _ = ServeListener(srvCtx2, lis2, "") }()
 	d = waitFor(t, events, true, 5*time.Second)
 	t.Logf("detected up after %s", d)
 	if !c.Reachable("n1") {
@@ -451,7 +451,7 @@ func startWitness(t *testing.T, addr string, port int) Target {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
-	go func() { _ = ServeListener(ctx, lis); close(done) }()
+	go func() { _ = ServeListener(ctx, lis, ""); close(done) }()
 	t.Cleanup(func() { cancel(); <-done })
 	return Target{Node: "witness", Addr: netip.MustParseAddr(addr)}
 }
@@ -552,5 +552,84 @@ func TestCheckerLoneSilentNodeIsHeld(t *testing.T) {
 	}
 	if len(holds) != 0 {
 		t.Fatalf("held again within one episode (%d more)", len(holds))
+	}
+}
+
+// TestCheckerDaemonIdentity: a passed probe carries the daemon identity the health server sends; when the server
+// is replaced by one of another daemon (a restart), the checker reports the new identity.
+func TestCheckerDaemonIdentity(t *testing.T) {
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	srvCtx, stopSrv := context.WithCancel(context.Background())
+	srvDone := make(chan error, 1)
+	go func() { srvDone <- ServeListener(srvCtx, lis, "daemon-a") }()
+	changes := make(chan string, 16)
+	probes := make(chan bool, 16)
+	c := NewChecker(CheckerConfig{
+		Port: lis.Addr().(*net.TCPAddr).Port, Interval: 50 * time.Millisecond, Timeout: 200 * time.Millisecond,
+		Targets:        func() []Target { return []Target{{Node: "n1", Addr: netip.MustParseAddr("127.0.0.1")}} },
+		OnDaemonChange: func(node, id string) { changes <- node + "=" + id },
+		Observe: func(_ string, ok bool, _ time.Duration) {
+			select {
+			case probes <- ok:
+			default:
+			}
+		},
+	})
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go c.Run(ctx)
+	waitFor(t, probes, true, 3*time.Second)
+	if got := c.DaemonID("n1"); got != "daemon-a" {
+		t.Fatalf("DaemonID after a passed probe of daemon-a = %q", got)
+	}
+	stopSrv()
+	<-srvDone
+	lis2, err := net.Listen("tcp", lis.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	srvCtx2, stopSrv2 := context.WithCancel(context.Background())
+	defer stopSrv2()
+	go func() { _ = ServeListener(srvCtx2, lis2, "daemon-b") }()
+	select {
+	case got := <-changes:
+		if got != "n1=daemon-b" {
+			t.Fatalf("OnDaemonChange(%s), want n1=daemon-b", got)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("no OnDaemonChange within 5s of the restart")
+	}
+	if got := c.DaemonID("n1"); got != "daemon-b" {
+		t.Fatalf("DaemonID after the restart = %q, want daemon-b", got)
+	}
+}
+
+// TestProbeWithoutDaemonIdentity: a health server that sends no identity (an older daemon, or upstream's) gives "".
+func TestProbeWithoutDaemonIdentity(t *testing.T) {
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go func() { _ = ServeListener(ctx, lis, "") }()
+	probes := make(chan bool, 16)
+	c := NewChecker(CheckerConfig{
+		Port: lis.Addr().(*net.TCPAddr).Port, Interval: 50 * time.Millisecond, Timeout: 200 * time.Millisecond,
+		Targets: func() []Target { return []Target{{Node: "n1", Addr: netip.MustParseAddr("127.0.0.1")}} },
+		Observe: func(_ string, ok bool, _ time.Duration) {
+			select {
+			case probes <- ok:
+			default:
+			}
+		},
+	})
+	go c.Run(ctx)
+	waitFor(t, probes, true, 3*time.Second)
+	if got := c.DaemonID("n1"); got != "" {
+		t.Fatalf("DaemonID of a server without identity = %q", got)
 	}
 }

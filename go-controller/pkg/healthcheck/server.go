@@ -13,26 +13,42 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/health"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+	"google.golang.org/grpc/metadata"
 	"k8s.io/klog/v2"
 )
 
 // ServiceName is the gRPC health service name the node serves and the master checks.
 const ServiceName = "Service_Egress_IP"
 
+// DaemonIDHeader is the gRPC response header that carries the node daemon run's identity (the value it publishes
+// in annotations.EgressDaemonID) with every health answer. Checkers that do not read it (upstream's) are unaffected.
+const DaemonIDHeader = "ovn-egressip-daemon-id"
+
 // Serve runs the gRPC health service on addr:port until ctx is done. It reports
-// ServiceName (and the overall server, "") as SERVING. It returns an error when
-// it cannot listen (address not configured, port in use).
-func Serve(ctx context.Context, addr netip.Addr, port int) error {
+// ServiceName (and the overall server, "") as SERVING and, when daemonID is set,
+// sends it in the DaemonIDHeader of every answer. It returns an error when it
+// cannot listen (address not configured, port in use).
+func Serve(ctx context.Context, addr netip.Addr, port int, daemonID string) error {
 	lis, err := net.Listen("tcp", net.JoinHostPort(addr.String(), strconv.Itoa(port)))
 	if err != nil {
 		return fmt.Errorf("egress health server: listen on %s port %d: %w", addr, port, err)
 	}
-	return ServeListener(ctx, lis)
+	return ServeListener(ctx, lis, daemonID)
 }
 
 // ServeListener is Serve on an existing listener, which it closes when done.
-func ServeListener(ctx context.Context, lis net.Listener) error {
-	srv := grpc.NewServer()
+func ServeListener(ctx context.Context, lis net.Listener, daemonID string) error {
+	var opts []grpc.ServerOption
+	if daemonID != "" {
+		opts = append(opts, grpc.UnaryInterceptor(func(ctx context.Context, req any, _ *grpc.UnaryServerInfo,
+			handler grpc.UnaryHandler) (any, error) {
+			if err := grpc.SetHeader(ctx, metadata.Pairs(DaemonIDHeader, daemonID)); err != nil {
+				return nil, fmt.Errorf("egress health server: set header %s: %w", DaemonIDHeader, err)
+			}
+			return handler(ctx, req)
+		}))
+	}
+	srv := grpc.NewServer(opts...)
 	hs := health.NewServer()
 	hs.SetServingStatus(ServiceName, healthpb.HealthCheckResponse_SERVING)
 	hs.SetServingStatus("", healthpb.HealthCheckResponse_SERVING)

@@ -183,7 +183,7 @@ func newExplainState(in ExplainInput) *explainState {
 	var an []assign.Node
 	lay := factsLayout{mode: st.mode, interconnect: in.ZoneNB != nil, joins: in.JoinSubnets}
 	for _, n := range in.Nodes {
-		f := parseNodeIn(n, lay, reach)
+		f, _ := trustDaemon(parseNodeIn(n, lay, reach), st.mode, reach)
 		st.nodes[n.Name] = f
 		st.nbNodes[n.Name] = f.nb
 		an = append(an, f.assign)

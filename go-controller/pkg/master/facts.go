@@ -8,6 +8,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/klog/v2"
 
 	egressipv1 "github.com/ovn-egressip/ovn-egressip/go-controller/pkg/crd/egressip/v1"
 	"github.com/ovn-egressip/ovn-egressip/go-controller/pkg/egressip/annotations"
@@ -28,6 +29,8 @@ type nodeFacts struct {
 	hostReady map[netip.Addr]bool
 	// claims are the node's address claims vetted against status (claimsOf).
 	claims assign.Claims
+	// daemonID is the node's annotations.EgressDaemonID ("" when absent).
+	daemonID string
 }
 
 // parseNode reads a node's labels, conditions and annotations. A labelled node
@@ -150,7 +153,28 @@ func parseNodeIn(n *corev1.Node, lay factsLayout, reach Reachability) nodeFacts 
 	}
 	f.assign.ConfigErr = errors.Join(errs...)
 	f.claims = claimsOf(n, f)
+	f.daemonID = n.Annotations[annotations.EgressDaemonID]
 	return f
+}
+
+// trustDaemon is f as the master may use it now: in local gateway mode, when the
+// node's latest passed health probe came from another daemon than the one that
+// wrote its annotations (DaemonIdentity; the daemon restarted and the master's
+// cache does not hold what the new one published yet), nothing the node lists is
+// believed: no IP ready, none lingering (the new daemon may have dropped rules the
+// old one listed). A probe without an identity (an older daemon) changes nothing.
+// f's maps are shared with the parser's cache: they are replaced, never modified.
+func trustDaemon(f nodeFacts, mode nbstate.Mode, reach Reachability) (nodeFacts, bool) {
+	di, ok := reach.(DaemonIdentity)
+	if !ok || mode != nbstate.LocalGateway {
+		return f, true
+	}
+	probed := di.DaemonID(f.assign.Name)
+	if probed == "" || probed == f.daemonID {
+		return f, true
+	}
+	f.nb.ReadyEgressIPs, f.nb.ListedReady, f.nb.LingeringUntil, f.hostReady = nil, nil, nil, nil
+	return f, false
 }
 
 // nodeParser parses each node once per resourceVersion: every sync reads every
@@ -163,6 +187,9 @@ type nodeParser struct {
 	lay   factsLayout
 	reach Reachability
 	seen  map[string]parsedNode
+	// stale is the probed daemon identity a node's annotations were last found
+	// older than (trustDaemon), so that it is logged once.
+	stale map[string]string
 }
 
 type parsedNode struct {
@@ -172,7 +199,7 @@ type parsedNode struct {
 }
 
 func newNodeParser(lay factsLayout, reach Reachability) *nodeParser {
-	return &nodeParser{lay: lay, reach: reach, seen: map[string]parsedNode{}}
+	return &nodeParser{lay: lay, reach: reach, seen: map[string]parsedNode{}, stale: map[string]string{}}
 }
 
 // parse returns the facts of nodes, in order, and forgets nodes not among them.
@@ -185,19 +212,33 @@ func (p *nodeParser) parse(nodes []*corev1.Node) []nodeFacts {
 		if !ok || n.ResourceVersion == "" || c.uid != n.UID || c.rv != n.ResourceVersion {
 			c = parsedNode{uid: n.UID, rv: n.ResourceVersion, facts: parseNodeIn(n, p.lay, p.reach)}
 			p.seen[n.Name] = c
-			out[i] = c.facts
-			continue
+		} else if c.facts.assign.Labelled {
+			c.facts.assign.Reachable = p.reach.Reachable(n.Name)
 		}
-		f := c.facts
-		if f.assign.Labelled {
-			f.assign.Reachable = p.reach.Reachable(n.Name)
-		}
-		out[i] = f
+		out[i] = p.trust(c.facts)
 	}
 	for name := range p.seen {
 		if !names[name] {
 			delete(p.seen, name)
+			delete(p.stale, name)
 		}
+	}
+	return out
+}
+
+// trust applies trustDaemon and logs, once per probed identity, a node whose
+// facts are its previous daemon's.
+func (p *nodeParser) trust(f nodeFacts) nodeFacts {
+	out, trusted := trustDaemon(f, p.lay.mode, p.reach)
+	name := f.assign.Name
+	switch {
+	case trusted:
+		delete(p.stale, name)
+	case p.stale[name] != p.reach.(DaemonIdentity).DaemonID(name):
+		probed := p.reach.(DaemonIdentity).DaemonID(name)
+		p.stale[name] = probed
+		klog.InfoS("Node daemon restarted: its egress IPs count as not ready until the master sees what the new daemon published",
+			"node", name, "annotation", annotations.EgressDaemonID, "annotated", f.daemonID, "probed", probed)
 	}
 	return out
 }

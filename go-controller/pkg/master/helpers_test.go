@@ -392,6 +392,35 @@ func (e *env) reroutes() map[string]string {
 	return out
 }
 
+// policyNexthopsInDB lists the next hops of every Logical_Router_Policy row as the database holds them now (a
+// select transaction, not the test client's cache), sorted.
+func (e *env) policyNexthopsInDB() []string {
+	e.t.Helper()
+	op := ovsdb.Operation{Op: ovsdb.OperationSelect, Table: "Logical_Router_Policy", Where: []ovsdb.Condition{}, Columns: []string{"nexthops"}}
+	res, err := e.nbc.Transact(context.Background(), op)
+	if err == nil {
+		_, err = ovsdb.CheckOperationResults(res, []ovsdb.Operation{op})
+	}
+	if err != nil {
+		e.t.Fatalf("select Logical_Router_Policy: %v", err)
+	}
+	var out []string
+	for _, row := range res[0].Rows {
+		switch v := row["nexthops"].(type) {
+		case string:
+			out = append(out, v)
+		case ovsdb.OvsSet:
+			for _, x := range v.GoSet {
+				out = append(out, fmt.Sprint(x))
+			}
+		default:
+			e.t.Fatalf("Logical_Router_Policy nexthops: unexpected %T %v", v, v)
+		}
+	}
+	slices.Sort(out)
+	return out
+}
+
 // snats lists "router external <- logical (egressip)" for our SNAT rows, sorted.
 func (e *env) snats() []string {
 	e.t.Helper()
@@ -570,13 +599,16 @@ func (e *env) create(obj runtime.Object) {
 	}
 }
 
-func (e *env) updateNode(name string, f func(*corev1.Node)) {
+// updateNode applies fs to the node in one update (one watch event).
+func (e *env) updateNode(name string, fs ...func(*corev1.Node)) {
 	e.t.Helper()
 	n, err := e.kube.CoreV1().Nodes().Get(context.Background(), name, metav1.GetOptions{})
 	if err != nil {
 		e.t.Fatal(err)
 	}
-	f(n)
+	for _, f := range fs {
+		f(n)
+	}
 	updated, err := e.kube.CoreV1().Nodes().Update(context.Background(), n, metav1.UpdateOptions{})
 	if err == nil {
 		updated.Status = n.Status
@@ -709,11 +741,30 @@ func egressIP(name string, age int, ips []string, nsLabels, podLabels map[string
 type fakeReach struct {
 	mu          sync.Mutex
 	unreachable map[string]bool
+	daemon      map[string]string // DaemonIdentity: what the node's latest passed probe carried
 	ch          chan struct{}
 }
 
 func newFakeReach() *fakeReach {
-	return &fakeReach{unreachable: map[string]bool{}, ch: make(chan struct{}, 1)}
+	return &fakeReach{unreachable: map[string]bool{}, daemon: map[string]string{}, ch: make(chan struct{}, 1)}
+}
+
+func (f *fakeReach) DaemonID(node string) string {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.daemon[node]
+}
+
+// answer makes node reachable, its probes carrying daemon identity id, as one change.
+func (f *fakeReach) answer(node, id string) {
+	f.mu.Lock()
+	f.unreachable[node] = false
+	f.daemon[node] = id
+	f.mu.Unlock()
+	select {
+	case f.ch <- struct{}{}:
+	default:
+	}
 }
 
 func (f *fakeReach) Reachable(node string) bool {

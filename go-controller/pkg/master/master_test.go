@@ -386,6 +386,51 @@ func TestLocalGatewayMakeBeforeBreak(t *testing.T) {
 	})
 }
 
+// daemon sets the node's egress-daemon-id annotation (the daemon run that wrote its facts).
+func daemon(id string) func(*corev1.Node) {
+	return func(n *corev1.Node) { n.Annotations[annotations.EgressDaemonID] = id }
+}
+
+// TestLocalGatewayRestartedDaemon: a holder's node daemon restarts (a DaemonSet roll) and its IP moves away
+// meanwhile. The new daemon answers probes before the master's cache holds what it published: the cached
+// annotations are the previous daemon's, still listing the IP ready. The master must not reroute to it on that
+// list (the new daemon no longer SNATs the IP); once the cache holds the new daemon's facts, they decide.
+func TestLocalGatewayRestartedDaemon(t *testing.T) {
+	forEachNB(t, func(t *testing.T, start func(testing.TB) *nbserver.Server) {
+		e := cluster(t, start, "local")
+		for _, n := range []string{"node2", "node3"} {
+			e.updateNode(n, ready())
+		}
+		e.updateNode("node1", ready("172.18.0.33"), daemon("d1"))
+		e.reach.answer("node1", "d1")
+		e.create(egressIP("eip-prod", 0, []string{"172.18.0.33"}, prodNS, web))
+		e.expectStatus("eip-prod", "172.18.0.33@node1")
+		viaNode1 := map[string]string{"prod/web1": rr("eip-prod", "10.244.1.5", "10.244.1.2"), "prod/web2": rr("eip-prod", "10.244.3.6", "10.244.1.2")}
+		e.expectRows("on node1, its daemon d1 probed and annotated", viaNode1, nil)
+
+		e.reach.set("node1", false) // the daemon is down
+		e.expectStatus("eip-prod", "172.18.0.33@node2")
+		e.settle()
+		// The new daemon answers; its first sync dropped the IP, but the master's cache still has d1's annotations.
+		before := e.syncs.Load()
+		e.reach.answer("node1", "d2")
+		e.waitSyncs(before + 1)
+		e.settle()
+		// Read from the database itself (the test's cache may lag): the sync that saw d2's answer has committed.
+		if nh := e.policyNexthopsInDB(); slices.Contains(nh, "10.244.1.2") {
+			t.Errorf("after node1's new daemon d2 answered, with d1's ready list in the cache: reroute next hops %v include node1 (10.244.1.2)", nh)
+		}
+		e.expectRows("node1 answers as d2, cache still d1's ready list: not a next hop", map[string]string{}, nil)
+
+		e.updateNode("node1", ready(), daemon("d2"))
+		e.settle()
+		e.expectRows("d2's facts arrived: nothing ready on node1", map[string]string{}, nil)
+		e.updateNode("node2", ready("172.18.0.33"))
+		e.expectRows("node2 ready",
+			map[string]string{"prod/web1": rr("eip-prod", "10.244.1.5", "10.244.2.2"), "prod/web2": rr("eip-prod", "10.244.3.6", "10.244.2.2")}, nil)
+	})
+}
+
 // TestLocalGatewayAbsentReadyList: a holder whose ready list is absent (new node,
 // restarting daemon, or its write not in the master's cache yet) or unparsable is
 // not ready: no reroute goes to it until it lists the IP.

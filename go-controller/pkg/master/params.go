@@ -47,6 +47,17 @@ type Reachability interface {
 	Reachable(node string) bool
 }
 
+// DaemonIdentity may also be implemented by a Reachability: DaemonID returns the
+// node daemon identity (annotations.EgressDaemonID) the node's latest passed
+// health probe carried, "" when it carried none or no probe passed yet. In local
+// gateway mode the master then trusts the node's egress-ips-ready and linger only
+// while the node's annotation names the same daemon: a daemon that restarted
+// answers probes before the master's cache holds what it published. Changes (of
+// ReachabilityNotifier) should fire when it changes. Cheap, like Reachable.
+type DaemonIdentity interface {
+	DaemonID(node string) string
+}
+
 // ReachabilityNotifier may also be implemented by a Reachability: Changes returns a
 // channel that receives a value whenever some node's verdict may have changed; the
 // master then syncs (coalesced with other events). Send without blocking, e.g. on a

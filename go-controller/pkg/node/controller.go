@@ -338,6 +338,9 @@ func (c *controller) publish(ctx context.Context, snap hostinfo.Snapshot, eips [
 	if c.p.GatewayMode == GatewayModeLocal {
 		maps.Copy(set, lingeringChange(node.Annotations, c.lingeringUntil(time.Now())))
 	}
+	if id := c.p.DaemonID; id != "" && node.Annotations[annotations.EgressDaemonID] != id {
+		set[annotations.EgressDaemonID] = &id // with this run's first ready list: a master compares it with the probe's
+	}
 	if len(set) == 0 {
 		return factsErr
 	}

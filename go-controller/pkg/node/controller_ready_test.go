@@ -51,6 +51,9 @@ func TestReadyAnnotationFollowsProgrammedEgressIPs(t *testing.T) {
 	if _, ok := n.Annotations[annotations.PrimaryIfAddr]; !ok {
 		t.Fatalf("facts not published with readiness: %v", n.Annotations)
 	}
+	if got := n.Annotations[annotations.EgressDaemonID]; got != testDaemonID {
+		t.Fatalf("%s = %q with the first ready list, want the daemon's identity %q", annotations.EgressDaemonID, got, testDaemonID)
+	}
 	fewSyncs(t, f, 4)
 	if k := countActions(f.kube, "patch", "nodes"); k != 1 {
 		t.Fatalf("%d node patches, want 1 (facts and readiness together, then nothing)", k)
@@ -96,6 +99,7 @@ func TestReadyAnnotationKeepsEquivalentValue(t *testing.T) {
 		annotations.PrimaryIfAddr:  `{"ipv4":"172.18.0.10/16"}`,
 		annotations.HostCIDRs:      `["172.18.0.10/16"]`,
 		annotations.EgressIPsReady: `[ "::ffff:172.18.0.50" ]`, // same set, other spelling
+		annotations.EgressDaemonID: testDaemonID,
 	}}}
 	f := start(t, GatewayModeLocal, []runtime.Object{node}, testEIP("eip1", "172.18.0.50"))
 	waitFor(t, "host programmed", func() (bool, string) { st, _ := f.host.last(); return len(st.Addresses) == 1, "" })

@@ -164,6 +164,9 @@ func startWith(t *testing.T, mode string, setup func(*kubefake.Clientset), kubeO
 	return startFull(t, mode, setup, -1, kubeObjs, eips...)
 }
 
+// testDaemonID is the fixture daemon's identity (Params.DaemonID).
+const testDaemonID = "daemon-1"
+
 func startFull(t *testing.T, mode string, setup func(*kubefake.Clientset), linger time.Duration, kubeObjs []runtime.Object, eips ...runtime.Object) *fixture {
 	t.Helper()
 	objs := []runtime.Object{
@@ -190,7 +193,7 @@ func startFull(t *testing.T, mode string, setup func(*kubefake.Clientset), linge
 	ctx, cancel := context.WithCancel(context.Background())
 	go func() {
 		f.errCh <- Run(ctx, Params{Kube: f.kube, EgressIP: f.eips, NodeName: "node1", GatewayMode: mode,
-			ResyncInterval: 50 * time.Millisecond, ReleaseLinger: linger, host: f.host})
+			ResyncInterval: 50 * time.Millisecond, ReleaseLinger: linger, DaemonID: testDaemonID, host: f.host})
 	}()
 	f.stop = func() {
 		cancel()

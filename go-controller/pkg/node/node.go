@@ -89,6 +89,10 @@ type Params struct {
 	// DefaultReleaseLinger; negative means the rules go at once.
 	ReleaseLinger time.Duration
 
+	// DaemonID, when set, is this daemon run's identity (annotations.EgressDaemonID): published on the own Node
+	// with the egress facts, in the same patch as the first egress-ips-ready. The health server sends it too.
+	DaemonID string
+
 	// OnSync, when set, is called after every sync with its result (ovnkube's readiness endpoint).
 	OnSync func(error)
 

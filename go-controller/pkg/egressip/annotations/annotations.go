@@ -33,6 +33,14 @@ const (
 	// holder only once the IP it holds is listed here (make-before-break). Not
 	// written in shared gateway mode.
 	EgressIPsReady = "k8s.ovn.org/egress-ips-ready"
+	// EgressDaemonID is the identity of the node daemon run that wrote the node's egress facts (a random string
+	// drawn at each start, e.g. "5f0c2a9e41d7b3c8"), written in the same patch as its first EgressIPsReady. Its
+	// health server sends the same identity with every answer (healthcheck.DaemonIDHeader). A master that probes
+	// the node trusts EgressIPsReady (and the linger the daemon publishes) only while the two agree: after a
+	// restart, the annotation its cache holds may still be the previous daemon's, whose list can name an IP the
+	// new daemon no longer programs (make-before-break on a DaemonSet roll). A node whose health server sends no
+	// identity (an older daemon) is trusted as before.
+	EgressDaemonID = "k8s.ovn.org/egress-daemon-id"
 	// L3GatewayConfig is OVN-Kubernetes' JSON {"default":{"mode":"shared","mac-address":"0a:58:...",
 	// "ip-addresses":[...],"next-hops":[...],...}}: the node's gateway; "mac-address" is the MAC of its gateway
 	// router's external port (in OVN-Kubernetes the gateway bridge's, i.e. the gateway interface's MAC).
