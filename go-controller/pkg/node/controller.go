@@ -66,6 +66,9 @@ type controller struct {
 	// until when it stays (Params.ReleaseLinger).
 	computed hostegress.State
 	released map[netip.Addr]lingering
+	// seeded: the first sync took over the linger the previous daemon run
+	// published (seedReleased).
+	seeded bool
 	// announcedShared are the IPv6 egress IPs held in shared gateway mode that this
 	// process has announced for its gateway router (announceShared).
 	announcedShared map[netip.Addr]bool
@@ -372,8 +375,13 @@ func (c *controller) syncHost(snap hostinfo.Snapshot, eips []*egressipv1.EgressI
 		NodeName: c.p.NodeName, EgressIPs: eips, Namespaces: namespaces, Pods: pods, Host: snap,
 	})
 	c.report(eips, problems)
+	now := time.Now()
+	if !c.seeded {
+		c.seedReleased(st, eips, namespaces, pods, snap, now)
+		c.seeded = true
+	}
 	rerouted, told := c.reroutedHere()
-	ready, err := c.p.host.Apply(c.withReleased(st, time.Now(), rerouted, told))
+	ready, err := c.p.host.Apply(c.withReleased(st, now, rerouted, told))
 	if err != nil {
 		return ready, fmt.Errorf("node %s: program egress IPs: %w", c.p.NodeName, err)
 	}
@@ -486,6 +494,76 @@ func trimPod(obj any) (any, error) {
 			Phase: pod.Status.Phase, PodIP: pod.Status.PodIP, PodIPs: pod.Status.PodIPs,
 		},
 	}, nil
+}
+
+// seedReleased takes over, at this daemon run's first sync, what the previous run published about the node (its own
+// Node's annotations, not written by this run yet): an egress IP it listed ready (EgressIPsReady) or lingering
+// (EgressIPsLingering, with its end) that this node no longer holds is released now, as if this run had held it: its
+// rules (as they would be for the pods it serves now) stay until the published end, or for Params.ReleaseLinger from
+// now when it was listed ready, and while the master still reroutes it here. Without this a restart forgets the linger
+// the node published: masters keep rerouting here until that end (or, reading the ready list the previous run wrote,
+// until they see this run's), and this run would have deleted the rules at once.
+func (c *controller) seedReleased(st hostegress.State, eips []*egressipv1.EgressIP, namespaces map[string]*corev1.Namespace,
+	pods []*corev1.Pod, snap hostinfo.Snapshot, now time.Time) {
+	if c.p.ReleaseLinger < 0 {
+		return
+	}
+	_, node, err := c.ownNode()
+	if err != nil {
+		return
+	}
+	prev, errR := annotations.ParseEgressIPsReady(node)
+	ends, errL := annotations.ParseLingering(node)
+	if err := errors.Join(errR, errL); err != nil {
+		klog.ErrorS(err, "Cannot read what the previous node daemon run published; no linger taken over", "node", node.Name)
+	}
+	until := map[netip.Addr]time.Time{}
+	for ip := range prev {
+		until[ip] = now.Add(c.p.ReleaseLinger)
+	}
+	for ip, t := range ends {
+		if now.Before(t) {
+			until[ip] = t
+		}
+	}
+	as := heldAs(eips, c.p.NodeName, until, st)
+	if len(as) == 0 {
+		return
+	}
+	was, _ := hostegress.Compute(hostegress.Input{NodeName: c.p.NodeName, EgressIPs: as, Namespaces: namespaces, Pods: pods, Host: snap})
+	if c.released == nil {
+		c.released = map[netip.Addr]lingering{}
+	}
+	for ip, r := range hostegress.Release(was, st) {
+		c.released[ip] = lingering{state: r, until: until[ip]}
+		klog.InfoS("Egress IP released while this node daemon was down; keeping its SNAT rules while traffic may still be rerouted here",
+			"node", c.p.NodeName, "ip", ip, "rules", len(r.SNAT), "until", until[ip].UTC().Format(time.RFC3339Nano))
+	}
+}
+
+// heldAs returns copies of the EgressIPs owning the IPs of until that st does not hold, each with status items
+// naming node for those IPs only: the state the node would have if it still held them. An IP no EgressIP's spec
+// lists any more is left out (nothing reroutes to it).
+func heldAs(eips []*egressipv1.EgressIP, node string, until map[netip.Addr]time.Time, st hostegress.State) []*egressipv1.EgressIP {
+	var out []*egressipv1.EgressIP
+	for _, e := range eips {
+		var items []egressipv1.EgressIPStatusItem
+		for _, s := range e.Spec.EgressIPs {
+			ip, err := netip.ParseAddr(s)
+			if err != nil {
+				continue
+			}
+			if _, listed := until[ip.Unmap()]; listed && !st.Holds(ip.Unmap()) {
+				items = append(items, egressipv1.EgressIPStatusItem{Node: node, EgressIP: ip.Unmap().String()})
+			}
+		}
+		if len(items) > 0 {
+			c := e.DeepCopy()
+			c.Status.Items = items
+			out = append(out, c)
+		}
+	}
+	return out
 }
 
 // withReleased records what egress IPs that were held here and are no longer held

@@ -11,7 +11,9 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 
+	egressipv1 "github.com/ovn-egressip/ovn-egressip/go-controller/pkg/crd/egressip/v1"
 	"github.com/ovn-egressip/ovn-egressip/go-controller/pkg/egressip/annotations"
+	"github.com/ovn-egressip/ovn-egressip/go-controller/pkg/node/hostegress"
 )
 
 // A released egress IP is published as lingering with the end of its linger; its SNAT rules stay past that end
@@ -61,5 +63,56 @@ func TestReleasedRulesStayWhileMasterReroutesHere(t *testing.T) {
 	waitFor(t, "SNAT rules gone once the master no longer reroutes here", func() (bool, string) {
 		st, _ := f.host.last()
 		return snatPods(st) == "", snatPods(st)
+	})
+}
+
+// A node daemon restarted while its egress IP moved away: the previous run's published facts (the IP listed ready,
+// another listed lingering with an end) are what masters reroute by, so the new run keeps both IPs' SNAT rules (no
+// address) until the published end, or a linger from now for the one listed ready, and publishes that end.
+func TestRestartedDaemonKeepsPublishedLinger(t *testing.T) {
+	const linger = 400 * time.Millisecond
+	prevEnd := time.Now().Add(time.Hour) // the previous run's published end for .60
+	node := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "node1", Annotations: map[string]string{
+		annotations.EgressIPsReady:          `["172.18.0.50"]`,
+		annotations.EgressIPsLingering:      `["172.18.0.60"]`,
+		annotations.EgressIPsLingeringUntil: `{"172.18.0.60":"` + prevEnd.UTC().Format(time.RFC3339Nano) + `"}`,
+		annotations.EgressIPsRerouted:       `[]`,
+	}}}
+	web := map[string]string{"app": "web"}
+	moved := func(name, ip, app string) *egressipv1.EgressIP {
+		e := testEIP(name, ip)
+		e.Spec.PodSelector = metav1.LabelSelector{MatchLabels: map[string]string{"app": app}}
+		e.Status.Items[0].Node = "node2" // moved away while this node's daemon was down
+		return e
+	}
+	started := time.Now()
+	f := startLinger(t, GatewayModeLocal, linger,
+		[]runtime.Object{node, testPod("a", web, "10.244.1.3"), testPod("b", map[string]string{"app": "db"}, "10.244.1.4")},
+		moved("eip1", "172.18.0.50", "web"), moved("eip2", "172.18.0.60", "db"))
+	var st hostegress.State
+	waitFor(t, "both released IPs' rules kept", func() (bool, string) {
+		st, _ = f.host.last()
+		return snatPods(st) == "10.244.1.3>172.18.0.50,10.244.1.4>172.18.0.60", snatPods(st)
+	})
+	if len(st.Addresses) != 0 {
+		t.Fatalf("addresses %v: a released IP's address must not be held", st.Addresses)
+	}
+	ctx := context.Background()
+	var l map[netip.Addr]time.Time
+	waitFor(t, "both published as lingering", func() (bool, string) {
+		n, _ := f.kube.CoreV1().Nodes().Get(ctx, "node1", metav1.GetOptions{})
+		var err error
+		l, err = annotations.ParseLingering(n)
+		return err == nil && len(l) == 2, n.Annotations[annotations.EgressIPsLingeringUntil]
+	})
+	if got := l[netip.MustParseAddr("172.18.0.60")]; !got.Equal(prevEnd) {
+		t.Errorf(".60 lingers until %v, want the end the previous run published, %v", got, prevEnd)
+	}
+	if d := l[netip.MustParseAddr("172.18.0.50")].Sub(started); d < linger || d > linger+2*time.Second {
+		t.Errorf(".50 (listed ready by the previous run) lingers %v after the start, want about %v", d, linger)
+	}
+	waitFor(t, ".50's rules gone after its linger, .60's kept", func() (bool, string) {
+		st, _ := f.host.last()
+		return snatPods(st) == "10.244.1.4>172.18.0.60", snatPods(st)
 	})
 }
