@@ -1,10 +1,14 @@
 package master
 
 import (
+	"fmt"
 	"slices"
 	"testing"
 
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
 	egressipv1 "github.com/ovn-egressip/ovn-egressip/go-controller/pkg/crd/egressip/v1"
+	"github.com/ovn-egressip/ovn-egressip/go-controller/pkg/egressip/conditions"
 	"github.com/ovn-egressip/ovn-egressip/test/nbserver"
 )
 
@@ -70,4 +74,44 @@ func TestWithRealAPIServer(t *testing.T) {
 	e.expectRows("converged after restart",
 		map[string]string{"prod/web2": rr("eip-prod", "10.244.3.6", "100.64.0.3")},
 		[]string{sn("node2", "172.18.0.44", "10.244.3.6", "eip-prod")})
+}
+
+// TestOwnStatusWriteIsNoEvent: with a real apiserver (resourceVersions), the informer's delivery of the master's own
+// status writes starts no sync; an edit by someone else, also to status alone, still does.
+func TestOwnStatusWriteIsNoEvent(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts etcd and kube-apiserver")
+	}
+	e := populate(newAPIServerEnv(t, nbserver.Start, "shared"))
+	e.create(egressIP("eip-marker", 0, []string{"172.18.0.99"}, map[string]string{"env": "none"}, nil))
+	e.expectStatus("eip-marker", "172.18.0.99@node1")
+	e.settle()
+	startedBefore, writesBefore := e.started.Load(), e.metric(metricStatusUpdateTotal)
+	e.create(egressIP("eip-prod", 0, []string{"172.18.0.33", "172.18.0.44"}, prodNS, web))
+	e.expectStatus("eip-prod", "172.18.0.33@node2", "172.18.0.44@node1")
+	e.expectCondition("eip-prod", conditions.TypeReady, metav1.ConditionTrue, conditions.ReasonProgrammed) // the last of its own writes
+	// A barrier: one informer delivers in order, so once the sync for this later edit ran, every earlier EgressIP
+	// event (the master's own writes among them) was handled.
+	b := e.started.Load()
+	e.updateEgressIP("eip-marker", func(o *egressipv1.EgressIP) { o.Annotations = map[string]string{"barrier": "1"} })
+	e.eventually("a sync after the barrier edit", func() error {
+		if e.started.Load() == b {
+			return fmt.Errorf("no sync started")
+		}
+		return nil
+	})
+	e.settle()
+	writes, started := e.metric(metricStatusUpdateTotal)-writesBefore, e.started.Load()-startedBefore-1
+	t.Logf("EgressIP created: %v status writes, %d syncs (the barrier's not counted)", writes, started)
+	if started > 2 {
+		t.Errorf("%d syncs for one EgressIP created (%v status writes of its own): own writes woke the master", started, writes)
+	}
+
+	// Someone else rewrites the status (here: clears it): that is an event, and the master writes it back.
+	before := e.started.Load()
+	e.updateEgressIPStatus("eip-prod", func(o *egressipv1.EgressIP) { o.Status.Items = nil })
+	e.expectStatus("eip-prod", "172.18.0.33@node2", "172.18.0.44@node1")
+	if e.started.Load() == before {
+		t.Errorf("a status edit by another client started no sync")
+	}
 }

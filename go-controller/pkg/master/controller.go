@@ -118,7 +118,7 @@ func newController(s settings, nb nbClient, m *metrics, kubeInf informers.Shared
 		mark    func(key string) // records what changed (nil: read whole at every sync)
 		batch   time.Duration    // how long the sync waits for more events of this kind
 	}{
-		{eipInformer.Informer(), func(old, new any) bool { return true }, nil, 0},
+		{eipInformer.Informer(), c.eipChanged, nil, 0},
 		// Node changes come in bursts (a drain, a rollout, several nodes unlabelled
 		// by one command) and each moves every egress IP of its node: one sync for
 		// the burst moves them all in one transaction instead of one sync after the
@@ -157,6 +157,17 @@ func newController(s settings, nb nbClient, m *metrics, kubeInf informers.Shared
 		c.synced = append(c.synced, h.inf.HasSynced)
 	}
 	return c, nil
+}
+
+// eipChanged: every EgressIP update is an event except this master's own status write (statusMemory.ownWrite).
+func (c *controller) eipChanged(old, new any) bool {
+	o, ok1 := old.(*egressipv1.EgressIP)
+	n, ok2 := new.(*egressipv1.EgressIP)
+	if ok1 && ok2 && c.status.ownWrite(o, n) {
+		c.metrics.ownWritesIgnored.Inc()
+		return false
+	}
+	return true
 }
 
 // dirty is what informers reported changed since the last sync started: pods

@@ -660,6 +660,19 @@ func (e *env) updateEgressIP(name string, f func(*egressipv1.EgressIP)) {
 	}
 }
 
+// updateEgressIPStatus writes the status subresource as another client would.
+func (e *env) updateEgressIPStatus(name string, f func(*egressipv1.EgressIP)) {
+	e.t.Helper()
+	o, err := e.eip.K8sV1().EgressIPs().Get(context.Background(), name, metav1.GetOptions{})
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	f(o)
+	if _, err := e.eip.K8sV1().EgressIPs().UpdateStatus(context.Background(), o, metav1.UpdateOptions{}); err != nil {
+		e.t.Fatal(err)
+	}
+}
+
 func (e *env) deletePod(ns, name string) {
 	e.t.Helper()
 	if err := e.kube.CoreV1().Pods(ns).Delete(context.Background(), name, metav1.DeleteOptions{}); err != nil {

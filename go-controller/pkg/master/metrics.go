@@ -22,6 +22,7 @@ const (
 	metricNBTransactions    = "ovnkube_master_egress_ip_nb_transactions_total"
 	metricStatusUpdateTotal = "ovnkube_master_egress_ip_status_updates_total"
 	metricSyncDuration      = "ovnkube_master_egress_ip_sync_duration_seconds"
+	metricOwnWritesIgnored  = "ovnkube_master_egress_ip_own_writes_ignored_total"
 )
 
 // metrics are the master's Prometheus metrics.
@@ -36,6 +37,9 @@ type metrics struct {
 	// NB commit, for syncs that assigned (or unassigned) at least one egress IP.
 	assignLatency, unassignLatency                   prometheus.Histogram
 	syncs, syncErrors, nbTransactions, statusUpdates prometheus.Counter
+	// ownWritesIgnored counts EgressIP updates that were only this master's own
+	// status write (statusMemory.ownWrite): not an event.
+	ownWritesIgnored prometheus.Counter
 	// syncDuration{kind="full"|"incremental"}: seconds one sync took, status writes
 	// and NB transaction included.
 	syncDuration *prometheus.HistogramVec
@@ -80,6 +84,9 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		})),
 		statusUpdates: register(reg, prometheus.NewCounter(prometheus.CounterOpts{
 			Name: metricStatusUpdateTotal, Help: "EgressIP status updates written.",
+		})),
+		ownWritesIgnored: register(reg, prometheus.NewCounter(prometheus.CounterOpts{
+			Name: metricOwnWritesIgnored, Help: "EgressIP updates that were only this master's own status write, and so started no sync.",
 		})),
 		syncDuration: register(reg, prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Name: metricSyncDuration, Help: "Seconds one egress IP sync took, by kind: full (every pod and row) or incremental (what changed).",

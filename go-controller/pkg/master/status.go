@@ -3,6 +3,8 @@ package master
 import (
 	"context"
 	"fmt"
+	"maps"
+	"sync"
 
 	"golang.org/x/sync/errgroup"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -19,6 +21,12 @@ import (
 // Only the sync goroutine uses it.
 type statusMemory struct {
 	written map[string]writtenStatus
+
+	// own is, per EgressIP, the resourceVersion the apiserver returned for this
+	// master's latest status write: read by the informer's handler (ownWrite), so
+	// it has its own lock.
+	mu  sync.Mutex
+	own map[string]string
 }
 
 type writtenStatus struct {
@@ -32,7 +40,25 @@ type writtenStatus struct {
 	status          egressipv1.EgressIPStatus
 }
 
-func newStatusMemory() *statusMemory { return &statusMemory{written: map[string]writtenStatus{}} }
+func newStatusMemory() *statusMemory {
+	return &statusMemory{written: map[string]writtenStatus{}, own: map[string]string{}}
+}
+
+// ownWrite tells whether the update old -> new is only this master's own latest
+// status write: new is the version that write returned, and nothing but status
+// differs from old (same generation, i.e. spec, same labels and annotations, not
+// being deleted). Such an update is not an event: the sync that wrote it already
+// planned with that status. Safe from any goroutine.
+func (m *statusMemory) ownWrite(old, new *egressipv1.EgressIP) bool {
+	if new.ResourceVersion == "" {
+		return false
+	}
+	m.mu.Lock()
+	rv := m.own[new.Name]
+	m.mu.Unlock()
+	return rv == new.ResourceVersion && old.UID == new.UID && old.Generation == new.Generation &&
+		new.DeletionTimestamp == nil && maps.Equal(old.Labels, new.Labels) && maps.Equal(old.Annotations, new.Annotations)
+}
 
 // current returns the status the master should consider current for eip (a
 // cached object) and the resourceVersion to base a write on.
@@ -62,6 +88,9 @@ func (m *statusMemory) remember(cached, updated *egressipv1.EgressIP) {
 		uid: cached.UID, basedOn: basedOn,
 		resourceVersion: updated.ResourceVersion, status: updated.Status,
 	}
+	m.mu.Lock()
+	m.own[cached.Name] = updated.ResourceVersion
+	m.mu.Unlock()
 }
 
 // prune forgets EgressIPs that no longer exist.
@@ -71,6 +100,13 @@ func (m *statusMemory) prune(exists map[string]bool) {
 			delete(m.written, name)
 		}
 	}
+	m.mu.Lock()
+	for name := range m.own {
+		if !exists[name] {
+			delete(m.own, name)
+		}
+	}
+	m.mu.Unlock()
 }
 
 // writeStatus writes status to eip's status subresource, based on resourceVersion

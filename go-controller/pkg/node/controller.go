@@ -7,6 +7,7 @@ import (
 	"maps"
 	"net/netip"
 	"slices"
+	"sync"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -61,6 +62,8 @@ type controller struct {
 	// result is the freshest view, so a second sync does not send the same patch.
 	patched     *corev1.Node
 	patchedFrom *corev1.Node
+	// own is what the last patch wrote, for the Node informer's handler (ownPatch).
+	own ownPatch
 	// computed is the host state the last sync computed (before released state
 	// was merged in); released holds what egress IPs that moved away left behind,
 	// until when it stays (Params.ReleaseLinger).
@@ -169,7 +172,7 @@ func newController(p Params) (*controller, error) {
 	if _, err := nodeInf.Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
 		AddFunc: func(any) { enqueue() },
 		UpdateFunc: func(o, n any) {
-			if nodeFactsChanged(o, n) {
+			if nodeFactsChanged(o, n) && !c.own.is(o, n) {
 				enqueue()
 			}
 		},
@@ -354,6 +357,7 @@ func (c *controller) publish(ctx context.Context, snap hostinfo.Snapshot, eips [
 		return errors.Join(factsErr, fmt.Errorf("node %s: patch egress facts: %w", node.Name, err))
 	}
 	c.patched, c.patchedFrom = updated, cached
+	c.own.wrote(updated.ResourceVersion, set)
 	klog.InfoS("Published egress facts", "node", node.Name, "gatewayInterface", gw.Name, "patch", string(patch))
 	return factsErr
 }
@@ -427,6 +431,47 @@ func nodeRef(n *corev1.Node) *corev1.ObjectReference {
 }
 
 // handler filters: they only decide whether to queue.
+
+// ownPatch is the node daemon's last patch of its Node: the resourceVersion the apiserver returned and the annotations
+// it set (nil: removed). Written by the sync, read by the informer's handler.
+type ownPatch struct {
+	mu  sync.Mutex
+	rv  string
+	set map[string]*string
+}
+
+func (p *ownPatch) wrote(rv string, set map[string]*string) {
+	p.mu.Lock()
+	p.rv, p.set = rv, set
+	p.mu.Unlock()
+}
+
+// is tells whether the Node update o -> n is only the last patch: n is the version it returned, and n's annotations
+// are o's with the patch applied. Such an update is not an event: the sync that patched already acted on it.
+func (p *ownPatch) is(o, n any) bool {
+	on, ok1 := o.(*corev1.Node)
+	nn, ok2 := n.(*corev1.Node)
+	if !ok1 || !ok2 || nn.ResourceVersion == "" {
+		return false
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if nn.ResourceVersion != p.rv {
+		return false
+	}
+	want := maps.Clone(on.Annotations)
+	if want == nil {
+		want = map[string]string{}
+	}
+	for k, v := range p.set {
+		if v == nil {
+			delete(want, k)
+		} else {
+			want[k] = *v
+		}
+	}
+	return maps.Equal(want, nn.Annotations) || (len(want) == 0 && len(nn.Annotations) == 0)
+}
 
 func nodeFactsChanged(o, n any) bool {
 	on, ok1 := o.(*corev1.Node)

@@ -43,8 +43,10 @@ func TestReleasedRulesStayWhileMasterReroutesHere(t *testing.T) {
 		until = l[netip.MustParseAddr("172.18.0.50")]
 		return err == nil && !until.IsZero(), n.Annotations[annotations.EgressIPsLingeringUntil]
 	})
-	if d := until.Sub(released); d > linger+100*time.Millisecond || d < linger-100*time.Millisecond {
-		t.Errorf("published end %v after the release, want about %v", d, linger)
+	// The end is the linger from when the daemon saw the release: not before the release plus the linger, and late
+	// only by how long the daemon took to see it (generous: a loaded machine).
+	if d := until.Sub(released); d > linger+2*time.Second || d < linger-100*time.Millisecond {
+		t.Errorf("published end %v after the release, want the linger %v (plus the time to see the release)", d, linger)
 	}
 	waitFor(t, "lingering no longer listed after its end", func() (bool, string) {
 		n, _ := f.kube.CoreV1().Nodes().Get(ctx, "node1", metav1.GetOptions{})

@@ -143,7 +143,8 @@ func TestDaemonsUnderNodeWritesPolicy(t *testing.T) {
 		snap.Links[0].Addrs = snap.Links[0].Addrs[:1]
 		snap.Links[0].Addrs[0].Prefix = netip.MustParsePrefix(fmt.Sprintf("172.18.0.1%d/16", i+1))
 		params[name] = Params{Kube: kubernetes.NewForConfigOrDie(cfg), EgressIP: egressipclientset.NewForConfigOrDie(cfg),
-			NodeName: name, GatewayMode: GatewayModeLocal, ResyncInterval: time.Second, ReleaseLinger: -1, host: &fakeHost{snap: snap}}
+			NodeName: name, GatewayMode: GatewayModeLocal, ResyncInterval: time.Second, ReleaseLinger: -1, DaemonID: "daemon-" + name,
+			host: &fakeHost{snap: snap}}
 		startDaemon(params[name])
 	}
 	mtok, err := apiserver.ServiceAccountToken(ctx, admin, "ovn-egressip", "ovnkube-egressip-master", "", time.Hour)
@@ -204,6 +205,9 @@ func TestDaemonsUnderNodeWritesPolicy(t *testing.T) {
 			}
 			if want := fmt.Sprintf(`{"ipv4":"172.18.0.1%d/16"}`, i+1); n.Annotations[annotations.PrimaryIfAddr] != want {
 				return false, fmt.Sprintf("%s: %s = %q, want %s", name, annotations.PrimaryIfAddr, n.Annotations[annotations.PrimaryIfAddr], want)
+			}
+			if got := n.Annotations[annotations.EgressDaemonID]; got != "daemon-"+name {
+				return false, fmt.Sprintf("%s: %s = %q (the policy must let the node write it)", name, annotations.EgressDaemonID, got)
 			}
 		}
 		return true, ""
