@@ -127,6 +127,13 @@ func newNBClient(s settings) (client.Client, error) {
 	// Not WithInactivityCheck: in this libovsdb version its traffic channel is
 	// closed on disconnect while Transact may still send on it (a data race, and a
 	// possible panic). watchNB probes the connection instead.
+	// libovsdb's reconnect purges the cache (TableCache.Purge replaces its database model) while other goroutines
+	// may use it; its Mapper() reads that model without the cache's lock, and every libovsdb API call that builds
+	// operations from models (Where, Create, List, ...) goes through it: the data race the test harness met
+	// (test/cluster/nb.go dials again instead). The master is not exposed: it reads the cache only through
+	// TableCache.Table and RowCache.RowsShallow (under the cache's locks, nbstate.EachRow), and builds every
+	// operation itself (nbstate.Ops, ReadCurrentLive's selects) for Transact. TestNBRestartsDuringSyncs restarts NB
+	// under syncs with -race.
 	opts := []client.Option{client.WithLogger(&logger), client.WithReconnect(s.NBTimeout, retry)}
 	for _, ep := range s.endpoints {
 		opts = append(opts, client.WithEndpoint(ep))

@@ -211,3 +211,34 @@ func TestNBRestart(t *testing.T) {
 		sn("node1", "172.18.0.33", "10.244.1.5", "eip-prod"), sn("node1", "172.18.0.33", "10.244.3.6", "eip-prod"),
 	})
 }
+
+// TestNBRestartsDuringSyncs: the production master lets libovsdb reconnect by itself, and libovsdb's reconnect purges
+// the client's cache. Here the real NB ovsdb-server is restarted again and again while pods churn, so that syncs run
+// (and read the cache) across the reconnects; with -race a data race between the purge and the master's reads fails
+// the test. Afterwards the rows converge.
+func TestNBRestartsDuringSyncs(t *testing.T) {
+	e := cluster(t, nbserver.Start, "shared")
+	e.create(egressIP("eip-prod", 0, []string{"172.18.0.33"}, prodNS, web))
+	e.expectStatus("eip-prod", "172.18.0.33@node1")
+	want := map[string]string{"prod/web1": rr("eip-prod", "10.244.1.5", "100.64.0.2"), "prod/web2": rr("eip-prod", "10.244.3.6", "100.64.0.2")}
+	e.expectRows("before", want, []string{sn("node1", "172.18.0.33", "10.244.1.5", "eip-prod"), sn("node1", "172.18.0.33", "10.244.3.6", "eip-prod")})
+	snats := []string{sn("node1", "172.18.0.33", "10.244.1.5", "eip-prod"), sn("node1", "172.18.0.33", "10.244.3.6", "eip-prod")}
+	const restarts = 8
+	for i := range restarts {
+		name := fmt.Sprintf("churn%d", i)
+		ip := fmt.Sprintf("10.244.1.%d", 100+i)
+		before := e.started.Load()
+		e.create(pod("prod", name, ip, web)) // a sync starts on it while NB goes away and comes back
+		e.eventually("a sync started on the new pod", func() error {
+			if e.started.Load() == before {
+				return fmt.Errorf("no sync started")
+			}
+			return nil
+		})
+		e.nb.Restart()
+		want["prod/"+name] = rr("eip-prod", ip, "100.64.0.2")
+		snats = append(snats, sn("node1", "172.18.0.33", ip, "eip-prod"))
+	}
+	e.nbc = e.nb.Client(t)
+	e.expectRows(fmt.Sprintf("after %d NB restarts during syncs", restarts), want, snats)
+}
