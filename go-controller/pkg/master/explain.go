@@ -604,9 +604,8 @@ func notSelectedWhy(eips []*egressipv1.EgressIP, ns *corev1.Namespace) string {
 }
 
 // ExplainPod explains which EgressIP serves pod ns/name and the source the
-// outside world sees.
-//
-//nolint:funlen // 111 lines, the one product function not split into steps yet (issue 27)
+// outside world sees: which EgressIP serves it (and which stand by), the sources
+// its routes give per family, then whether NB holds its rows.
 func ExplainPod(in ExplainInput, ns, name string) (*PodReport, error) {
 	st := newExplainState(in)
 	var pod *corev1.Pod
@@ -642,29 +641,37 @@ func ExplainPod(in ExplainInput, ns, name string) (*PodReport, error) {
 			eip = e
 		}
 	}
-	order := selection.Ordered(in.EgressIPs)
-	var before []string
-	for _, e := range order {
-		if e.Name == eip.Name {
-			break
-		}
-		if s, err := selection.Compile(e); err == nil && s.Matches(nsObj, pod) {
-			before = append(before, e.Name)
-		}
-	}
+	r.Why = servedWhy(in.EgressIPs, eip, nsObj, pod)
+	st.podSources(r, eip)
+	st.podOutcome(r, eip, pod)
+	return r, nil
+}
+
+// servedWhy says that eip selects the pod, and which later EgressIPs (in serving order) also select it and stand by.
+func servedWhy(eips []*egressipv1.EgressIP, eip *egressipv1.EgressIP, ns *corev1.Namespace, pod *corev1.Pod) string {
 	var others []string
-	for _, e := range order {
-		if e.Name == eip.Name || slices.Contains(before, e.Name) {
+	seen := false
+	for _, e := range selection.Ordered(eips) {
+		if e.Name == eip.Name {
+			seen = true
 			continue
 		}
-		if s, err := selection.Compile(e); err == nil && s.Matches(nsObj, pod) {
+		if s, err := selection.Compile(e); seen && err == nil && s.Matches(ns, pod) {
 			others = append(others, e.Name)
 		}
 	}
-	r.Why = "EgressIP " + eip.Name + " selects it (namespaceSelector and podSelector match)"
+	why := "EgressIP " + eip.Name + " selects it (namespaceSelector and podSelector match)"
 	if len(others) > 0 {
-		r.Why += "; also selected by " + strings.Join(others, ", ") + ", which come later in serving order (EgressIPs with an assigned IP first, then oldest, then name) and stand by"
+		why += "; also selected by " + strings.Join(others, ", ") + ", which come later in serving order (EgressIPs with an assigned IP first, then oldest, then name) and stand by"
 	}
+	return why
+}
+
+// podSources fills r.Via, r.Sources and r.Lingering from eip's routes (nbstate.Routes), per family: the SNAT
+// holders (shared gateway mode), the ready holders (local gateway mode), or, with none ready, the nodes that still
+// SNAT one of its IPs by their published linger (nbstate.Lingers), as the master reroutes.
+func (st *explainState) podSources(r *PodReport, eip *egressipv1.EgressIP) {
+	in := st.in
 	nbIn := nbstate.Input{Mode: st.mode, ClusterSubnets: in.ClusterSubnets, JoinSubnets: in.JoinSubnets, Nodes: st.nbNodes, Now: st.now()}
 	ne := toNB(eip.Name, eip.Status.Items, nil)
 	ne.IPs = specIPs(eip)
@@ -678,28 +685,33 @@ func ExplainPod(in ExplainInput, ns, name string) (*PodReport, error) {
 		for _, h := range rt.SNAT {
 			r.Sources = append(r.Sources, h.EgressIP.String())
 		}
-		if st.mode == nbstate.LocalGateway {
-			ready := false
-			for _, it := range eip.Status.Items {
-				a, err := netip.ParseAddr(it.EgressIP)
-				if err == nil && nbstate.Family(a) == fam && st.nbNodes[it.Node].ReadyEgressIPs[a] {
-					r.Sources = append(r.Sources, a.String())
-					ready = true
-				}
+		if st.mode != nbstate.LocalGateway {
+			continue
+		}
+		ready := false
+		for _, it := range eip.Status.Items {
+			a, err := netip.ParseAddr(it.EgressIP)
+			if err == nil && nbstate.Family(a) == fam && st.nbNodes[it.Node].ReadyEgressIPs[a] {
+				r.Sources = append(r.Sources, a.String())
+				ready = true
 			}
-			if !ready && !rt.Drop {
-				// No ready holder: the nodes that still SNAT one of its IPs by their
-				// published linger (nbstate.Lingers) carry it, as the master reroutes.
-				for _, l := range lingerReports(nbIn, ne, fam) {
-					r.Sources = append(r.Sources, l.IP)
-					r.Via = append(r.Via, l.IP+"@"+l.Node+" (lingering"+lingerEnd(l.Until)+")")
-					r.Lingering = append(r.Lingering, l)
-				}
-			}
+		}
+		if ready || rt.Drop {
+			continue
+		}
+		for _, l := range lingerReports(nbIn, ne, fam) {
+			r.Sources = append(r.Sources, l.IP)
+			r.Via = append(r.Via, l.IP+"@"+l.Node+" (lingering"+lingerEnd(l.Until)+")")
+			r.Lingering = append(r.Lingering, l)
 		}
 	}
 	slices.Sort(r.Sources)
 	r.Sources = slices.Compact(r.Sources)
+}
+
+// podOutcome ends r.Why with how the pod's traffic leaves: as an unserved pod while NB lacks its rows, through the
+// lingering nodes, through the holders, dropped (strict), or as an unserved pod when nothing carries its IPs.
+func (st *explainState) podOutcome(r *PodReport, eip *egressipv1.EgressIP, pod *corev1.Pod) {
 	missing := st.missingPodRows(eip, pod)
 	switch {
 	case len(missing) > 0:
@@ -720,7 +732,6 @@ func ExplainPod(in ExplainInput, ns, name string) (*PodReport, error) {
 		r.Why += "; but no egress IP of it is assigned and carried: it leaves as an unserved pod"
 		r.Sources = st.unservedSource(pod)
 	}
-	return r, nil
 }
 
 // holdersOf lists "ip@node" of eip's status items of family fam.
