@@ -2,7 +2,10 @@
 # Installs what the local cluster needs on a Debian machine (run as root):
 #   - Debian packages, only those whose programs are missing (apt-get update is run only then);
 #   - kube-apiserver and kubectl v1.37.2, built once per machine from the Go module proxy (contrib/build-kube.sh;
-#     cold about 7 minutes on 2 cores, then cached in ${OVN_EIP_CACHE:-/var/cache/ovn-egressip}).
+#     cold about 7 minutes on 2 cores, then cached in ${OVN_EIP_CACHE:-/var/cache/ovn-egressip});
+#   - userspace Open vSwitch 4.0.0 (ovs-vswitchd, ovsdb-server, ovs-vsctl, ...), built once per machine from Debian's
+#     source package openvswitch 4.0.0-2 (contrib/build-ovs.sh; cold about 4 minutes on 2 cores, cached beside
+#     kube-apiserver): the test bed runs it instead of bookworm's 3.1.0, whose userspace conntrack aborts under load.
 # On failure it prints one line naming the cause and exits 1.
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
@@ -39,3 +42,4 @@ if ((${#missing[@]})); then
 fi
 command -v go >/dev/null || { echo "install-deps: go not found (Go 1.26 builds kube-apiserver, kubectl and the harness)" >&2; exit 1; }
 bash "$here/build-kube.sh" >/dev/null
+bash "$here/build-ovs.sh" >/dev/null

@@ -1026,9 +1026,9 @@ func (h *harness) report() {
 		h.logf("health check: nodes declared unreachable %d, held because no node answered (the master suspected itself) %d",
 			strings.Count(string(b), "is unreachable (no health answer"), strings.Count(string(b), "the master suspects itself"))
 	}
-	// The userspace datapath of Debian's OVS 3.1 sometimes aborts (a conntrack assertion) and its monitor restarts
-	// it: the data plane stops for about a second (test/e2e reruns a failover case when it happens). Listed so that
-	// a failed probe can be matched with one.
+	// The userspace datapath of Debian bookworm's OVS 3.1 (the fallback when contrib/build-ovs.sh's OVS is not built)
+	// sometimes aborts (a conntrack assertion) and its monitor restarts it: the data plane stops for about a second
+	// (test/e2e reruns a failover case when it happens). Listed so that a failed probe can be matched with one.
 	// (The interconnect layout has one more ovs-vswitchd per chassis: log/<node>-ovs-vswitchd.log.)
 	if logs, _ := filepath.Glob(filepath.Join(h.c.StateDir(), "log", "*ovs-vswitchd.log")); len(logs) > 0 {
 		var crashes []string

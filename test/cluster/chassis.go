@@ -76,7 +76,7 @@ func zoneOVSEnv(p paths, node string) []string {
 
 // zoneVsctl runs ovs-vsctl against node's Open_vSwitch database.
 func zoneVsctl(ctx context.Context, p paths, node string, args ...string) (string, error) {
-	return run(ctx, "ovs-vsctl", append([]string{"--db=unix:" + p.zoneOVSSock(node), "--timeout=20"}, args...)...)
+	return run(ctx, ovs("ovs-vsctl"), append([]string{"--db=unix:" + p.zoneOVSSock(node), "--timeout=20"}, args...)...)
 }
 
 // vsctlOf runs ovs-vsctl against the Open_vSwitch database holding the bridges of node ("" = the root namespace's).
@@ -100,11 +100,11 @@ func startChassisOVS(ctx context.Context, p paths, n NodeAddrs) error {
 		return err
 	}
 	conf := filepath.Join(p.zoneDB(n.Name), "conf.db")
-	if _, err := run(ctx, "ovsdb-tool", "create", conf, "/usr/share/openvswitch/vswitch.ovsschema"); err != nil {
+	if _, err := run(ctx, ovs("ovsdb-tool"), "create", conf, ovsTools().Schema); err != nil {
 		return err
 	}
 	name := zonePidName(n.Name, "ovsdb-server")
-	if _, err := runWith(ctx, zoneOVSEnv(p, n.Name), "", "ovsdb-server", conf, "--detach", "--no-chdir",
+	if _, err := runWith(ctx, zoneOVSEnv(p, n.Name), "", ovs("ovsdb-server"), conf, "--detach", "--no-chdir",
 		"--pidfile="+p.pidfile(name), "--log-file="+filepath.Join(p.log(), n.Name+"-ovsdb-server.log"),
 		"--remote=punix:"+p.zoneOVSSock(n.Name), "--unixctl="+filepath.Join(p.run(), name+".ctl")); err != nil {
 		return err
@@ -137,7 +137,7 @@ func startChassisOVS(ctx context.Context, p paths, n NodeAddrs) error {
 func startZoneVswitchd(ctx context.Context, p paths, node string) error {
 	name := zonePidName(node, "ovs-vswitchd")
 	_, err := runWith(ctx, zoneOVSEnv(p, node), "", "ip", "netns", "exec", ChassisNetnsName(node),
-		"ovs-vswitchd", "unix:"+p.zoneOVSSock(node), "--detach", "--monitor", "--no-chdir",
+		ovs("ovs-vswitchd"), "unix:"+p.zoneOVSSock(node), "--detach", "--monitor", "--no-chdir",
 		"--pidfile="+p.pidfile(name), "--log-file="+filepath.Join(p.log(), node+"-ovs-vswitchd.log"),
 		"--unixctl="+zoneVswitchdCtl(p, node))
 	return err
@@ -230,7 +230,7 @@ func setZoneTunnelNeighbours(ctx context.Context, p paths, node string, nodes []
 		if r.Name == node {
 			continue
 		}
-		if _, err := run(ctx, "ovs-appctl", "-t", zoneVswitchdCtl(p, node), "tnl/neigh/set", BrTun, r.EncapIP.String(), tunnelMAC(r)); err != nil {
+		if _, err := run(ctx, ovs("ovs-appctl"), "-t", zoneVswitchdCtl(p, node), "tnl/neigh/set", BrTun, r.EncapIP.String(), tunnelMAC(r)); err != nil {
 			return err
 		}
 	}
@@ -321,6 +321,6 @@ func stopZoneOVS(ctx context.Context, p paths, zone string) []int {
 		_, _ = zoneVsctl(ctx, p, zone, "--timeout=5", "--if-exists", "del-br", ZoneIntegrationBridge(zone),
 			"--", "--if-exists", "del-br", BrEx, "--", "--if-exists", "del-br", BrTun)
 	}
-	pids = append(pids, appctlExit(ctx, p, zonePidName(zone, "ovs-vswitchd"), "ovs-appctl"))
-	return append(pids, appctlExit(ctx, p, zonePidName(zone, "ovsdb-server"), "ovs-appctl"))
+	pids = append(pids, appctlExit(ctx, p, zonePidName(zone, "ovs-vswitchd"), ovs("ovs-appctl")))
+	return append(pids, appctlExit(ctx, p, zonePidName(zone, "ovsdb-server"), ovs("ovs-appctl")))
 }

@@ -87,6 +87,8 @@ func up(ctx context.Context, cfg Config, p paths) (*Cluster, error) {
 	if err := preflight(); err != nil {
 		return nil, err
 	}
+	t := ovsTools()
+	logf("Open vSwitch: %s, %s", ovsVersion(t), t.Origin)
 	root := cfg.RepoRoot
 	if root == "" {
 		r, err := apiserver.RepoRoot()
@@ -415,7 +417,11 @@ func nodeHostScript(n NodeAddrs, mode string, fams []int) string {
 
 // preflight checks the tools and that no other OVS userspace data plane runs on this machine.
 func preflight() error {
-	for _, tool := range []string{"ovsdb-tool", "ovsdb-server", "ovs-vsctl", "ovs-vswitchd", "ovs-appctl",
+	if err := checkOVSTools(ovsTools()); err != nil {
+		return err
+	}
+	// OVN's programs, and Debian's ovsdb-tool, ovsdb-server and ovs-appctl for its NB and SB databases
+	for _, tool := range []string{"ovsdb-tool", "ovsdb-server", "ovs-appctl",
 		"ovn-northd", "ovn-controller", "ovn-appctl", "ip", "ethtool", "arping", "iptables", "ip6tables", "go"} {
 		if _, err := exec.LookPath(tool); err != nil {
 			return fmt.Errorf("%s not found: run make install-deps", tool)

@@ -162,7 +162,7 @@ func testInterconnect(t *testing.T, mode, family string) {
 		}
 	}
 	// node1's own ovs-vswitchd encapsulated the request (tnl_push) and decapsulated the reply (tnl_pop).
-	flows, err := run(ctx, "ovs-appctl", "-t", c.ZoneVswitchdCtl("node1"), "dpctl/dump-flows")
+	flows, err := run(ctx, ovs("ovs-appctl"), "-t", c.ZoneVswitchdCtl("node1"), "dpctl/dump-flows")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -220,8 +220,8 @@ func testInterconnect(t *testing.T, mode, family string) {
 	// Each chassis has its own conntrack, as a real node: in shared gateway mode pod b's egress is SNATed by GR_node2
 	// (chassis node2), and only chassis node2's datapath holds that connection.
 	if mode == GatewayShared {
-		ct1, err1 := run(ctx, "ovs-appctl", "-t", c.ZoneVswitchdCtl("node1"), "dpctl/dump-conntrack")
-		ct2, err2 := run(ctx, "ovs-appctl", "-t", c.ZoneVswitchdCtl("node2"), "dpctl/dump-conntrack")
+		ct1, err1 := run(ctx, ovs("ovs-appctl"), "-t", c.ZoneVswitchdCtl("node1"), "dpctl/dump-conntrack")
+		ct2, err2 := run(ctx, ovs("ovs-appctl"), "-t", c.ZoneVswitchdCtl("node2"), "dpctl/dump-conntrack")
 		if err1 != nil || err2 != nil {
 			t.Fatalf("dump-conntrack: %v %v", err1, err2)
 		}

@@ -21,7 +21,7 @@ func runOVS(ctx context.Context, p paths, name string, args ...string) (string, 
 
 // vsctl runs ovs-vsctl against the cluster's Open_vSwitch database.
 func vsctl(ctx context.Context, p paths, args ...string) (string, error) {
-	return run(ctx, "ovs-vsctl", append([]string{"--db=unix:" + p.ovsSock(), "--timeout=20"}, args...)...)
+	return run(ctx, ovs("ovs-vsctl"), append([]string{"--db=unix:" + p.ovsSock(), "--timeout=20"}, args...)...)
 }
 
 // startOVNCentral creates the NB and SB databases and starts their ovsdb-servers (unix sockets for clients; a
@@ -98,10 +98,10 @@ func startOVS(ctx context.Context, p paths) error {
 // startVswitchd starts the Open_vSwitch database and ovs-vswitchd (userspace datapath; no kernel module needed).
 func startVswitchd(ctx context.Context, p paths) error {
 	conf := filepath.Join(p.db(), "conf.db")
-	if _, err := run(ctx, "ovsdb-tool", "create", conf, "/usr/share/openvswitch/vswitch.ovsschema"); err != nil {
+	if _, err := run(ctx, ovs("ovsdb-tool"), "create", conf, ovsTools().Schema); err != nil {
 		return err
 	}
-	if _, err := runOVS(ctx, p, "ovsdb-server", conf, "--detach", "--no-chdir",
+	if _, err := runOVS(ctx, p, ovs("ovsdb-server"), conf, "--detach", "--no-chdir",
 		"--pidfile="+p.pidfile("ovsdb-server"), "--log-file="+filepath.Join(p.log(), "ovsdb-server.log"),
 		"--remote=punix:"+p.ovsSock(), "--unixctl="+filepath.Join(p.run(), "ovsdb-server.ctl")); err != nil {
 		return err
@@ -109,9 +109,10 @@ func startVswitchd(ctx context.Context, p paths) error {
 	if _, err := vsctl(ctx, p, "--no-wait", "init"); err != nil {
 		return err
 	}
-	// --monitor: a monitor process restarts ovs-vswitchd if it crashes (Debian's OVS 3.1 userspace conntrack has
-	// aborted on an assertion in conn_update_state() under NAT churn); the bridges and OpenFlow connections come back.
-	if _, err := runOVS(ctx, p, "ovs-vswitchd", "unix:"+p.ovsSock(), "--detach", "--monitor", "--no-chdir",
+	// --monitor: a monitor process restarts ovs-vswitchd if it crashes (Debian bookworm's OVS 3.1 userspace conntrack,
+	// the fallback when contrib/build-ovs.sh has not built ours, aborts on an assertion under NAT churn); the bridges
+	// and OpenFlow connections come back.
+	if _, err := runOVS(ctx, p, ovs("ovs-vswitchd"), "unix:"+p.ovsSock(), "--detach", "--monitor", "--no-chdir",
 		"--pidfile="+p.pidfile("ovs-vswitchd"), "--log-file="+filepath.Join(p.log(), "ovs-vswitchd.log"),
 		"--unixctl="+filepath.Join(p.run(), "ovs-vswitchd.ctl")); err != nil {
 		return err
@@ -137,9 +138,10 @@ func stopOVN(ctx context.Context, p paths) []int {
 			_, _ = vsctl(ctx, p, "--timeout=5", "--if-exists", "del-br", BrInt, "--", "--if-exists", "del-br", BrEx)
 		}
 	}
-	pids = append(pids, appctlExit(ctx, p, "ovs-vswitchd", "ovs-appctl"))
-	for _, d := range []string{"ovsdb-server", nbMemberName(0), nbMemberName(1), nbMemberName(2), "ovnsb_db"} {
-		pids = append(pids, appctlExit(ctx, p, d, "ovs-appctl"))
+	pids = append(pids, appctlExit(ctx, p, "ovs-vswitchd", ovs("ovs-appctl")))
+	pids = append(pids, appctlExit(ctx, p, "ovsdb-server", ovs("ovs-appctl")))
+	for _, d := range []string{nbMemberName(0), nbMemberName(1), nbMemberName(2), "ovnsb_db"} {
+		pids = append(pids, appctlExit(ctx, p, d, "ovs-appctl")) // OVN's databases: Debian's tools
 	}
 	return pids
 }
