@@ -196,14 +196,8 @@ func readNB(ctx context.Context, addrs []string, tlsConf *tls.Config) (nbstate.C
 		return nbstate.Current{}, nil, err
 	}
 	logger := logr.Discard()
-	opts := []client.Option{client.WithLogger(&logger)}
-	for _, a := range addrs {
-		opts = append(opts, client.WithEndpoint(a))
-	}
-	if tlsConf != nil {
-		opts = append(opts, client.WithTLSConfig(tlsConf))
-	}
-	c, err := client.NewOVSDBClient(dbModel, opts...)
+	// Not leader only: explain has always read from whichever member answers.
+	c, err := client.NewOVSDBClient(dbModel, ovsdbaddr.ClientOptions(&logger, addrs, tlsConf, false)...)
 	if err != nil {
 		return nbstate.Current{}, nil, err
 	}

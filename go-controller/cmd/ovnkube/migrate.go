@@ -217,17 +217,7 @@ func readMigrationNB(ctx context.Context, nb zoneNB) (client.Client, migrate.Sna
 		return nil, migrate.Snapshot{}, err
 	}
 	logger := logr.Discard()
-	opts := []client.Option{client.WithLogger(&logger)}
-	for _, a := range nb.addrs {
-		opts = append(opts, client.WithEndpoint(a))
-	}
-	if len(nb.addrs) > 1 {
-		opts = append(opts, client.WithLeaderOnly(true))
-	}
-	if nb.tls != nil {
-		opts = append(opts, client.WithTLSConfig(nb.tls))
-	}
-	c, err := client.NewOVSDBClient(dbModel, opts...)
+	c, err := client.NewOVSDBClient(dbModel, ovsdbaddr.ClientOptions(&logger, nb.addrs, nb.tls, true)...)
 	if err != nil {
 		return nil, migrate.Snapshot{}, err
 	}

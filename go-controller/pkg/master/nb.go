@@ -18,6 +18,7 @@ import (
 
 	"github.com/ovn-egressip/ovn-egressip/go-controller/pkg/egressip/nbstate"
 	"github.com/ovn-egressip/ovn-egressip/go-controller/pkg/nbdb"
+	"github.com/ovn-egressip/ovn-egressip/go-controller/pkg/ovsdbaddr"
 )
 
 // deadAfterSilentProbes unanswered probes in a row (each waiting at least 2 s)
@@ -134,16 +135,7 @@ func newNBClient(s settings) (client.Client, error) {
 	// TableCache.Table and RowCache.RowsShallow (under the cache's locks, nbstate.EachRow), and builds every
 	// operation itself (nbstate.Ops, ReadCurrentLive's selects) for Transact. TestNBRestartsDuringSyncs restarts NB
 	// under syncs with -race.
-	opts := []client.Option{client.WithLogger(&logger), client.WithReconnect(s.NBTimeout, retry)}
-	for _, ep := range s.endpoints {
-		opts = append(opts, client.WithEndpoint(ep))
-	}
-	if len(s.endpoints) > 1 {
-		opts = append(opts, client.WithLeaderOnly(true))
-	}
-	if s.NBTLS != nil {
-		opts = append(opts, client.WithTLSConfig(s.NBTLS))
-	}
+	opts := append(ovsdbaddr.ClientOptions(&logger, s.endpoints, s.NBTLS, true), client.WithReconnect(s.NBTimeout, retry))
 	return client.NewOVSDBClient(dbModel, opts...)
 }
 
