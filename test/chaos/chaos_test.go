@@ -21,8 +21,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/cenkalti/backoff/v4"
-	"github.com/go-logr/logr"
 	"github.com/ovn-org/libovsdb/client"
 	"github.com/ovn-org/libovsdb/model"
 	corev1 "k8s.io/api/core/v1"
@@ -34,6 +32,7 @@ import (
 	egressipclientset "github.com/ovn-egressip/ovn-egressip/go-controller/pkg/crd/egressip/v1/apis/clientset/versioned"
 	"github.com/ovn-egressip/ovn-egressip/go-controller/pkg/nbdb"
 	"github.com/ovn-egressip/ovn-egressip/test/cluster"
+	"github.com/ovn-egressip/ovn-egressip/test/nbserver"
 	"github.com/ovn-egressip/ovn-egressip/test/waitfor"
 )
 
@@ -281,30 +280,12 @@ func (h *harness) dialNB(address string) client.Client {
 	if err != nil {
 		h.t.Fatal(err)
 	}
-	quiet := logr.Discard()
-	retry := backoff.NewExponentialBackOff()
-	retry.InitialInterval, retry.MaxInterval, retry.MaxElapsedTime = 50*time.Millisecond, time.Second, 0
-	opts := []client.Option{client.WithLogger(&quiet), client.WithReconnect(10*time.Second, retry)}
-	eps := strings.Split(address, ",")
-	for _, ep := range eps {
-		opts = append(opts, client.WithEndpoint(ep))
-	}
-	if len(eps) > 1 {
-		opts = append(opts, client.WithLeaderOnly(true))
-	}
-	nb, err := client.NewOVSDBClient(dbm, opts...)
-	if err != nil {
-		h.t.Fatal(err)
-	}
+	nb := nbserver.Connect(h.ctx, h.t, address, dbm, 30*time.Second, nbserver.Reconnect(10*time.Second, 50*time.Millisecond, time.Second))
 	cctx, cancel := context.WithTimeout(h.ctx, 30*time.Second)
 	defer cancel()
-	if err := nb.Connect(cctx); err != nil {
-		h.t.Fatal(err)
-	}
 	if _, err := nb.MonitorAll(cctx); err != nil {
 		h.t.Fatal(err)
 	}
-	h.t.Cleanup(nb.Close)
 	return nb
 }
 

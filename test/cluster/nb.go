@@ -10,11 +10,12 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/go-logr/logr"
-	"github.com/ovn-egressip/ovn-egressip/go-controller/pkg/nbdb"
 	"github.com/ovn-org/libovsdb/client"
 	"github.com/ovn-org/libovsdb/model"
 	"github.com/ovn-org/libovsdb/ovsdb"
+
+	"github.com/ovn-egressip/ovn-egressip/go-controller/pkg/nbdb"
+	"github.com/ovn-egressip/ovn-egressip/test/nbserver"
 )
 
 // nbConn is a libovsdb connection to the cluster's NB database with Logical_Switch and Logical_Switch_Port monitored.
@@ -33,16 +34,7 @@ func dialNB(ctx context.Context, address string) (*nbConn, error) {
 	if err != nil {
 		return nil, err
 	}
-	discard := logr.Discard()
-	opts := []client.Option{client.WithLogger(&discard)}
-	eps := strings.Split(address, ",")
-	for _, ep := range eps {
-		opts = append(opts, client.WithEndpoint(ep))
-	}
-	if len(eps) > 1 {
-		opts = append(opts, client.WithLeaderOnly(true))
-	}
-	c, err := client.NewOVSDBClient(dbm, opts...)
+	c, err := nbserver.NewClient(address, dbm)
 	if err != nil {
 		return nil, err
 	}

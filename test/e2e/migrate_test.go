@@ -11,8 +11,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/go-logr/logr"
-	"github.com/ovn-org/libovsdb/client"
 	"github.com/ovn-org/libovsdb/model"
 	"github.com/ovn-org/libovsdb/ovsdb"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -240,8 +238,7 @@ func seedUpstreamRows(t *testing.T, e *env, podIP, egress netip.Addr) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	quiet := logr.Discard()
-	c, err := client.NewOVSDBClient(dbm, client.WithEndpoint(e.c.NBAddress()), client.WithLogger(&quiet))
+	c, err := nbserver.NewClient(e.c.NBAddress(), dbm)
 	if err != nil {
 		t.Fatal(err)
 	}

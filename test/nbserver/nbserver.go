@@ -20,7 +20,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/go-logr/logr"
 	"github.com/ovn-org/libovsdb/client"
 	"github.com/ovn-org/libovsdb/database/inmemory"
 	"github.com/ovn-org/libovsdb/model"
@@ -270,18 +269,7 @@ func (s *Server) Conn(t testing.TB) client.Client {
 	if err != nil {
 		t.Fatal(err)
 	}
-	quiet := logr.Discard() // libovsdb's default logger is verbose (and sets a global verbosity)
-	c, err := client.NewOVSDBClient(clientModel, client.WithEndpoint(s.Addr), client.WithLogger(&quiet))
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	if err := c.Connect(ctx); err != nil {
-		t.Fatalf("connect to %s: %v", s.Addr, err)
-	}
-	t.Cleanup(c.Close)
-	return c
+	return Connect(context.Background(), t, s.Addr, clientModel, 10*time.Second)
 }
 
 // String is the address, for logs.

@@ -14,8 +14,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/cenkalti/backoff/v4"
-	"github.com/go-logr/logr"
 	"github.com/ovn-org/libovsdb/client"
 
 	"github.com/ovn-egressip/ovn-egressip/go-controller/pkg/nbdb"
@@ -311,26 +309,7 @@ func (c *Cluster) leaderConn(t testing.TB) client.Client {
 	if err != nil {
 		t.Fatal(err)
 	}
-	quiet := logr.Discard()
-	retry := backoff.NewExponentialBackOff()
-	retry.InitialInterval = 50 * time.Millisecond
-	retry.MaxInterval = time.Second
-	retry.MaxElapsedTime = 0
-	opts := []client.Option{client.WithLogger(&quiet), client.WithLeaderOnly(true), client.WithReconnect(5*time.Second, retry)}
-	for _, m := range c.Members {
-		opts = append(opts, client.WithEndpoint(m.Addr))
-	}
-	cl, err := client.NewOVSDBClient(clientModel, opts...)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
-	defer cancel()
-	if err := cl.Connect(ctx); err != nil {
-		t.Fatalf("connect to %s: %v", c.Addr, err)
-	}
-	t.Cleanup(cl.Close)
-	return cl
+	return Connect(context.Background(), t, c.Addr, clientModel, 15*time.Second, Reconnect(5*time.Second, 50*time.Millisecond, time.Second))
 }
 
 // MemberConn returns a connected client of member m alone (not leader-only: a

@@ -21,6 +21,7 @@ import (
 	eipinformers "github.com/ovn-egressip/ovn-egressip/go-controller/pkg/crd/egressip/v1/apis/informers/externalversions"
 	"github.com/ovn-egressip/ovn-egressip/go-controller/pkg/egressip/nbstate"
 	"github.com/ovn-egressip/ovn-egressip/go-controller/pkg/nbdb"
+	"github.com/ovn-egressip/ovn-egressip/test/nbserver"
 )
 
 // rowTables are the tables whose rows the master owns.
@@ -84,17 +85,7 @@ func startMonitor(ctx context.Context, t testing.TB, addr string, onRows func([]
 // cleanup); logger receives libovsdb's log.
 func connectNB(ctx context.Context, t testing.TB, addr string, clientModel model.ClientDBModel, logger logr.Logger) client.Client {
 	t.Helper()
-	c, err := client.NewOVSDBClient(clientModel, client.WithEndpoint(addr), client.WithLogger(&logger))
-	if err != nil {
-		t.Fatal(err)
-	}
-	cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-	defer cancel()
-	if err := c.Connect(cctx); err != nil {
-		t.Fatalf("scale: connect to NB %s: %v", addr, err)
-	}
-	t.Cleanup(c.Close)
-	return c
+	return nbserver.Connect(ctx, t, addr, clientModel, 10*time.Second, client.WithLogger(&logger))
 }
 
 // push queues one event (libovsdb's event goroutine: must be quick).
