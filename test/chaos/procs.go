@@ -1,7 +1,6 @@
 package chaos
 
 import (
-	"bufio"
 	"context"
 	"fmt"
 	"net"
@@ -17,6 +16,7 @@ import (
 	"time"
 
 	"github.com/ovn-egressip/ovn-egressip/test/cluster"
+	"github.com/ovn-egressip/ovn-egressip/test/metrics"
 )
 
 // restartDelay is how long the supervisor waits before restarting a process that exited, as the kubelet restarts
@@ -181,25 +181,21 @@ type sample struct {
 // scrape reads go_goroutines, go_gc_heap_live_bytes and process_resident_memory_bytes from p's /metrics.
 func scrape(ctx context.Context, p *proc) sample {
 	s := sample{-1, -1, -1}
-	lines, err := metricLines(ctx, p)
+	m, err := scrapeProc(ctx, p)
 	if err != nil {
 		return s
 	}
-	for _, line := range lines {
-		for name, dst := range map[string]*float64{"go_goroutines ": &s.goroutines, "go_gc_heap_live_bytes ": &s.heapLive,
-			"process_resident_memory_bytes ": &s.rss} {
-			if v, ok := strings.CutPrefix(line, name); ok {
-				if f, err := strconv.ParseFloat(strings.TrimSpace(v), 64); err == nil {
-					*dst = f
-				}
-			}
+	for name, dst := range map[string]*float64{"go_goroutines": &s.goroutines, "go_gc_heap_live_bytes": &s.heapLive,
+		"process_resident_memory_bytes": &s.rss} {
+		if v, ok := m.Value(name); ok {
+			*dst = v
 		}
 	}
 	return s
 }
 
-// metricLines reads p's /metrics (text format), one sample per line.
-func metricLines(ctx context.Context, p *proc) ([]string, error) {
+// scrapeProc reads p's /metrics, from inside its netns when it runs in one.
+func scrapeProc(ctx context.Context, p *proc) (metrics.Set, error) {
 	tr := &http.Transport{DialContext: func(ctx context.Context, network, addr string) (net.Conn, error) {
 		if p.netns == "" {
 			var d net.Dialer
@@ -208,22 +204,7 @@ func metricLines(ctx context.Context, p *proc) ([]string, error) {
 		return cluster.DialFrom(p.netns, network, addr, 2*time.Second)
 	}}
 	defer tr.CloseIdleConnections()
-	hc := &http.Client{Transport: tr, Timeout: 3 * time.Second}
-	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+p.metrics+"/metrics", nil)
-	resp, err := hc.Do(req)
-	if err != nil {
-		return nil, err
-	}
-	defer resp.Body.Close()
-	var lines []string
-	sc := bufio.NewScanner(resp.Body)
-	sc.Buffer(make([]byte, 1<<20), 1<<20)
-	for sc.Scan() {
-		if line := sc.Text(); !strings.HasPrefix(line, "#") {
-			lines = append(lines, line)
-		}
-	}
-	return lines, sc.Err()
+	return metrics.Scrape(ctx, &http.Client{Transport: tr, Timeout: 3 * time.Second}, metrics.URL(p.metrics))
 }
 
 // queueState is a reading of one workqueue's metrics (metricsutil: workqueue_*{name=...}).
@@ -245,29 +226,22 @@ func (q queueState) idle() bool { return q.present && q.depth == 0 && q.adds == 
 
 // readQueue reads the workqueue metrics of queue name from p's /metrics.
 func readQueue(ctx context.Context, p *proc, name string) (queueState, error) {
-	lines, err := metricLines(ctx, p)
+	m, err := scrapeProc(ctx, p)
 	if err != nil {
 		return queueState{}, err
 	}
 	var q queueState
 	seen := 0
-	label := `{name="` + name + `"}`
-	for _, line := range lines {
-		for metric, dst := range map[string]*float64{"workqueue_depth": &q.depth, "workqueue_adds_total": &q.adds,
-			"workqueue_work_duration_seconds_count": &q.done} {
-			if v, ok := strings.CutPrefix(line, metric+label+" "); ok {
-				f, err := strconv.ParseFloat(strings.TrimSpace(v), 64)
-				if err != nil {
-					return queueState{}, fmt.Errorf("%s: %w", line, err)
-				}
-				*dst = f
-				seen++
-			}
+	for metric, dst := range map[string]*float64{"workqueue_depth": &q.depth, "workqueue_adds_total": &q.adds,
+		"workqueue_work_duration_seconds_count": &q.done} {
+		if v, ok := m.Value(metric, "name", name); ok {
+			*dst = v
+			seen++
 		}
-		if v, ok := strings.CutPrefix(line, `ovnkube_master_egress_node_reachable{node="`); ok {
-			if node, val, ok := strings.Cut(v, `"} `); ok && strings.TrimSpace(val) == "0" {
-				q.unreachable = append(q.unreachable, node)
-			}
+	}
+	for _, s := range m.Series("ovnkube_master_egress_node_reachable") {
+		if node := metrics.Label(s, "node"); node != "" && metrics.Value(s) == 0 {
+			q.unreachable = append(q.unreachable, node)
 		}
 	}
 	sort.Strings(q.unreachable)

@@ -9,10 +9,8 @@ import (
 	"net/netip"
 	"os"
 	"path/filepath"
-	"regexp"
 	"slices"
 	"sort"
-	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -27,6 +25,7 @@ import (
 	egressipv1 "github.com/ovn-egressip/ovn-egressip/go-controller/pkg/crd/egressip/v1"
 	"github.com/ovn-egressip/ovn-egressip/go-controller/pkg/healthcheck"
 	"github.com/ovn-egressip/ovn-egressip/test/cluster"
+	"github.com/ovn-egressip/ovn-egressip/test/metrics"
 	"github.com/ovn-egressip/ovn-egressip/test/waitfor"
 )
 
@@ -147,21 +146,14 @@ func vswitchdCrashes(t *testing.T, dir string) int {
 	return n
 }
 
+// scrape is the sum of metric's series (every label set) at addr's /metrics.
 func scrape(t *testing.T, addr, metric string) float64 {
 	t.Helper()
-	resp, err := http.Get("http://" + addr + "/metrics")
+	m, err := metrics.Scrape(context.Background(), nil, metrics.URL(addr))
 	if err != nil {
-		t.Fatalf("scrape %s: %v", addr, err)
+		t.Fatal(err)
 	}
-	defer resp.Body.Close()
-	body, _ := io.ReadAll(resp.Body)
-	re := regexp.MustCompile(`(?m)^` + regexp.QuoteMeta(metric) + `(\{[^}]*\})? ([0-9.e+-]+)$`)
-	sum := 0.0
-	for _, m := range re.FindAllStringSubmatch(string(body), -1) {
-		v, _ := strconv.ParseFloat(m[2], 64)
-		sum += v
-	}
-	return sum
+	return m.Sum(metric)
 }
 
 // TestFailover kills the egress node's daemon, then cuts its links (management

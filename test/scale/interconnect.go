@@ -58,6 +58,7 @@ import (
 	"github.com/ovn-egressip/ovn-egressip/go-controller/pkg/egressip/selection"
 	"github.com/ovn-egressip/ovn-egressip/go-controller/pkg/nbdb"
 	"github.com/ovn-egressip/ovn-egressip/test/cluster"
+	"github.com/ovn-egressip/ovn-egressip/test/metrics"
 	"github.com/ovn-egressip/ovn-egressip/test/nbserver"
 )
 
@@ -811,9 +812,9 @@ func (ic *icHarness) settle(ctx context.Context) {
 // icMark is what a phase reads before its change.
 type icMark struct {
 	at      time.Time
-	metrics []metricSet // per proc
-	dbSize  []int64     // per zone: its NB file's size
-	status  int         // status changes seen so far
+	metrics []metrics.Set // per proc
+	dbSize  []int64       // per zone: its NB file's size
+	status  int           // status changes seen so far
 	before  map[string]string
 }
 
@@ -848,7 +849,7 @@ func (ic *icHarness) mark(ctx context.Context, name string) icMark {
 func (ic *icHarness) finish(ctx context.Context, p *ICPhase, m icMark, start time.Time, at []time.Time) {
 	ic.t.Helper()
 	ic.settle(ctx)
-	var ms []metricSet
+	var ms []metrics.Set
 	for _, proc := range ic.procs() {
 		s, err := proc.scrape(ctx)
 		if err != nil {
@@ -857,7 +858,7 @@ func (ic *icHarness) finish(ctx context.Context, p *ICPhase, m icMark, start tim
 		proc.notePeak(memoryOf(s))
 		ms = append(ms, s)
 	}
-	delta := func(i int, name string) float64 { return ms[i].value(name) - m.metrics[i].value(name) }
+	delta := func(i int, name string) float64 { return ms[i].Sum(name) - m.metrics[i].Sum(name) }
 	p.StatusUpdates, p.Syncs, p.CM = delta(0, metricStatusUpdates), delta(0, metricSyncs), memoryOf(ms[0])
 	for i, z := range ic.zones {
 		zp := ZonePhase{Node: z.node.Name, NBTransactions: delta(i+1, metricNBTransactions), Syncs: delta(i+1, metricSyncs),
@@ -944,7 +945,7 @@ func (ic *icHarness) noop(ctx context.Context) ICPhase {
 		ic.t.Fatal(err)
 	}
 	for i, proc := range ic.procs() {
-		if err := waitMetricOf(ctx, proc, metricSyncs, m.metrics[i].value(metricSyncs)+1, 10*time.Second); err != nil {
+		if err := waitMetricOf(ctx, proc, metricSyncs, m.metrics[i].Sum(metricSyncs)+1, 10*time.Second); err != nil {
 			ic.t.Logf("scale-ic: no-op: no sync after the node update: %v", err)
 		}
 	}

@@ -18,12 +18,9 @@ import (
 	"testing"
 	"time"
 
-	dto "github.com/prometheus/client_model/go"
-	"github.com/prometheus/common/expfmt"
-	"github.com/prometheus/common/model"
-
 	"github.com/ovn-egressip/ovn-egressip/test/apiserver"
 	"github.com/ovn-egressip/ovn-egressip/test/cluster"
+	"github.com/ovn-egressip/ovn-egressip/test/metrics"
 )
 
 // Metric names read from the master's /metrics (go-controller/pkg/master/metrics.go
@@ -49,10 +46,10 @@ type memory struct {
 	HeapInuse, HeapLive, RSS float64
 }
 
-func memoryOf(m metricSet) memory {
-	mem := memory{HeapInuse: m.value(metricHeapInuse), HeapLive: -1, RSS: m.value(metricRSS)}
-	if m.has(metricHeapLive) {
-		mem.HeapLive = m.value(metricHeapLive)
+func memoryOf(m metrics.Set) memory {
+	mem := memory{HeapInuse: m.Sum(metricHeapInuse), HeapLive: -1, RSS: m.Sum(metricRSS)}
+	if m.Has(metricHeapLive) {
+		mem.HeapLive = m.Sum(metricHeapLive)
 	}
 	return mem
 }
@@ -331,85 +328,14 @@ func (m *masterProc) cpuProfile(ctx context.Context, t testing.TB, d time.Durati
 }
 
 // scrape reads the master's /metrics.
-func (m *masterProc) scrape(ctx context.Context) (metricSet, error) {
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, m.metrics, nil)
-	if err != nil {
-		return nil, err
-	}
-	resp, err := m.http.Do(req)
-	if err != nil {
-		return nil, fmt.Errorf("scrape %s: %w", m.metrics, err)
-	}
-	defer resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		return nil, fmt.Errorf("scrape %s: %s", m.metrics, resp.Status)
-	}
-	p := expfmt.NewTextParser(model.UTF8Validation)
-	mfs, err := p.TextToMetricFamilies(resp.Body)
-	if err != nil {
-		return nil, fmt.Errorf("scrape %s: %w", m.metrics, err)
-	}
-	return metricSet(mfs), nil
-}
-
-// metricSet is one scrape.
-type metricSet map[string]*dto.MetricFamily
-
-// value is the sum over the series of a counter or gauge (0 when absent).
-func (s metricSet) value(name string) float64 {
-	mf, ok := s[name]
-	if !ok {
-		return 0
-	}
-	total := 0.0
-	for _, m := range mf.GetMetric() {
-		switch {
-		case m.Counter != nil:
-			total += m.GetCounter().GetValue()
-		case m.Gauge != nil:
-			total += m.GetGauge().GetValue()
-		case m.Untyped != nil:
-			total += m.GetUntyped().GetValue()
-		}
-	}
-	return total
-}
-
-func (s metricSet) has(name string) bool { _, ok := s[name]; return ok }
-
-// histo is a histogram's count and sum.
-type histo struct {
-	Count uint64
-	Sum   float64
-}
-
-// histograms returns a histogram's count and sum by the value of label (nil when
-// the master does not export the histogram).
-func (s metricSet) histograms(name, label string) map[string]histo {
-	mf, ok := s[name]
-	if !ok {
-		return nil
-	}
-	out := map[string]histo{}
-	for _, m := range mf.GetMetric() {
-		key := ""
-		for _, lp := range m.GetLabel() {
-			if lp.GetName() == label {
-				key = lp.GetValue()
-			}
-		}
-		h := out[key]
-		h.Count += m.GetHistogram().GetSampleCount()
-		h.Sum += m.GetHistogram().GetSampleSum()
-		out[key] = h
-	}
-	return out
+func (m *masterProc) scrape(ctx context.Context) (metrics.Set, error) {
+	return metrics.Scrape(ctx, m.http, m.metrics)
 }
 
 // syncsDone is the number of syncs the master finished (the duration histogram's
 // count plus failed syncs), or false when it does not export the histogram.
-func (s metricSet) syncsDone() (float64, bool) {
-	hs := s.histograms(metricSyncDuration, "kind")
+func syncsDone(s metrics.Set) (float64, bool) {
+	hs := s.Histograms(metricSyncDuration, "kind")
 	if hs == nil {
 		return 0, false
 	}
@@ -417,7 +343,7 @@ func (s metricSet) syncsDone() (float64, bool) {
 	for _, h := range hs {
 		n += h.Count
 	}
-	return float64(n) + s.value(metricSyncErrors), true
+	return float64(n) + s.Sum(metricSyncErrors), true
 }
 
 // cpuTime is CPU time (user + system).

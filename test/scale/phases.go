@@ -9,6 +9,8 @@ import (
 	"runtime/pprof"
 	"testing"
 	"time"
+
+	"github.com/ovn-egressip/ovn-egressip/test/metrics"
 )
 
 // phaseContext bounds a phase by cfg.Timeout and ends it early if the master exits.
@@ -182,7 +184,7 @@ func (h *harness) idle(ctx context.Context) Phase {
 		h.t.Fatal(err)
 	}
 	// A master that filters this event out runs no sync: say so and go on.
-	if err := h.waitMetric(ctx, metricSyncs, m0.value(metricSyncs)+1, 30*time.Second); err != nil {
+	if err := h.waitMetric(ctx, metricSyncs, m0.Sum(metricSyncs)+1, 30*time.Second); err != nil {
 		h.t.Logf("scale: idle: no sync after the poke: %v", err)
 	}
 	h.settle(ctx)
@@ -192,24 +194,24 @@ func (h *harness) idle(ctx context.Context) Phase {
 	}
 	p.Checks = 1
 	m1 := h.counters(ctx, &p, m0)
-	if hs0, hs1 := m0.histograms(metricSyncDuration, "kind"), m1.histograms(metricSyncDuration, "kind"); hs1 != nil {
-		p.SyncDurations = map[string]histo{}
+	if hs0, hs1 := m0.Histograms(metricSyncDuration, "kind"), m1.Histograms(metricSyncDuration, "kind"); hs1 != nil {
+		p.SyncDurations = map[string]metrics.Histo{}
 		for kind, h1 := range hs1 {
 			h0 := hs0[kind]
-			p.SyncDurations[kind] = histo{Count: h1.Count - h0.Count, Sum: h1.Sum - h0.Sum}
+			p.SyncDurations[kind] = metrics.Histo{Count: h1.Count - h0.Count, Sum: h1.Sum - h0.Sum}
 		}
 	}
 	return p
 }
 
 // counters fills p's master counters (deltas since m0) and returns the scrape.
-func (h *harness) counters(ctx context.Context, p *Phase, m0 metricSet) metricSet {
+func (h *harness) counters(ctx context.Context, p *Phase, m0 metrics.Set) metrics.Set {
 	m1 := h.scrape(ctx)
-	p.NBTransactions = m1.value(metricNBTransactions) - m0.value(metricNBTransactions)
-	p.StatusUpdates = m1.value(metricStatusUpdates) - m0.value(metricStatusUpdates)
-	p.Syncs = m1.value(metricSyncs) - m0.value(metricSyncs)
-	h0, h1 := m0.histograms(metricAssignLatency, "")[""], m1.histograms(metricAssignLatency, "")[""]
-	p.MasterCommit = histo{Count: h1.Count - h0.Count, Sum: h1.Sum - h0.Sum}
+	p.NBTransactions = m1.Sum(metricNBTransactions) - m0.Sum(metricNBTransactions)
+	p.StatusUpdates = m1.Sum(metricStatusUpdates) - m0.Sum(metricStatusUpdates)
+	p.Syncs = m1.Sum(metricSyncs) - m0.Sum(metricSyncs)
+	h0, h1 := m0.Histograms(metricAssignLatency, "")[""], m1.Histograms(metricAssignLatency, "")[""]
+	p.MasterCommit = metrics.Histo{Count: h1.Count - h0.Count, Sum: h1.Sum - h0.Sum}
 	return m1
 }
 
@@ -229,7 +231,7 @@ func (h *harness) memory(ctx context.Context, res *Result) {
 	res.HarnessHeapInuse = ms.HeapInuse
 }
 
-func (h *harness) scrape(ctx context.Context) metricSet {
+func (h *harness) scrape(ctx context.Context) metrics.Set {
 	h.t.Helper()
 	m, err := h.master.scrape(ctx)
 	if err != nil {
@@ -256,7 +258,7 @@ func (h *harness) waitMetric(ctx context.Context, name string, v float64, timeou
 			return err
 		}
 		m, err := h.master.scrape(ctx)
-		if err == nil && m.value(name) >= v {
+		if err == nil && m.Sum(name) >= v {
 			return nil
 		}
 		if time.Now().After(deadline) {
@@ -321,7 +323,7 @@ next:
 				t.Fatalf("scale: %v", errors.Join(err, m.alive()))
 			}
 			m.notePeak(memoryOf(ms))
-			if done, ok := ms.syncsDone(); ok && done < ms.value(metricSyncs) {
+			if done, ok := syncsDone(ms); ok && done < ms.Sum(metricSyncs) {
 				continue next
 			}
 		}

@@ -45,6 +45,7 @@ import (
 	"github.com/ovn-egressip/ovn-egressip/go-controller/pkg/egressip/annotations"
 	"github.com/ovn-egressip/ovn-egressip/test/apiserver"
 	"github.com/ovn-egressip/ovn-egressip/test/cluster"
+	"github.com/ovn-egressip/ovn-egressip/test/metrics"
 	"github.com/ovn-egressip/ovn-egressip/test/nbserver"
 )
 
@@ -98,12 +99,12 @@ type Phase struct {
 	PodAdd, APIWrites []time.Duration
 	// SyncDurations (idle): the master's sync duration histogram's count and sum over
 	// the phase by kind; nil when the master does not export it.
-	SyncDurations map[string]histo
+	SyncDurations map[string]metrics.Histo
 	// MasterCommit: the master's own measure over the phase, from the first event of a
 	// sync's batch to its NB commit, for the syncs that assigned or moved egress IPs
 	// (its assign latency histogram; Count 0 when none did). It leaves out what the
 	// tracker's measure includes after the commit: NB delivering the rows to a client.
-	MasterCommit histo
+	MasterCommit metrics.Histo
 }
 
 // Result is what a run measured.
@@ -236,7 +237,7 @@ func pct(ds []time.Duration, q int) time.Duration {
 	return s[min(max(i, 0), len(s)-1)].Round(100 * time.Microsecond)
 }
 
-func syncDurations(hs map[string]histo) string {
+func syncDurations(hs map[string]metrics.Histo) string {
 	if hs == nil {
 		return "n/a (" + metricSyncDuration + " not exported)"
 	}
@@ -488,7 +489,7 @@ func (m memory) String() string {
 
 // masterCommit describes the master's own event -> NB commit measure of a phase ("" when no sync assigned or moved
 // an IP).
-func masterCommit(h histo) string {
+func masterCommit(h metrics.Histo) string {
 	if h.Count == 0 {
 		return ""
 	}

@@ -1,15 +1,11 @@
 package main
 
 import (
-	"bufio"
 	"context"
 	"errors"
 	"fmt"
 	"net"
-	"net/http"
 	"slices"
-	"strconv"
-	"strings"
 	"testing"
 	"time"
 
@@ -25,47 +21,29 @@ import (
 	"github.com/ovn-egressip/ovn-egressip/go-controller/pkg/egressip/annotations"
 	"github.com/ovn-egressip/ovn-egressip/go-controller/pkg/egressip/nbstate"
 	"github.com/ovn-egressip/ovn-egressip/test/apiserver"
+	"github.com/ovn-egressip/ovn-egressip/test/metrics"
 	"github.com/ovn-egressip/ovn-egressip/test/nbserver"
 )
 
 // scrape returns the value of an unlabelled counter from a /metrics endpoint (-1 when absent or unreachable).
 func scrape(addr, name string) float64 {
-	resp, err := http.Get("http://" + addr + "/metrics")
+	m, err := metrics.Scrape(context.Background(), nil, metrics.URL(addr))
 	if err != nil {
 		return -1
 	}
-	defer resp.Body.Close()
-	sc := bufio.NewScanner(resp.Body)
-	for sc.Scan() {
-		if v, ok := strings.CutPrefix(sc.Text(), name+" "); ok {
-			f, err := strconv.ParseFloat(v, 64)
-			if err == nil {
-				return f
-			}
-		}
+	if v, ok := m.Value(name); ok {
+		return v
 	}
 	return -1
 }
 
 // scrapeSum is the sum of a metric's series (every label set) at addr's /metrics, or -1.
 func scrapeSum(addr, name string) float64 {
-	resp, err := http.Get("http://" + addr + "/metrics")
+	m, err := metrics.Scrape(context.Background(), nil, metrics.URL(addr))
 	if err != nil {
 		return -1
 	}
-	defer resp.Body.Close()
-	sum := 0.0
-	sc := bufio.NewScanner(resp.Body)
-	for sc.Scan() {
-		line := sc.Text()
-		if !strings.HasPrefix(line, name+"{") && !strings.HasPrefix(line, name+" ") {
-			continue
-		}
-		if f, err := strconv.ParseFloat(line[strings.LastIndexByte(line, ' ')+1:], 64); err == nil {
-			sum += f
-		}
-	}
-	return sum
+	return m.Sum(name)
 }
 
 func freeAddr(t *testing.T) string {
