@@ -302,13 +302,13 @@ func freePort(t *testing.T) string {
 // OvnkubeNodeArgs): the master (centralized) or cluster manager (interconnect), and one process per node in its
 // netns: the node daemon, with the node's zone controller in the interconnect layout.
 func (h *harness) startOvnkube() {
-	common := h.c.OvnkubeCommonArgs(h.c.Kubeconfig(), "2")
 	master := &proc{name: h.leader, metrics: freePort(h.t)}
-	master.argv = append([]string{ovnkubeBin}, append(append(common, h.c.OvnkubeLeaderArgs()...),
-		"--metrics-bind-address", master.metrics)...)
+	leader := h.c.Ovnkube(h.c.Kubeconfig(), "2", h.c.OvnkubeLeaderArgs()...)
+	leader.Metrics = master.metrics
 	if *flagReach > 0 {
-		master.argv = append(master.argv, "--egressip-reachability-total-timeout", flagReach.String())
+		leader.Extra = []string{"--egressip-reachability-total-timeout", flagReach.String()}
 	}
+	master.argv = append([]string{ovnkubeBin}, leader.Args()...)
 	if err := h.sup.add(master); err != nil {
 		h.t.Fatal(err)
 	}
@@ -318,8 +318,9 @@ func (h *harness) startOvnkube() {
 			h.t.Fatal(err)
 		}
 		p := &proc{name: "node-" + n.Name, netns: ns, metrics: fmt.Sprintf("127.0.0.1:%d", 29200+i)}
-		p.argv = append([]string{ovnkubeBin}, append(append(slices.Clone(common), h.c.OvnkubeNodeArgs(n.Name)...),
-			"--metrics-bind-address", p.metrics)...)
+		daemon := h.c.Ovnkube(h.c.Kubeconfig(), "2", h.c.OvnkubeNodeArgs(n.Name)...)
+		daemon.Metrics = p.metrics
+		p.argv = append([]string{ovnkubeBin}, daemon.Args()...)
 		if err := h.sup.add(p); err != nil {
 			h.t.Fatal(err)
 		}

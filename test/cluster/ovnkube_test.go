@@ -31,6 +31,16 @@ func TestOvnkubeArgs(t *testing.T) {
 			t.Errorf("%s:\n got %s\nwant %s", tc.name, got, tc.want)
 		}
 	}
+	full := central.Ovnkube("/kc", "2", "--init-node", "node1")
+	full.Metrics, full.Extra = "127.0.0.1:9", []string{"--x"}
+	if got, want := strings.Join(full.Args(), " "), strings.Join(central.OvnkubeCommonArgs("/kc", "2"), " ")+
+		" --init-node node1 --metrics-bind-address 127.0.0.1:9 --x"; got != want {
+		t.Errorf("Ovnkube.Args:\n got %s\nwant %s", got, want)
+	}
+	if got, want := strings.Join(Ovnkube{Kubeconfig: "/kc", GatewayMode: GatewayShared, LogLevel: "2"}.Args(), " "),
+		"--egress-ip-enable --gateway-mode shared --kubeconfig /kc --cluster-subnets 10.244.0.0/16 --join-subnet 100.64.0.0/16 --loglevel 2"; got != want {
+		t.Errorf("Ovnkube.Args without families:\n got %s\nwant %s", got, want)
+	}
 	if slices.Contains(ic.OvnkubeLeaderArgs(), "--nb-address") {
 		t.Error("the cluster manager takes no NB")
 	}

@@ -187,7 +187,12 @@ func (e *env) checkNoDenial() {
 
 // commonArgs are the flags of every ovnkube process (cluster.OvnkubeCommonArgs); kubeconfig is the identity it
 // runs as (the master's ServiceAccount, or a node daemon's token bound to its Node, as the local cluster issues them).
-func (e *env) commonArgs(kubeconfig string) []string { return e.c.OvnkubeCommonArgs(kubeconfig, "4") }
+func (e *env) commonArgs(kubeconfig string) []string {
+	return e.c.OvnkubeCommonArgs(kubeconfig, logLevel)
+}
+
+// logLevel is the e2e ovnkube processes' --loglevel.
+const logLevel = "4"
 
 // daemon is one running ovnkube: a process, or a pod run from the images.
 type daemon interface {
@@ -215,9 +220,9 @@ func (e *env) startMaster(name, metricsAddr string) {
 	if e.images != nil {
 		d, metricsAddr = e.images.startMaster(e.t, name), "127.0.0.1:9412"
 	} else {
-		args := append(append(e.commonArgs(e.c.MasterKubeconfig()), e.c.OvnkubeLeaderArgs()...),
-			"--metrics-bind-address", metricsAddr, "--leader-elect-namespace", cluster.AccessNamespace)
-		cmd := exec.Command(ovnkubeBin, args...)
+		o := e.c.Ovnkube(e.c.MasterKubeconfig(), logLevel, e.c.OvnkubeLeaderArgs()...)
+		o.Metrics, o.Extra = metricsAddr, []string{"--leader-elect-namespace", cluster.AccessNamespace}
+		cmd := exec.Command(ovnkubeBin, o.Args()...)
 		e.startProc(name, cmd)
 		d = procDaemon{cmd}
 	}
@@ -241,7 +246,7 @@ func (e *env) startNode(node string) {
 		if err != nil {
 			e.t.Fatal(err)
 		}
-		args := append([]string{"netns", "exec", ns, ovnkubeBin}, append(e.commonArgs(kc), e.c.OvnkubeNodeArgs(node)...)...)
+		args := append([]string{"netns", "exec", ns, ovnkubeBin}, e.c.Ovnkube(kc, logLevel, e.c.OvnkubeNodeArgs(node)...).Args()...)
 		cmd := exec.Command("ip", args...)
 		e.startProc("node-"+node, cmd)
 		d = procDaemon{cmd}

@@ -362,16 +362,12 @@ func startIC(t testing.TB, cfg Config) (*icHarness, context.Context) {
 	go ic.publisher(ctx)
 	h.layout(ctx)
 
-	ic.cm = startProc(t, bin, "ovnkube-cluster-manager",
-		"--init-cluster-manager", "--egress-ip-enable", "--kubeconfig", api.Kubeconfig,
-		"--gateway-mode", "shared", "--cluster-subnets", cluster.ClusterCIDR, "--join-subnet", cluster.JoinCIDR,
-		"--leader-elect=false", "--egressip-reachability-total-timeout", "0", "--loglevel", "2")
+	ic.cm = startProc(t, bin, "ovnkube-cluster-manager", ovnkube(api.Kubeconfig,
+		"--init-cluster-manager", "--leader-elect=false", "--egressip-reachability-total-timeout", "0")...)
 	go ic.cm.sampleMemory(ctx, time.Second)
 	for _, z := range ic.zones {
-		z.proc = startProc(t, bin, "ovnkube-zone-"+z.node.Name,
-			"--init-ovnkube-controller", z.node.Name, "--egress-ip-enable", "--kubeconfig", api.Kubeconfig,
-			"--nb-address", z.nbs.Addr, "--gateway-mode", "shared",
-			"--cluster-subnets", cluster.ClusterCIDR, "--join-subnet", cluster.JoinCIDR, "--loglevel", "2")
+		z.proc = startProc(t, bin, "ovnkube-zone-"+z.node.Name, ovnkube(api.Kubeconfig,
+			"--init-ovnkube-controller", z.node.Name, "--nb-address", z.nbs.Addr)...)
 		go z.proc.sampleMemory(ctx, time.Second)
 	}
 	for _, p := range ic.procs() {

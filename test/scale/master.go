@@ -168,17 +168,15 @@ func freeLoopbackPort() (int, error) {
 // is kept in a temp dir when t failed.
 func startMaster(t testing.TB, bin, kubeconfig, nbAddr string) *masterProc {
 	t.Helper()
-	return startProc(t, bin, "ovnkube-master",
-		"--init-master", "--egress-ip-enable",
-		"--kubeconfig", kubeconfig,
-		"--nb-address", nbAddr,
-		"--gateway-mode", "shared",
-		"--cluster-subnets", cluster.ClusterCIDR,
-		"--join-subnet", cluster.JoinCIDR,
-		"--leader-elect=false",
-		"--egressip-reachability-total-timeout", "0",
-		"--loglevel", "2",
-	)
+	return startProc(t, bin, "ovnkube-master", ovnkube(kubeconfig, "--init-master", "--nb-address", nbAddr,
+		"--leader-elect=false", "--egressip-reachability-total-timeout", "0")...)
+}
+
+// ovnkube is the command line of an ovnkube of the scale runs with role flags role: shared gateway mode, the
+// layout's IPv4 subnets, log level 2.
+func ovnkube(kubeconfig string, role ...string) []string {
+	return cluster.Ovnkube{Kubeconfig: kubeconfig, GatewayMode: cluster.GatewayShared, Families: []int{4}, LogLevel: "2",
+		Role: role}.Args()
 }
 
 // startProc starts bin with args plus its metrics and pprof on free loopback
