@@ -30,6 +30,7 @@ import (
 
 	egressipv1 "github.com/ovn-egressip/ovn-egressip/go-controller/pkg/crd/egressip/v1"
 	egressipclientset "github.com/ovn-egressip/ovn-egressip/go-controller/pkg/crd/egressip/v1/apis/clientset/versioned"
+	"github.com/ovn-egressip/ovn-egressip/go-controller/pkg/egressip/annotations"
 	"github.com/ovn-egressip/ovn-egressip/go-controller/pkg/nbdb"
 	"github.com/ovn-egressip/ovn-egressip/test/cluster"
 	"github.com/ovn-egressip/ovn-egressip/test/nbserver"
@@ -390,9 +391,9 @@ func (h *harness) ensureNamespace(name, team string) error {
 }
 
 func (h *harness) labelNode(node string, on bool) error {
-	patch := fmt.Sprintf(`{"metadata":{"labels":{%q:null}}}`, assignableLabel)
+	patch := fmt.Sprintf(`{"metadata":{"labels":{%q:null}}}`, annotations.EgressAssignableLabel)
 	if on {
-		patch = fmt.Sprintf(`{"metadata":{"labels":{%q:""}}}`, assignableLabel)
+		patch = fmt.Sprintf(`{"metadata":{"labels":{%q:""}}}`, annotations.EgressAssignableLabel)
 	}
 	return retry(h.ctx, func() error {
 		_, err := h.c.Client().CoreV1().Nodes().Patch(h.ctx, node, types.MergePatchType, []byte(patch), metav1.PatchOptions{})

@@ -24,26 +24,15 @@ import (
 
 	egressipv1 "github.com/ovn-egressip/ovn-egressip/go-controller/pkg/crd/egressip/v1"
 	egressipclientset "github.com/ovn-egressip/ovn-egressip/go-controller/pkg/crd/egressip/v1/apis/clientset/versioned"
+	"github.com/ovn-egressip/ovn-egressip/go-controller/pkg/egressip/annotations"
+	"github.com/ovn-egressip/ovn-egressip/go-controller/pkg/egressip/nbstate"
 	"github.com/ovn-egressip/ovn-egressip/go-controller/pkg/nbdb"
 	"github.com/ovn-egressip/ovn-egressip/test/cluster"
-)
-
-// assignableLabel is the documented node label (docs/egressip.md).
-const assignableLabel = "k8s.ovn.org/egress-assignable"
-
-// The documented Node annotations of the interconnect layout (docs/interconnect.md): the egress IPs whose SNAT rows
-// the node's zone has committed (shared gateway mode), and those it still keeps after a release.
-const (
-	snatReadyAnnKey = "k8s.ovn.org/egress-ips-snat-ready"
-	lingeringAnnKey = "k8s.ovn.org/egress-ips-lingering"
 )
 
 // servedPodsSet is the documented address set of the served pods' IPv4 addresses (docs/egressip.md, "OVN Northbound
 // rows"; in the interconnect layout each zone's holds its own served pods only, docs/interconnect.md).
 const servedPodsSet = "egressip_served_pods_v4"
-
-// idKey is the documented external_ids key of our NB rows: k8s.ovn.org/<name> (owner-type, name, rule, pod, ...).
-func idKey(name string) string { return "k8s.ovn.org/" + name }
 
 // verdict is one check's result.
 type verdict struct {
@@ -122,12 +111,12 @@ func (k *checker) check(ctx context.Context, statusOnly bool) (verdict, error) {
 	held := map[string]bool{}
 	witnesses := 0
 	for _, n := range nodes.Items {
-		if _, ok := n.Labels[assignableLabel]; ok && !k.isCut(n.Name) {
+		if _, ok := n.Labels[annotations.EgressAssignableLabel]; ok && !k.isCut(n.Name) {
 			witnesses++
 		}
 	}
 	for _, n := range nodes.Items {
-		_, labelled := n.Labels[assignableLabel]
+		_, labelled := n.Labels[annotations.EgressAssignableLabel]
 		if labelled && nodeReady(&n) && !k.isCut(n.Name) {
 			eligible[n.Name] = true
 		}
@@ -290,7 +279,7 @@ func checkZoneAnnotations(eips []egressipv1.EgressIP, nodes []corev1.Node, isCut
 			continue // its zone cannot hear the apiserver: nothing says what it must publish
 		}
 		want := held[n.Name]
-		for key, want := range map[string][]string{snatReadyAnnKey: want, lingeringAnnKey: nil} {
+		for key, want := range map[string][]string{annotations.EgressIPsSNATReady: want, annotations.EgressIPsLingering: nil} {
 			var have []string
 			if a, ok := n.Annotations[key]; ok {
 				if err := json.Unmarshal([]byte(a), &have); err != nil {
@@ -343,7 +332,7 @@ func (k *checker) nbRows(ctx context.Context, zone string, nb client.Client, out
 		}
 	}
 	for _, p := range pols {
-		if p.ExternalIDs[idKey("owner-type")] != "EgressIP" || p.ExternalIDs[idKey("rule")] != "reroute" {
+		if p.ExternalIDs[nbstate.OwnerTypeKey] != nbstate.OwnerEgressIP || p.ExternalIDs[nbstate.RuleKey] != nbstate.RuleReroute {
 			continue
 		}
 		nh := slices.Clone(p.Nexthops)
@@ -352,15 +341,15 @@ func (k *checker) nbRows(ctx context.Context, zone string, nb client.Client, out
 		if parent[p.UUID] != "ovn_cluster_router" || p.Action != "reroute" || p.Priority != 100 {
 			ip = fmt.Sprintf("%s [bad row: router %q action %s priority %d]", ip, parent[p.UUID], p.Action, p.Priority)
 		}
-		out[fmt.Sprintf("%sreroute %s %s %v (%s)", prefix, p.ExternalIDs[idKey("pod")], ip, nh, p.ExternalIDs[idKey("name")])]++
+		out[fmt.Sprintf("%sreroute %s %s %v (%s)", prefix, p.ExternalIDs[nbstate.PodKey], ip, nh, p.ExternalIDs[nbstate.NameKey])]++
 	}
 	for _, n := range nats {
-		if n.ExternalIDs[idKey("owner-type")] != "EgressIP" {
+		if n.ExternalIDs[nbstate.OwnerTypeKey] != nbstate.OwnerEgressIP {
 			continue
 		}
-		line := fmt.Sprintf("%ssnat %s %s <- %s (%s)", prefix, parent[n.UUID], n.ExternalIP, n.LogicalIP, n.ExternalIDs[idKey("name")])
-		if n.Type != "snat" || n.ExternalIDs[idKey("rule")] != "snat" {
-			line += fmt.Sprintf(" [bad row: type %s rule %s]", n.Type, n.ExternalIDs[idKey("rule")])
+		line := fmt.Sprintf("%ssnat %s %s <- %s (%s)", prefix, parent[n.UUID], n.ExternalIP, n.LogicalIP, n.ExternalIDs[nbstate.NameKey])
+		if n.Type != "snat" || n.ExternalIDs[nbstate.RuleKey] != nbstate.RuleSNAT {
+			line += fmt.Sprintf(" [bad row: type %s rule %s]", n.Type, n.ExternalIDs[nbstate.RuleKey])
 		}
 		out[line]++
 	}

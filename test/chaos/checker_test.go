@@ -9,6 +9,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	egressipv1 "github.com/ovn-egressip/ovn-egressip/go-controller/pkg/crd/egressip/v1"
+	"github.com/ovn-egressip/ovn-egressip/go-controller/pkg/egressip/annotations"
 )
 
 func keys(m map[string]int) []string {
@@ -74,10 +75,10 @@ func TestCheckZoneAnnotations(t *testing.T) {
 		return corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: name, Annotations: ann}}
 	}
 	nodes := []corev1.Node{
-		node("node1", map[string]string{snatReadyAnnKey: `["172.18.0.63"]`}),
-		node("node2", map[string]string{snatReadyAnnKey: `["172.18.0.61"]`, lingeringAnnKey: `[]`}),
-		node("node3", map[string]string{lingeringAnnKey: `["172.18.0.64"]`}),
-		node("node4", map[string]string{snatReadyAnnKey: `not json`}),
+		node("node1", map[string]string{annotations.EgressIPsSNATReady: `["172.18.0.63"]`}),
+		node("node2", map[string]string{annotations.EgressIPsSNATReady: `["172.18.0.61"]`, annotations.EgressIPsLingering: `[]`}),
+		node("node3", map[string]string{annotations.EgressIPsLingering: `["172.18.0.64"]`}),
+		node("node4", map[string]string{annotations.EgressIPsSNATReady: `not json`}),
 	}
 	var v verdict
 	checkZoneAnnotations(eips, nodes, func(string) bool { return false }, &v)

@@ -21,13 +21,13 @@ import (
 	corev1 "k8s.io/api/core/v1"
 
 	egressipv1 "github.com/ovn-egressip/ovn-egressip/go-controller/pkg/crd/egressip/v1"
+	"github.com/ovn-egressip/ovn-egressip/go-controller/pkg/egressip/annotations"
 	"github.com/ovn-egressip/ovn-egressip/test/cluster"
 )
 
 const (
-	snatChain   = "OVN-KUBE-EGRESSIP"
-	guardChain  = "OVN-KUBE-EGRESSIP-GUARD"
-	readyAnnKey = "k8s.ovn.org/egress-ips-ready"
+	snatChain  = "OVN-KUBE-EGRESSIP"
+	guardChain = "OVN-KUBE-EGRESSIP-GUARD"
 )
 
 // hostAddr is one address of a node's netns.
@@ -229,13 +229,13 @@ func diffHost(node string, w hostWant, hs hostState, ready []string) (missing, s
 	// Ready: the node lists exactly the IPs it holds.
 	for ip, eip := range w.ips {
 		if !slices.Contains(ready, ip.String()) {
-			miss("%s does not list %s (%s)", readyAnnKey, ip, eip)
+			miss("%s does not list %s (%s)", annotations.EgressIPsReady, ip, eip)
 		}
 	}
 	for _, r := range ready {
 		ip, err := netip.ParseAddr(r)
 		if _, ok := w.ips[ip]; err != nil || !ok {
-			extra("%s lists %s", readyAnnKey, r)
+			extra("%s lists %s", annotations.EgressIPsReady, r)
 		}
 	}
 	return missing, stale
@@ -281,9 +281,9 @@ func (k *checker) checkHosts(ctx context.Context, eips []egressipv1.EgressIP, no
 			return err
 		}
 		var ready []string
-		if a, ok := n.Annotations[readyAnnKey]; ok {
+		if a, ok := n.Annotations[annotations.EgressIPsReady]; ok {
 			if err := json.Unmarshal([]byte(a), &ready); err != nil {
-				v.statusErrs = append(v.statusErrs, fmt.Sprintf("node %s: %s %q does not parse: %v", n.Name, readyAnnKey, a, err))
+				v.statusErrs = append(v.statusErrs, fmt.Sprintf("node %s: %s %q does not parse: %v", n.Name, annotations.EgressIPsReady, a, err))
 			}
 		}
 		miss, stale := diffHost(n.Name, want[n.Name], hs, ready)
