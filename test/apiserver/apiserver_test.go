@@ -11,17 +11,30 @@ import (
 	"k8s.io/client-go/kubernetes"
 )
 
-func TestStartListsNamespacesAndServesCRDs(t *testing.T) {
-	env := Start(t)
+// clientset is a clientset of env's apiserver.
+func clientset(t *testing.T, env *Env) *kubernetes.Clientset {
+	t.Helper()
 	cs, err := kubernetes.NewForConfig(env.Config)
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctx := context.Background()
-	if _, err := cs.CoreV1().Namespaces().Create(ctx,
-		&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "prod"}}, metav1.CreateOptions{}); err != nil {
+	return cs
+}
+
+// createNamespace creates namespace name through cs.
+func createNamespace(t *testing.T, cs *kubernetes.Clientset, name string) {
+	t.Helper()
+	if _, err := cs.CoreV1().Namespaces().Create(context.Background(),
+		&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name}}, metav1.CreateOptions{}); err != nil {
 		t.Fatalf("create namespace: %v", err)
 	}
+}
+
+func TestStartListsNamespacesAndServesCRDs(t *testing.T) {
+	env := Start(t)
+	cs := clientset(t, env)
+	ctx := context.Background()
+	createNamespace(t, cs, "prod")
 	nss, err := cs.CoreV1().Namespaces().List(ctx, metav1.ListOptions{})
 	if err != nil {
 		t.Fatalf("list namespaces: %v", err)
@@ -54,19 +67,9 @@ func TestSeveralEnvsAtOnce(t *testing.T) {
 	if a.Config.Host == b.Config.Host {
 		t.Fatalf("two Envs share the apiserver %s", a.Config.Host)
 	}
-	csA, err := kubernetes.NewForConfig(a.Config)
-	if err != nil {
-		t.Fatal(err)
-	}
-	csB, err := kubernetes.NewForConfig(b.Config)
-	if err != nil {
-		t.Fatal(err)
-	}
+	csA, csB := clientset(t, a), clientset(t, b)
 	ctx := context.Background()
-	if _, err := csA.CoreV1().Namespaces().Create(ctx,
-		&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "only-in-a"}}, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
+	createNamespace(t, csA, "only-in-a")
 	if _, err := csB.CoreV1().Namespaces().Get(ctx, "only-in-a", metav1.GetOptions{}); err == nil {
 		t.Fatal("namespace created in Env a is visible in Env b: the Envs share storage")
 	}
@@ -76,15 +79,9 @@ func TestSeveralEnvsAtOnce(t *testing.T) {
 // restart (etcd's data kept), and the same client config works afterwards.
 func TestRestart(t *testing.T) {
 	env := Start(t)
-	cs, err := kubernetes.NewForConfig(env.Config)
-	if err != nil {
-		t.Fatal(err)
-	}
+	cs := clientset(t, env)
 	ctx := context.Background()
-	if _, err := cs.CoreV1().Namespaces().Create(ctx,
-		&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "kept"}}, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
+	createNamespace(t, cs, "kept")
 	env.RestartAPIServer(t, 0)
 	if _, err := cs.CoreV1().Namespaces().Get(ctx, "kept", metav1.GetOptions{}); err != nil {
 		t.Fatalf("after an apiserver restart: %v", err)

@@ -11,10 +11,12 @@ import (
 	"testing"
 	"time"
 
-	"github.com/ovn-egressip/ovn-egressip/go-controller/pkg/nbdb"
 	"github.com/ovn-org/libovsdb/model"
 	"github.com/ovn-org/libovsdb/ovsdb"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/ovn-egressip/ovn-egressip/go-controller/pkg/nbdb"
+	"github.com/ovn-egressip/ovn-egressip/test/nbserver"
 )
 
 func TestZoneTopology(t *testing.T) {
@@ -435,7 +437,7 @@ func insertOnRouter(ctx context.Context, nb *nbConn, router string, row model.Mo
 	}
 	lr := &nbdb.LogicalRouter{}
 	mut, err := nb.c.WhereAll(lr, model.Condition{Field: &lr.Name, Function: ovsdb.ConditionEqual, Value: router}).
-		Mutate(lr, model.Mutation{Field: routerColumn(lr, row), Mutator: ovsdb.MutateOperationInsert, Value: []string{namedUUID(row)}})
+		Mutate(lr, model.Mutation{Field: routerColumn(lr, row), Mutator: ovsdb.MutateOperationInsert, Value: []string{nbserver.UUIDOf(row)}})
 	if err != nil {
 		return "", err
 	}
@@ -469,14 +471,4 @@ func routerColumn(lr *nbdb.LogicalRouter, row model.Model) any {
 		return &lr.Nat
 	}
 	return &lr.Policies
-}
-
-func namedUUID(row model.Model) string {
-	switch r := row.(type) {
-	case *nbdb.NAT:
-		return r.UUID
-	case *nbdb.LogicalRouterPolicy:
-		return r.UUID
-	}
-	return ""
 }

@@ -7,7 +7,6 @@ import (
 
 	"github.com/ovn-egressip/ovn-egressip/go-controller/pkg/nbdb"
 	"github.com/ovn-egressip/ovn-egressip/test/nbserver"
-	"github.com/ovn-org/libovsdb/model"
 )
 
 func testNodes(t *testing.T, n int) []NodeAddrs {
@@ -45,7 +44,7 @@ func TestBuildTopologyPerMode(t *testing.T) {
 			case *nbdb.NAT:
 				natIPs = append(natIPs, x.ExternalIP+"<-"+x.LogicalIP)
 			}
-			if ids := externalIDs(r); ids[HarnessKey] != "true" {
+			if ids := nbserver.ExternalIDsOf(r); ids[HarnessKey] != "true" {
 				t.Errorf("%s: row %T %+v is not tagged %s=true", tc.mode, r, r, HarnessKey)
 			}
 		}
@@ -61,24 +60,6 @@ func TestBuildTopologyPerMode(t *testing.T) {
 			t.Errorf("%s: NAT rows %v, want %v", tc.mode, natIPs, want)
 		}
 	}
-}
-
-func externalIDs(m model.Model) map[string]string {
-	switch x := m.(type) {
-	case *nbdb.LogicalSwitch:
-		return x.ExternalIDs
-	case *nbdb.LogicalSwitchPort:
-		return x.ExternalIDs
-	case *nbdb.LogicalRouter:
-		return x.ExternalIDs
-	case *nbdb.LogicalRouterPort:
-		return x.ExternalIDs
-	case *nbdb.LogicalRouterStaticRoute:
-		return x.ExternalIDs
-	case *nbdb.NAT:
-		return x.ExternalIDs
-	}
-	return nil
 }
 
 // The topology is accepted by a real NB ovsdb-server in one transaction (schema, references, constraints), and pod

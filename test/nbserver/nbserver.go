@@ -9,7 +9,6 @@ package nbserver
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"net"
 	"os"
@@ -88,21 +87,10 @@ func StartSSL(t testing.TB, ssl SSL) *Server {
 
 func start(t testing.TB, extra []string) *Server {
 	t.Helper()
-	for _, bin := range []string{"ovsdb-server", "ovsdb-tool"} {
-		if _, err := exec.LookPath(bin); err != nil {
-			t.Skipf("%s not found in PATH (install Debian ovn-central / openvswitch-common): %v", bin, err)
-		}
-	}
+	needTools(t, "ovsdb-server", "ovsdb-tool")
 	s := &Server{t: t, Dir: shortTempDir(t), extra: extra}
 	s.Addr = "unix:" + s.socket()
-	schemaPath := filepath.Join(s.Dir, "ovn-nb.ovsschema")
-	schema, err := json.Marshal(nbdb.Schema())
-	if err != nil {
-		t.Fatalf("marshal NB schema: %v", err)
-	}
-	if err := os.WriteFile(schemaPath, schema, 0o644); err != nil {
-		t.Fatal(err)
-	}
+	schemaPath := writeSchema(t, s.Dir)
 	if out, err := exec.Command("ovsdb-tool", "create", s.dbFile(), schemaPath).CombinedOutput(); err != nil {
 		t.Fatalf("ovsdb-tool create: %v: %s", err, out)
 	}
@@ -160,17 +148,11 @@ func shortTempDir(t testing.TB) string {
 
 func (s *Server) startProcess() {
 	s.t.Helper()
-	cmd := exec.Command("ovsdb-server", append([]string{s.dbFile(),
+	cmd, waited := startOvsdbServer(s.t, "ovsdb-server", s.Dir, append([]string{s.dbFile(),
 		"--remote=punix:" + s.socket(),
 		"--unixctl=" + filepath.Join(s.Dir, "nb.ctl"),
 		"--log-file=" + filepath.Join(s.Dir, "nb.log"),
-		"--no-chdir", "-vconsole:off"}, s.extra...)...)
-	cmd.Env = append(os.Environ(), "OVS_RUNDIR="+s.Dir, "OVS_DBDIR="+s.Dir, "OVS_LOGDIR="+s.Dir)
-	if err := cmd.Start(); err != nil {
-		s.t.Fatalf("start ovsdb-server: %v", err)
-	}
-	waited := make(chan struct{})
-	go func() { _ = cmd.Wait(); close(waited) }()
+		"--no-chdir", "-vconsole:off"}, s.extra...))
 	s.mu.Lock()
 	s.cmd, s.waited = cmd, waited
 	s.mu.Unlock()
@@ -190,19 +172,7 @@ func (s *Server) Pid() int {
 // waitReady waits until the socket accepts connections (10 s at most).
 func (s *Server) waitReady() {
 	s.t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		c, err := net.Dial("unix", s.socket())
-		if err == nil {
-			_ = c.Close()
-			return
-		}
-		if time.Now().After(deadline) {
-			log, _ := os.ReadFile(filepath.Join(s.Dir, "nb.log"))
-			s.t.Fatalf("NB server on %s not ready after 10 s: %v\n%s", s.socket(), err, log)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	waitSocket(s.t, "NB server", s.socket(), filepath.Join(s.Dir, "nb.log"))
 }
 
 // Stop stops a real server (SIGTERM, then SIGKILL after 5 s) and waits for it to
@@ -221,17 +191,7 @@ func (s *Server) Stop() {
 	cmd, waited := s.cmd, s.waited
 	s.cmd = nil
 	s.mu.Unlock()
-	if cmd == nil {
-		return
-	}
-	_ = cmd.Process.Signal(syscall.SIGTERM)
-	select {
-	case <-waited:
-	case <-time.After(5 * time.Second):
-		_ = cmd.Process.Kill()
-		<-waited
-	}
-	_ = os.Remove(s.socket())
+	stopProcess(cmd, waited, syscall.SIGTERM, s.socket())
 }
 
 // Restart stops a real server and starts it again on the same socket and database

@@ -2,10 +2,8 @@ package nbserver
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"net"
-	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
@@ -56,20 +54,9 @@ type Member struct {
 // installed. Everything stops at cleanup.
 func StartCluster(t testing.TB) *Cluster {
 	t.Helper()
-	for _, bin := range []string{"ovsdb-server", "ovsdb-tool", "ovs-appctl"} {
-		if _, err := exec.LookPath(bin); err != nil {
-			t.Skipf("%s not found in PATH (install Debian ovn-central / openvswitch-common): %v", bin, err)
-		}
-	}
+	needTools(t, "ovsdb-server", "ovsdb-tool", "ovs-appctl")
 	c := &Cluster{t: t, Dir: shortTempDir(t)}
-	schemaPath := filepath.Join(c.Dir, "ovn-nb.ovsschema")
-	schema, err := json.Marshal(nbdb.Schema())
-	if err != nil {
-		t.Fatalf("marshal NB schema: %v", err)
-	}
-	if err := os.WriteFile(schemaPath, schema, 0o644); err != nil {
-		t.Fatal(err)
-	}
+	schemaPath := writeSchema(t, c.Dir)
 	var addrs []string
 	for i := 0; i < ClusterSize; i++ {
 		m := &Member{Index: i, dir: c.Dir, Raft: "tcp:" + freeLoopbackPort(t)}
@@ -119,33 +106,15 @@ func (m *Member) Running() bool {
 
 func (m *Member) start(t testing.TB) {
 	t.Helper()
-	cmd := exec.Command("ovsdb-server", m.dbFile(),
-		"--remote=punix:"+m.socket(),
-		"--unixctl="+m.ctlFile(),
-		"--log-file="+m.logFile(),
-		"--no-chdir", "-vconsole:off", "-vraft:file:dbg")
-	cmd.Env = append(os.Environ(), "OVS_RUNDIR="+m.dir, "OVS_DBDIR="+m.dir, "OVS_LOGDIR="+m.dir)
-	if err := cmd.Start(); err != nil {
-		t.Fatalf("start ovsdb-server member %d: %v", m.Index, err)
-	}
-	waited := make(chan struct{})
-	go func() { _ = cmd.Wait(); close(waited) }()
+	cmd, waited := startOvsdbServer(t, fmt.Sprintf("ovsdb-server member %d", m.Index), m.dir, []string{m.dbFile(),
+		"--remote=punix:" + m.socket(),
+		"--unixctl=" + m.ctlFile(),
+		"--log-file=" + m.logFile(),
+		"--no-chdir", "-vconsole:off", "-vraft:file:dbg"})
 	m.mu.Lock()
 	m.cmd, m.waited = cmd, waited
 	m.mu.Unlock()
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		conn, err := net.Dial("unix", m.socket())
-		if err == nil {
-			_ = conn.Close()
-			return
-		}
-		if time.Now().After(deadline) {
-			log, _ := os.ReadFile(m.logFile())
-			t.Fatalf("NB member %d on %s not ready after 10 s: %v\n%s", m.Index, m.socket(), err, log)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	waitSocket(t, fmt.Sprintf("NB member %d", m.Index), m.socket(), m.logFile())
 }
 
 // Kill stops the member with SIGKILL (no chance to hand leadership over or close
@@ -158,17 +127,7 @@ func (m *Member) stop(sig syscall.Signal) {
 	cmd, waited := m.cmd, m.waited
 	m.cmd = nil
 	m.mu.Unlock()
-	if cmd == nil {
-		return
-	}
-	_ = cmd.Process.Signal(sig)
-	select {
-	case <-waited:
-	case <-time.After(5 * time.Second):
-		_ = cmd.Process.Kill()
-		<-waited
-	}
-	_ = os.Remove(m.socket())
+	stopProcess(cmd, waited, sig, m.socket())
 }
 
 // Start starts a stopped member again on its database file: it rejoins the cluster.

@@ -93,7 +93,7 @@ func (m *nbMonitor) push(table string, row, after model.Model) {
 	if table != nbdb.LogicalRouterPolicyTable && table != nbdb.NATTable && table != nbdb.AddressSetTable {
 		return
 	}
-	ev := rowEvent{uuid: uuidOf(row), row: after, at: time.Now()}
+	ev := rowEvent{uuid: nbserver.UUIDOf(row), row: after, at: time.Now()}
 	m.mu.Lock()
 	m.queue = append(m.queue, ev)
 	m.mu.Unlock()
@@ -138,18 +138,6 @@ func (m *nbMonitor) rows() map[string]model.Model {
 		}
 	}
 	return out
-}
-
-func uuidOf(row model.Model) string {
-	switch r := row.(type) {
-	case *nbdb.LogicalRouterPolicy:
-		return r.UUID
-	case *nbdb.NAT:
-		return r.UUID
-	case *nbdb.AddressSet:
-		return r.UUID
-	}
-	return ""
 }
 
 // dropCounter is a logr sink that only counts libovsdb's "dropping event because
