@@ -10,7 +10,6 @@ import (
 	"math/rand"
 	"net/netip"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"sync"
 	"testing"
@@ -114,20 +113,9 @@ func TestChaos(t *testing.T) {
 			_ = c.SetNodeLinks(context.Background(), n, true)
 		}
 		if t.Failed() || *flagKeepLogs {
-			keep := dir + "-logs"
-			_ = os.RemoveAll(keep)
-			if out, err := exec.Command("cp", "-a", logDir, keep).CombinedOutput(); err == nil {
-				t.Logf("logs kept in %s", keep)
-			} else {
-				t.Logf("could not keep logs: %v %s", err, out)
-			}
+			cluster.KeepLogs(t, logDir, dir+"-logs")
 		}
-		c.Close()
-		dctx, dcancel := context.WithTimeout(context.Background(), 2*time.Minute)
-		defer dcancel()
-		if err := cluster.Down(dctx, dir); err != nil {
-			t.Errorf("cluster down: %v", err)
-		}
+		c.CloseAndDown(t, dir)
 	})
 	if h.interconnect() {
 		h.leader = "cluster-manager"

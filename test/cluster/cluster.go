@@ -17,14 +17,16 @@ import (
 	"strings"
 	"sync"
 	"syscall"
+	"testing"
 	"time"
 
-	"github.com/ovn-egressip/ovn-egressip/test/apiserver"
 	"golang.org/x/sync/errgroup"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
+
+	"github.com/ovn-egressip/ovn-egressip/test/apiserver"
 )
 
 // Cluster is a running local cluster.
@@ -714,4 +716,26 @@ func (c *Cluster) nbConn(ctx context.Context) (*nbConn, error) {
 		c.nb = nb
 	}
 	return c.nb, nil
+}
+
+// KeepLogs copies the log directory logDir to keep (replacing what is there) for a look after the test, and says so
+// in t's log.
+func KeepLogs(t testing.TB, logDir, keep string) {
+	_ = os.RemoveAll(keep)
+	if out, err := exec.Command("cp", "-a", logDir, keep).CombinedOutput(); err == nil {
+		t.Logf("logs kept in %s", keep)
+	} else {
+		t.Logf("could not keep logs: %v %s", err, out)
+	}
+}
+
+// CloseAndDown closes c and takes the cluster of state directory dir down (2 minutes at most); t fails when that
+// fails.
+func (c *Cluster) CloseAndDown(t testing.TB, dir string) {
+	c.Close()
+	dctx, dcancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer dcancel()
+	if err := Down(dctx, dir); err != nil {
+		t.Errorf("cluster down: %v", err)
+	}
 }

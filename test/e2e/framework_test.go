@@ -118,20 +118,9 @@ func newEnvIn(t *testing.T, layout, mode, family string) *env {
 		e.stopAll()
 		e.checkNoDenial()
 		if t.Failed() {
-			keep := dir + "-logs"
-			_ = os.RemoveAll(keep)
-			if out, err := exec.Command("cp", "-a", filepath.Join(dir, "log"), keep).CombinedOutput(); err == nil {
-				t.Logf("logs kept in %s", keep)
-			} else {
-				t.Logf("could not keep logs: %v %s", err, out)
-			}
+			cluster.KeepLogs(t, filepath.Join(dir, "log"), dir+"-logs")
 		}
-		c.Close()
-		dctx, dcancel := context.WithTimeout(context.Background(), 2*time.Minute)
-		defer dcancel()
-		if err := cluster.Down(dctx, dir); err != nil {
-			t.Errorf("cluster down: %v", err)
-		}
+		c.CloseAndDown(t, dir)
 	})
 	if fromImage() {
 		e.images = newImageRun(t, e)

@@ -39,14 +39,9 @@ type imageRun struct {
 func newImageRun(t *testing.T, e *env) *imageRun {
 	t.Helper()
 	root := repoRoot()
-	images := map[string]string{
-		"ovn-egressip:latest":      filepath.Join(root, "_output", "images", "ovn-egressip.tar"),
-		"ovn-egressip-node:latest": filepath.Join(root, "_output", "images", "ovn-egressip-node.tar"),
-	}
-	for _, a := range images {
-		if _, err := os.Stat(a); err != nil {
-			t.Fatalf("OVNKUBE_FROM=image: %s missing: run make image first", a)
-		}
+	images := podrun.ImageArchives(root)
+	if a := podrun.MissingArchive(images); a != "" {
+		t.Fatalf("OVNKUBE_FROM=image: %s missing: run make image first", a)
 	}
 	m, err := podrun.LoadManifests(filepath.Join(root, "dist", "manifests"))
 	if err != nil {

@@ -47,14 +47,9 @@ func setup(t *testing.T) (*apiserver.Env, kubernetes.Interface, *podrun.Manifest
 		t.Skip("runc not installed (make install-deps)")
 	}
 	root := repoRoot()
-	images := map[string]string{
-		"ovn-egressip:latest":      filepath.Join(root, "_output", "images", "ovn-egressip.tar"),
-		"ovn-egressip-node:latest": filepath.Join(root, "_output", "images", "ovn-egressip-node.tar"),
-	}
-	for _, a := range images {
-		if _, err := os.Stat(a); err != nil {
-			t.Skipf("%s missing: run make image first (make test does)", a)
-		}
+	images := podrun.ImageArchives(root)
+	if a := podrun.MissingArchive(images); a != "" {
+		t.Skipf("%s missing: run make image first (make test does)", a)
 	}
 	m, err := podrun.LoadManifests(filepath.Join(root, "dist", "manifests"))
 	if err != nil {
