@@ -6,7 +6,6 @@ import (
 	"context"
 	"flag"
 	"fmt"
-	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -17,6 +16,8 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/ovn-egressip/ovn-egressip/test/ports"
 )
 
 var ovnkubeBin string
@@ -52,20 +53,11 @@ func TestMain(m *testing.M) {
 	os.Exit(code)
 }
 
-func freePort(t *testing.T) string {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	return l.Addr().String()
-}
-
 // startOvnkube starts the layout's processes with the local cluster's command lines (cluster.OvnkubeLeaderArgs,
 // OvnkubeNodeArgs): the master (centralized) or cluster manager (interconnect), and one process per node in its
 // netns: the node daemon, with the node's zone controller in the interconnect layout.
 func (h *harness) startOvnkube() {
-	master := &proc{name: h.leader, metrics: freePort(h.t)}
+	master := &proc{name: h.leader, metrics: ports.FreeLoopbackAddr(h.t)}
 	leader := h.c.Ovnkube(h.c.Kubeconfig(), "2", h.c.OvnkubeLeaderArgs()...)
 	leader.Metrics = master.metrics
 	if *flagReach > 0 {

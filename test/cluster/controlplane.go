@@ -6,7 +6,6 @@ import (
 	"crypto/x509"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"net/netip"
 	"os"
@@ -14,25 +13,17 @@ import (
 	"strconv"
 	"strings"
 	"time"
-)
 
-// freeLoopbackPort returns a TCP port on 127.0.0.1 that was free a moment ago.
-func freeLoopbackPort() (int, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return 0, err
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port, nil
-}
+	"github.com/ovn-egressip/ovn-egressip/test/ports"
+)
 
 // startEtcd starts etcd on free loopback ports with its data in p.etcdData() and returns its client URL.
 func startEtcd(p paths, etcdBin string) (string, error) {
-	client, err := freeLoopbackPort()
+	client, err := ports.FreeLoopback()
 	if err != nil {
 		return "", err
 	}
-	peer, err := freeLoopbackPort()
+	peer, err := ports.FreeLoopback()
 	if err != nil {
 		return "", err
 	}

@@ -21,11 +21,13 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/ovn-egressip/ovn-egressip/go-controller/pkg/nbdb"
 	"github.com/ovn-org/libovsdb/model"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
+
+	"github.com/ovn-egressip/ovn-egressip/go-controller/pkg/nbdb"
+	"github.com/ovn-egressip/ovn-egressip/test/ports"
 )
 
 // The kubelet mode (Config.Kubelets, `clusterctl up --kubelets`, CLUSTER_KUBELETS=1; docs/images.md "Real
@@ -180,7 +182,7 @@ func upKubelets(ctx context.Context, p paths, k pki, apiserverBin, helper, image
 	if err := os.Symlink(loopbackPlugin, filepath.Join(p.cniBin(), "loopback")); err != nil && !os.IsExist(err) {
 		return err
 	}
-	kcmPort, err := freeLoopbackPort()
+	kcmPort, err := ports.FreeLoopback()
 	if err != nil {
 		return err
 	}
@@ -192,7 +194,7 @@ func upKubelets(ctx context.Context, p paths, k pki, apiserverBin, helper, image
 		"--concurrent-deployment-syncs=2", "--concurrent-daemonset-syncs=2"); err != nil {
 		return err
 	}
-	schedPort, err := freeLoopbackPort()
+	schedPort, err := ports.FreeLoopback()
 	if err != nil {
 		return err
 	}

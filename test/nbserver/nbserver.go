@@ -25,6 +25,7 @@ import (
 	"github.com/ovn-org/libovsdb/server"
 
 	"github.com/ovn-egressip/ovn-egressip/go-controller/pkg/nbdb"
+	"github.com/ovn-egressip/ovn-egressip/test/ports"
 )
 
 // Server is a running NB database.
@@ -65,7 +66,7 @@ type SSL struct {
 // port (SSLAddr), with the files of ssl. Tests still set it up over Addr (unix).
 func StartSSL(t testing.TB, ssl SSL) *Server {
 	t.Helper()
-	addr := freeLoopbackPort(t)
+	addr := ports.FreeLoopbackAddr(t)
 	host, port, _ := net.SplitHostPort(addr)
 	s := start(t, []string{"--remote=pssl:" + port + ":" + host,
 		"--private-key=" + ssl.PrivateKey, "--certificate=" + ssl.Certificate, "--ca-cert=" + ssl.CACert})

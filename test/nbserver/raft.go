@@ -3,7 +3,6 @@ package nbserver
 import (
 	"context"
 	"fmt"
-	"net"
 	"os/exec"
 	"path/filepath"
 	"strings"
@@ -15,6 +14,7 @@ import (
 	"github.com/ovn-org/libovsdb/client"
 
 	"github.com/ovn-egressip/ovn-egressip/go-controller/pkg/nbdb"
+	"github.com/ovn-egressip/ovn-egressip/test/ports"
 )
 
 // ClusterSize is the number of members StartCluster starts (a RAFT cluster of
@@ -59,7 +59,7 @@ func StartCluster(t testing.TB) *Cluster {
 	schemaPath := writeSchema(t, c.Dir)
 	var addrs []string
 	for i := 0; i < ClusterSize; i++ {
-		m := &Member{Index: i, dir: c.Dir, Raft: "tcp:" + freeLoopbackPort(t)}
+		m := &Member{Index: i, dir: c.Dir, Raft: "tcp:" + ports.FreeLoopbackAddr(t)}
 		m.Addr = "unix:" + m.socket()
 		c.Members = append(c.Members, m)
 		addrs = append(addrs, m.Addr)
@@ -80,16 +80,6 @@ func StartCluster(t testing.TB) *Cluster {
 	}
 	c.WaitFormed()
 	return c
-}
-
-// freeLoopbackPort returns "127.0.0.1:PORT" for a port free at the time of the call.
-func freeLoopbackPort(t testing.TB) string {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	return l.Addr().String()
 }
 
 func (m *Member) socket() string  { return filepath.Join(m.dir, fmt.Sprintf("m%d.sock", m.Index)) }

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -21,6 +20,7 @@ import (
 	"github.com/ovn-egressip/ovn-egressip/test/apiserver"
 	"github.com/ovn-egressip/ovn-egressip/test/cluster"
 	"github.com/ovn-egressip/ovn-egressip/test/metrics"
+	"github.com/ovn-egressip/ovn-egressip/test/ports"
 )
 
 // Metric names read from the master's /metrics (go-controller/pkg/master/metrics.go
@@ -152,16 +152,6 @@ func buildOvnkube(dir string) (string, error) {
 	return out, nil
 }
 
-// freeLoopbackPort returns a TCP port that was free on 127.0.0.1 a moment ago.
-func freeLoopbackPort() (int, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return 0, err
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port, nil
-}
-
 // startMaster starts bin as the master against the apiserver of kubeconfig and the
 // NB at nbAddr (shared gateway mode, the layout's subnets, no leader election, no
 // health check: every node reachable), and stops it at cleanup (SIGTERM). Its log
@@ -184,11 +174,11 @@ func ovnkube(kubeconfig string, role ...string) []string {
 // The log is kept when t failed (or SCALE_KEEP_LOG is set).
 func startProc(t testing.TB, bin, name string, args ...string) *masterProc {
 	t.Helper()
-	port, err := freeLoopbackPort()
+	port, err := ports.FreeLoopback()
 	if err != nil {
 		t.Fatalf("scale: metrics port: %v", err)
 	}
-	pprofPort, err := freeLoopbackPort()
+	pprofPort, err := ports.FreeLoopback()
 	if err != nil {
 		t.Fatalf("scale: pprof port: %v", err)
 	}
