@@ -160,14 +160,7 @@ func plumbChassisLinks(ctx context.Context, p paths, nodes []NodeAddrs) error {
 	if err := runBatch(ctx, "", root.String()); err != nil {
 		return err
 	}
-	var jobs []func(context.Context) error
-	for _, l := range ends { // no TX checksum offload: the userspace datapath forwards what it reads as it is
-		jobs = append(jobs, func(ctx context.Context) error {
-			_, err := run(ctx, "ethtool", "-K", l, "tx", "off")
-			return err
-		})
-	}
-	if err := parallel(ctx, jobs); err != nil {
+	if err := txOff(ctx, ends); err != nil {
 		return err
 	}
 	root.Reset()
@@ -181,7 +174,7 @@ func plumbChassisLinks(ctx context.Context, p paths, nodes []NodeAddrs) error {
 		return err
 	}
 	rootArgs := []string{}
-	jobs = nil
+	var jobs []func(context.Context) error
 	for _, n := range nodes {
 		rootArgs = append(rootArgs, "--", "add-port", BrEx, uplinkLink(n.Index))
 		jobs = append(jobs, func(ctx context.Context) error {

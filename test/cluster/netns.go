@@ -87,16 +87,11 @@ func plumb(ctx context.Context, p paths, vs []veth, attach bool) error {
 	if err := runBatch(ctx, "", root.String()); err != nil {
 		return err
 	}
-	jobs = nil
+	var ends []string
 	for _, v := range vs {
-		for _, l := range []string{v.Host, v.peerTmp()} {
-			jobs = append(jobs, func(ctx context.Context) error {
-				_, err := run(ctx, "ethtool", "-K", l, "tx", "off")
-				return err
-			})
-		}
+		ends = append(ends, v.Host, v.peerTmp())
 	}
-	if err := parallel(ctx, jobs); err != nil {
+	if err := txOff(ctx, ends); err != nil {
 		return err
 	}
 	root.Reset()
@@ -293,4 +288,17 @@ func ourLinks() []string {
 		}
 	}
 	return out
+}
+
+// txOff turns TX checksum offload off on every link of links, in parallel: the userspace datapath forwards what it
+// reads as it is.
+func txOff(ctx context.Context, links []string) error {
+	var jobs []func(context.Context) error
+	for _, l := range links {
+		jobs = append(jobs, func(ctx context.Context) error {
+			_, err := run(ctx, "ethtool", "-K", l, "tx", "off")
+			return err
+		})
+	}
+	return parallel(ctx, jobs)
 }
