@@ -270,20 +270,15 @@ func kill(cmd *exec.Cmd, sig syscall.Signal) {
 	_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
 }
 
-func (e *env) stopMaster(name string, sig syscall.Signal) {
-	e.mu.Lock()
-	d := e.masters[name]
-	delete(e.masters, name)
-	e.mu.Unlock()
-	if d != nil {
-		d.stop(sig)
-	}
-}
+func (e *env) stopMaster(name string, sig syscall.Signal) { e.stopDaemon(e.masters, name, sig) }
 
-func (e *env) stopNode(node string, sig syscall.Signal) {
+func (e *env) stopNode(node string, sig syscall.Signal) { e.stopDaemon(e.nodes, node, sig) }
+
+// stopDaemon takes the daemon of key out of daemons (e.masters or e.nodes) and stops it with sig.
+func (e *env) stopDaemon(daemons map[string]daemon, key string, sig syscall.Signal) {
 	e.mu.Lock()
-	d := e.nodes[node]
-	delete(e.nodes, node)
+	d := daemons[key]
+	delete(daemons, key)
 	e.mu.Unlock()
 	if d != nil {
 		d.stop(sig)

@@ -34,6 +34,14 @@ func (h *harness) phaseContext(ctx context.Context) (context.Context, context.Ca
 // 370 ms in the collector), on the cores the master and ovsdb-server need.
 func quiet() { runtime.GC() }
 
+// begin starts phase name's measurements: the master's memory stage, the harness' garbage collected, then the
+// master's metrics and the CPU times before it.
+func (h *harness) begin(ctx context.Context, name string) (metrics.Set, cpuSample) {
+	h.master.setStage(name)
+	quiet()
+	return h.scrape(ctx), h.cpu()
+}
+
 // phase runs change, waits until converged (tracker, then one full check), lets
 // the master settle and returns the measurements.
 func (h *harness) phase(ctx context.Context, name string, change func()) Phase {
@@ -141,10 +149,7 @@ func (h *harness) profile(ctx context.Context, name string) {
 func (h *harness) podAdd(ctx context.Context) Phase {
 	h.t.Helper()
 	p := Phase{Name: "pod-add"}
-	h.master.setStage(p.Name)
-	quiet()
-	m0 := h.scrape(ctx)
-	c0 := h.cpu()
+	m0, c0 := h.begin(ctx, p.Name)
 	h.profile(ctx, p.Name)
 	for i := 0; i < h.cfg.AddPods; i++ {
 		s, ok := h.freshSlot()
@@ -176,10 +181,7 @@ func (h *harness) podAdd(ctx context.Context) Phase {
 func (h *harness) idle(ctx context.Context) Phase {
 	h.t.Helper()
 	p := Phase{Name: "idle"}
-	h.master.setStage(p.Name)
-	quiet()
-	m0 := h.scrape(ctx)
-	c0 := h.cpu()
+	m0, c0 := h.begin(ctx, p.Name)
 	if err := h.poke(ctx); err != nil {
 		h.t.Fatal(err)
 	}
