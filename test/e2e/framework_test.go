@@ -270,15 +270,17 @@ func kill(cmd *exec.Cmd, sig syscall.Signal) {
 	_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
 }
 
-func (e *env) stopMaster(name string, sig syscall.Signal) { e.stopDaemon(e.masters, name, sig) }
+func (e *env) stopMaster(name string, sig syscall.Signal) { e.stopDaemon(func() map[string]daemon { return e.masters }, name, sig) }
 
-func (e *env) stopNode(node string, sig syscall.Signal) { e.stopDaemon(e.nodes, node, sig) }
+func (e *env) stopNode(node string, sig syscall.Signal) { e.stopDaemon(func() map[string]daemon { return e.nodes }, node, sig) }
 
-// stopDaemon takes the daemon of key out of daemons (e.masters or e.nodes) and stops it with sig.
-func (e *env) stopDaemon(daemons map[string]daemon, key string, sig syscall.Signal) {
+// stopDaemon takes the daemon of key out of the map daemons returns (e.masters or e.nodes, read under e.mu: stopAll
+// replaces them) and stops it with sig.
+func (e *env) stopDaemon(daemons func() map[string]daemon, key string, sig syscall.Signal) {
 	e.mu.Lock()
-	d := daemons[key]
-	delete(daemons, key)
+	m := daemons()
+	d := m[key]
+	delete(m, key)
 	e.mu.Unlock()
 	if d != nil {
 		d.stop(sig)
