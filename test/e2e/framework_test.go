@@ -270,9 +270,13 @@ func kill(cmd *exec.Cmd, sig syscall.Signal) {
 	_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
 }
 
-func (e *env) stopMaster(name string, sig syscall.Signal) { e.stopDaemon(func() map[string]daemon { return e.masters }, name, sig) }
+func (e *env) stopMaster(name string, sig syscall.Signal) {
+	e.stopDaemon(func() map[string]daemon { return e.masters }, name, sig)
+}
 
-func (e *env) stopNode(node string, sig syscall.Signal) { e.stopDaemon(func() map[string]daemon { return e.nodes }, node, sig) }
+func (e *env) stopNode(node string, sig syscall.Signal) {
+	e.stopDaemon(func() map[string]daemon { return e.nodes }, node, sig)
+}
 
 // stopDaemon takes the daemon of key out of the map daemons returns (e.masters or e.nodes, read under e.mu: stopAll
 // replaces them) and stops it with sig.
