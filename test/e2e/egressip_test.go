@@ -307,11 +307,7 @@ func runEgressIPCases(t *testing.T, layout, mode, family string) {
 				t.Fatalf("external host's entry for %s is %q before the move, want %s's %s", ip, got, from, e.holderMAC(from))
 			}
 			e.labelAssignable(from, false)
-			items := e.waitStatus("prod", ip+" moved off "+from, func(it []egressipv1.EgressIPStatusItem) bool {
-				h := holder(it, ip)
-				return h != "" && h != from && hasExactly(it, e.ips(eipA))
-			})
-			to := holder(items, ip)
+			to := e.waitMovedOff(ip, from)
 			want := e.holderMAC(to)
 			start := time.Now()
 			var got string

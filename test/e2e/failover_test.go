@@ -270,11 +270,7 @@ func runFailover(t *testing.T, layout, mode, family string) {
 				case "unlabel":
 					e.labelAssignable(from, false)
 				}
-				items := e.waitStatus("prod", moving+" moved off "+from, func(it []egressipv1.EgressIPStatusItem) bool {
-					h := holder(it, moving)
-					return h != "" && h != from && hasExactly(it, e.ips(eipA))
-				})
-				to := holder(items, moving)
+				to := e.waitMovedOff(moving, from)
 				moved := time.Since(failAt)
 				//nolint:forbidigo // the prober's window: requests after the change are part of what is measured
 				time.Sleep(2 * time.Second)
@@ -364,7 +360,7 @@ func runFailover(t *testing.T, layout, mode, family string) {
 				// up to a second, more on a busy machine: CI once applied "second" before that).
 				e.waitMasterFindsReachable(metrics, e.assignable)
 				e.applyEgressIP("second", []string{eipB[fam]}, map[string]string{"env": "none"}, nil)
-				items = e.waitStatus("second", "assigned to "+from, func(it []egressipv1.EgressIPStatusItem) bool { return holder(it, eipB[fam]) == from })
+				items := e.waitStatus("second", "assigned to "+from, func(it []egressipv1.EgressIPStatusItem) bool { return holder(it, eipB[fam]) == from })
 				t.Logf("recovered node %s took %v", from, items)
 				if h := holder(e.getEgressIP("prod").Status.Items, moving); h != to {
 					fail("the moved IP went to %s; it must stay on %s", h, to)

@@ -402,6 +402,15 @@ func (e *env) waitStatus(name string, what string, ok func([]egressipv1.EgressIP
 	return nil
 }
 
+// waitMovedOff waits until prod's EgressIP (eipA's IPs) has ip on a node other than from, and returns that node.
+func (e *env) waitMovedOff(ip, from string) string {
+	items := e.waitStatus("prod", ip+" moved off "+from, func(it []egressipv1.EgressIPStatusItem) bool {
+		h := holder(it, ip)
+		return h != "" && h != from && hasExactly(it, e.ips(eipA))
+	})
+	return holder(items, ip)
+}
+
 // holder returns the node holding ip in the status items ("" if none).
 func holder(items []egressipv1.EgressIPStatusItem, ip string) string {
 	for _, it := range items {

@@ -90,14 +90,7 @@ func TestMigrateFromUpstream(t *testing.T) {
 	longest, lost, bad := gap(probes, start, egress)
 	line := fmt.Sprintf("MIGRATE FROM UPSTREAM (centralized, shared): %d requests, longest gap between requests seen with %s: %s (lost %d, other source %d); NB transactions: migration %d, second run %d, our master's start %d\n",
 		len(probes), eip, longest.Round(time.Millisecond), lost, bad, txns, second, masterTxns)
-	fmt.Print(line)
-	recordResult(t, line)
-	if bad > 0 || lost > 0 {
-		t.Errorf("%d requests left with another source (%s), %d lost", bad, otherSources(probes, start, egress), lost)
-	}
-	if txns != 1 || second != 0 {
-		t.Errorf("migration: %d transactions, second run %d; want 1 and 0", txns, second)
-	}
+	checkMigration(t, "migration", line, probes, start, egress, txns, second)
 	if up := e.upstreamRows(); len(up) != 0 {
 		t.Errorf("upstream rows left: %v", up)
 	}
@@ -120,14 +113,7 @@ func TestMigrateFromUpstream(t *testing.T) {
 	longest, lost, bad = gap(probes, start, egress)
 	line = fmt.Sprintf("MIGRATE TO UPSTREAM (centralized, shared): %d requests, longest gap between requests seen with %s: %s (lost %d, other source %d); NB transactions: migration %d, second run %d\n",
 		len(probes), eip, longest.Round(time.Millisecond), lost, bad, txns, second)
-	fmt.Print(line)
-	recordResult(t, line)
-	if bad > 0 || lost > 0 {
-		t.Errorf("%d requests left with another source (%s), %d lost", bad, otherSources(probes, start, egress), lost)
-	}
-	if txns != 1 || second != 0 {
-		t.Errorf("rollback: %d transactions, second run %d; want 1 and 0", txns, second)
-	}
+	checkMigration(t, "rollback", line, probes, start, egress, txns, second)
 	if n := len(e.nbOwned("Logical_Router_Policy")) + len(e.nbOwned("NAT")) + len(e.nbOwned("Address_Set")); n != 0 {
 		t.Errorf("%d rows of ours left after the rollback", n)
 	}
@@ -292,4 +278,19 @@ func noReroute(uuid, name, match string) *nbdb.LogicalRouterPolicy {
 	return &nbdb.LogicalRouterPolicy{UUID: uuid, Priority: 102, Match: match, Action: "allow",
 		ExternalIDs: upstreamExt("priority", "102", "k8s.ovn.org/name", name, "ip-family", "ip4", "network", "default",
 			"k8s.ovn.org/id", "default-network-controller:EgressIP:102:"+name+":ip4:default")}
+}
+
+// checkMigration prints and records line (what a migration run measured), and fails t when a request since start
+// left with a source other than egress or was lost, or when the run (what) took other than one NB transaction or its
+// second run any.
+func checkMigration(t *testing.T, what, line string, probes []probe, start time.Time, egress netip.Addr, txns, second int) {
+	t.Helper()
+	fmt.Print(line)
+	recordResult(t, line)
+	if _, lost, bad := gap(probes, start, egress); bad > 0 || lost > 0 {
+		t.Errorf("%d requests left with another source (%s), %d lost", bad, otherSources(probes, start, egress), lost)
+	}
+	if txns != 1 || second != 0 {
+		t.Errorf("%s: %d transactions, second run %d; want 1 and 0", what, txns, second)
+	}
 }
