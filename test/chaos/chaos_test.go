@@ -19,6 +19,7 @@ import (
 
 	egressipclientset "github.com/ovn-egressip/ovn-egressip/go-controller/pkg/crd/egressip/v1/apis/clientset/versioned"
 	"github.com/ovn-egressip/ovn-egressip/test/cluster"
+	"github.com/ovn-egressip/ovn-egressip/test/repo"
 )
 
 var (
@@ -82,14 +83,14 @@ func TestChaos(t *testing.T) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), *flagDuration+30*time.Minute)
 	defer cancel()
-	dir := filepath.Join(repoRoot(), "_output", "chaos")
+	dir := filepath.Join(repo.Root(), "_output", "chaos")
 	_ = cluster.Down(ctx, dir)
 	nb := *flagNB
 	if *flagLayout == cluster.LayoutInterconnect {
 		nb = cluster.NBStandalone // one NB per zone
 	}
 	c, err := cluster.Up(ctx, cluster.Config{StateDir: dir, Nodes: 3, GatewayMode: *flagMode, NB: nb, Layout: *flagLayout,
-		RepoRoot: repoRoot(), Logf: t.Logf})
+		RepoRoot: repo.Root(), Logf: t.Logf})
 	if err != nil {
 		t.Fatalf("cluster up: %v", err)
 	}
@@ -98,7 +99,7 @@ func TestChaos(t *testing.T) {
 	if c.Layout() == cluster.LayoutInterconnect {
 		resultsName = "chaos-results-interconnect-" + c.GatewayMode() + ".txt"
 	}
-	results, err := os.Create(filepath.Join(repoRoot(), "_output", resultsName))
+	results, err := os.Create(filepath.Join(repo.Root(), "_output", resultsName))
 	if err != nil {
 		t.Fatal(err)
 	}

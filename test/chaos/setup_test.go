@@ -7,9 +7,6 @@ import (
 	"flag"
 	"fmt"
 	"os"
-	"os/exec"
-	"path/filepath"
-	"runtime"
 	"testing"
 	"time"
 
@@ -18,14 +15,10 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/ovn-egressip/ovn-egressip/test/ports"
+	"github.com/ovn-egressip/ovn-egressip/test/repo"
 )
 
 var ovnkubeBin string
-
-func repoRoot() string {
-	_, file, _, _ := runtime.Caller(0)
-	return filepath.Clean(filepath.Join(filepath.Dir(file), "..", ".."))
-}
 
 func TestMain(m *testing.M) {
 	flag.Parse()
@@ -33,24 +26,7 @@ func TestMain(m *testing.M) {
 		fmt.Println("chaos: skipped: needs root (network namespaces, OVS); CI runs it as root")
 		os.Exit(0)
 	}
-	dir, err := os.MkdirTemp("", "oeip-chaos-bin")
-	if err != nil {
-		panic(err)
-	}
-	ovnkubeBin = filepath.Join(dir, "ovnkube")
-	args := []string{"build", "-o", ovnkubeBin, "./go-controller/cmd/ovnkube"}
-	if *flagRace {
-		args = []string{"build", "-race", "-o", ovnkubeBin, "./go-controller/cmd/ovnkube"}
-	}
-	build := exec.Command("go", args...)
-	build.Dir = repoRoot()
-	if out, err := build.CombinedOutput(); err != nil {
-		fmt.Printf("chaos: building ovnkube failed: %v\n%s", err, out)
-		os.Exit(1)
-	}
-	code := m.Run()
-	os.RemoveAll(dir)
-	os.Exit(code)
+	repo.RunWithOvnkube(m, "chaos", "oeip-chaos-bin", *flagRace, &ovnkubeBin)
 }
 
 // startOvnkube starts the layout's processes with the local cluster's command lines (cluster.OvnkubeLeaderArgs,

@@ -26,6 +26,7 @@ import (
 	"github.com/ovn-egressip/ovn-egressip/go-controller/pkg/healthcheck"
 	"github.com/ovn-egressip/ovn-egressip/test/cluster"
 	"github.com/ovn-egressip/ovn-egressip/test/metrics"
+	"github.com/ovn-egressip/ovn-egressip/test/repo"
 	"github.com/ovn-egressip/ovn-egressip/test/waitfor"
 )
 
@@ -531,7 +532,7 @@ func (e *env) waitHealthy(node string) {
 // recordResult appends a measured number to _output/e2e-results.txt, which
 // `make test` prints at the end (go test hides a passing test's output).
 func recordResult(t *testing.T, line string) {
-	f, err := os.OpenFile(filepath.Join(repoRoot(), "_output", "e2e-results.txt"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	f, err := os.OpenFile(filepath.Join(repo.Root(), "_output", "e2e-results.txt"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
 	if err != nil {
 		t.Logf("cannot record %q: %v", line, err)
 		return

@@ -13,7 +13,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"runtime"
 	"slices"
 	"strconv"
 	"strings"
@@ -27,35 +26,18 @@ import (
 	egressipv1 "github.com/ovn-egressip/ovn-egressip/go-controller/pkg/crd/egressip/v1"
 	egressipclientset "github.com/ovn-egressip/ovn-egressip/go-controller/pkg/crd/egressip/v1/apis/clientset/versioned"
 	"github.com/ovn-egressip/ovn-egressip/test/cluster"
+	"github.com/ovn-egressip/ovn-egressip/test/repo"
 	"github.com/ovn-egressip/ovn-egressip/test/waitfor"
 )
 
 var ovnkubeBin string
-
-func repoRoot() string {
-	_, file, _, _ := runtime.Caller(0)
-	return filepath.Clean(filepath.Join(filepath.Dir(file), "..", ".."))
-}
 
 func TestMain(m *testing.M) {
 	if os.Geteuid() != 0 {
 		fmt.Println("e2e: skipped: needs root (network namespaces, OVS, iptables); CI runs it as root")
 		os.Exit(0)
 	}
-	dir, err := os.MkdirTemp("", "oeip-e2e-bin")
-	if err != nil {
-		panic(err)
-	}
-	ovnkubeBin = filepath.Join(dir, "ovnkube")
-	build := exec.Command("go", "build", "-race", "-o", ovnkubeBin, "./go-controller/cmd/ovnkube")
-	build.Dir = repoRoot()
-	if out, err := build.CombinedOutput(); err != nil {
-		fmt.Printf("e2e: building ovnkube failed: %v\n%s", err, out)
-		os.Exit(1)
-	}
-	code := m.Run()
-	os.RemoveAll(dir)
-	os.Exit(code)
+	repo.RunWithOvnkube(m, "e2e", "oeip-e2e-bin", true, &ovnkubeBin)
 }
 
 // env is one local cluster with ovnkube running on it.
@@ -97,11 +79,11 @@ func newEnvIn(t *testing.T, layout, mode, family string) *env {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
-	dir := filepath.Join(repoRoot(), "_output", "e2e-"+mode)
+	dir := filepath.Join(repo.Root(), "_output", "e2e-"+mode)
 	_ = cluster.Down(ctx, dir)
 	nodes := 1 + 2*len(cluster.Families(family))
 	c, err := cluster.Up(ctx, cluster.Config{StateDir: dir, Nodes: nodes, GatewayMode: mode, IPFamily: family,
-		Layout: layout, RepoRoot: repoRoot(), Logf: t.Logf})
+		Layout: layout, RepoRoot: repo.Root(), Logf: t.Logf})
 	if err != nil {
 		t.Fatalf("cluster up (%s, %s): %v", mode, family, err)
 	}

@@ -16,6 +16,7 @@ import (
 
 	"github.com/ovn-egressip/ovn-egressip/test/cluster"
 	"github.com/ovn-egressip/ovn-egressip/test/podrun"
+	"github.com/ovn-egressip/ovn-egressip/test/repo"
 )
 
 // fromImage says whether ovnkube runs from the images of make image (OVNKUBE_FROM=image) instead of as processes:
@@ -38,7 +39,7 @@ type imageRun struct {
 // mode, log level 4) as an admin edits it, and leaves in each node the iptables hint a kubelet leaves.
 func newImageRun(t *testing.T, e *env) *imageRun {
 	t.Helper()
-	root := repoRoot()
+	root := repo.Root()
 	images := podrun.ImageArchives(root)
 	if a := podrun.MissingArchive(images); a != "" {
 		t.Fatalf("OVNKUBE_FROM=image: %s missing: run make image first", a)

@@ -10,7 +10,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"runtime"
 	"strings"
 	"testing"
 	"time"
@@ -28,15 +27,11 @@ import (
 	"github.com/ovn-egressip/ovn-egressip/test/hostnet"
 	"github.com/ovn-egressip/ovn-egressip/test/nbserver"
 	"github.com/ovn-egressip/ovn-egressip/test/podrun"
+	"github.com/ovn-egressip/ovn-egressip/test/repo"
 	"github.com/ovn-egressip/ovn-egressip/test/waitfor"
 )
 
 const ns = "ovn-egressip"
-
-func repoRoot() string {
-	_, file, _, _ := runtime.Caller(0)
-	return filepath.Clean(filepath.Join(filepath.Dir(file), "..", ".."))
-}
 
 // setup needs root, runc and the images of make image; it starts an API server with dist/manifests/ovnkube-egressip.yaml
 // applied and returns the manifests and a runtime.
@@ -46,7 +41,7 @@ func setup(t *testing.T) (*apiserver.Env, kubernetes.Interface, *podrun.Manifest
 	if _, err := exec.LookPath("runc"); err != nil {
 		t.Skip("runc not installed (make install-deps)")
 	}
-	root := repoRoot()
+	root := repo.Root()
 	images := podrun.ImageArchives(root)
 	if a := podrun.MissingArchive(images); a != "" {
 		t.Skipf("%s missing: run make image first (make test does)", a)

@@ -3,15 +3,11 @@ package podrun
 import (
 	"path/filepath"
 	"reflect"
-	"runtime"
 	"strings"
 	"testing"
-)
 
-func repoRoot() string {
-	_, file, _, _ := runtime.Caller(0)
-	return filepath.Clean(filepath.Join(filepath.Dir(file), "..", ".."))
-}
+	"github.com/ovn-egressip/ovn-egressip/test/repo"
+)
 
 func TestSetINI(t *testing.T) {
 	conf := "[default]\ncluster-subnets = 10.244.0.0/16\n\n[ovnnorth]\naddress = tcp:ovnkube-db:6641\n\n[gateway]\nmode = shared\n"
@@ -39,7 +35,7 @@ func TestExpand(t *testing.T) {
 // TestManifestPodSpecs builds the runtime spec of every pod of dist/manifests/ovnkube-egressip.yaml as the runtime
 // does and checks what the manifests say arrives: command, NODE_NAME, user, capabilities, mounts, CPU shares.
 func TestManifestPodSpecs(t *testing.T) {
-	m, err := LoadManifests(filepath.Join(repoRoot(), "dist", "manifests"))
+	m, err := LoadManifests(filepath.Join(repo.Root(), "dist", "manifests"))
 	if err != nil {
 		t.Fatal(err)
 	}

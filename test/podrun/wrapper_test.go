@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/ovn-egressip/ovn-egressip/test/hostnet"
+	"github.com/ovn-egressip/ovn-egressip/test/repo"
 )
 
 // TestIPTablesWrapperChoosesBackend runs the node image's iptables wrapper (contrib/image/iptables-wrapper, called
@@ -19,7 +20,7 @@ func TestIPTablesWrapperChoosesBackend(t *testing.T) {
 			t.Skipf("/usr/sbin/%s missing (Debian iptables)", bin)
 		}
 	}
-	wrapper := filepath.Join(repoRoot(), "contrib", "image", "iptables-wrapper")
+	wrapper := filepath.Join(repo.Root(), "contrib", "image", "iptables-wrapper")
 	cases := []struct {
 		name, want string
 		env        []string

@@ -16,7 +16,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"runtime"
 	"slices"
 	"strings"
 	"testing"
@@ -29,6 +28,7 @@ import (
 
 	"github.com/ovn-egressip/ovn-egressip/test/apiserver"
 	"github.com/ovn-egressip/ovn-egressip/test/cluster"
+	"github.com/ovn-egressip/ovn-egressip/test/repo"
 )
 
 const (
@@ -36,11 +36,6 @@ const (
 	masterName = "ovnkube-egressip-master"
 	nodeDSName = "ovnkube-egressip-node"
 )
-
-func repoRoot() string {
-	_, file, _, _ := runtime.Caller(0)
-	return filepath.Clean(filepath.Join(filepath.Dir(file), "..", "..", ".."))
-}
 
 // bed is the kubelet-mode local cluster of one test (local gateway mode: the node daemons program the egress IPs,
 // so their roll is what is checked).
@@ -64,7 +59,7 @@ func startBed(t *testing.T) *bed {
 	if os.Geteuid() != 0 {
 		skipf("needs root (network namespaces, OVS, containerd, kubelets)")
 	}
-	root := repoRoot()
+	root := repo.Root()
 	bins, err := apiserver.ResolveBinaries(root)
 	if err != nil {
 		t.Fatal(err)
@@ -366,8 +361,8 @@ func tail(ps []probe, n int) []probe {
 
 // recordResult appends a measured line to _output/e2e-results.txt (make test-serial prints it).
 func recordResult(line string) {
-	_ = os.MkdirAll(filepath.Join(repoRoot(), "_output"), 0o755)
-	f, err := os.OpenFile(filepath.Join(repoRoot(), "_output", "e2e-results.txt"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	_ = os.MkdirAll(filepath.Join(repo.Root(), "_output"), 0o755)
+	f, err := os.OpenFile(filepath.Join(repo.Root(), "_output", "e2e-results.txt"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
 	if err != nil {
 		return
 	}

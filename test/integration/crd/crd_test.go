@@ -8,7 +8,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"runtime"
 	"strings"
 	"testing"
 	"time"
@@ -19,12 +18,8 @@ import (
 	egressipv1 "github.com/ovn-egressip/ovn-egressip/go-controller/pkg/crd/egressip/v1"
 	egressipclientset "github.com/ovn-egressip/ovn-egressip/go-controller/pkg/crd/egressip/v1/apis/clientset/versioned"
 	"github.com/ovn-egressip/ovn-egressip/test/apiserver"
+	"github.com/ovn-egressip/ovn-egressip/test/repo"
 )
-
-func repoRoot(t *testing.T) string {
-	_, file, _, _ := runtime.Caller(0)
-	return filepath.Join(filepath.Dir(file), "..", "..", "..")
-}
 
 func kubectl(t *testing.T, env *apiserver.Env, stdin string, args ...string) (string, error) {
 	t.Helper()
@@ -53,7 +48,7 @@ func manifest(name string, ips []string, withNamespaceSelector bool) string {
 
 func TestEgressIPAdmissionThroughKubectl(t *testing.T) {
 	env := apiserver.Start(t)
-	root := repoRoot(t)
+	root := repo.Root()
 
 	// The shipped example applies as is, and kubectl get eip shows the printer columns.
 	example := filepath.Join(root, "dist", "examples", "egressip.yaml")
@@ -188,7 +183,7 @@ func TestEgressIPClientsetRoundTrip(t *testing.T) {
 // --dry-run=server: every object must pass the server's schema and admission.
 func TestDeploymentManifestsValidate(t *testing.T) {
 	env := apiserver.Start(t)
-	files, err := filepath.Glob(filepath.Join(repoRoot(t), "dist", "manifests", "*.yaml"))
+	files, err := filepath.Glob(filepath.Join(repo.Root(), "dist", "manifests", "*.yaml"))
 	if err != nil || len(files) == 0 {
 		t.Fatalf("no manifests in dist/manifests (%v)", err)
 	}
