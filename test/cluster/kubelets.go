@@ -182,26 +182,13 @@ func upKubelets(ctx context.Context, p paths, k pki, apiserverBin, helper, image
 	if err := os.Symlink(loopbackPlugin, filepath.Join(p.cniBin(), "loopback")); err != nil && !os.IsExist(err) {
 		return err
 	}
-	kcmPort, err := ports.FreeLoopback()
-	if err != nil {
-		return err
-	}
-	if _, err := startDaemon(p.pidfile("kube-controller-manager"), filepath.Join(p.log(), "kube-controller-manager.log"), nil,
-		kcm, "--kubeconfig="+p.kubeconfig(), "--authentication-kubeconfig="+p.kubeconfig(),
-		"--authorization-kubeconfig="+p.kubeconfig(), "--bind-address=127.0.0.1", "--secure-port="+strconv.Itoa(kcmPort),
-		"--leader-elect=false", "--service-account-private-key-file="+k.path("sa.key"), "--root-ca-file="+k.path("ca.crt"),
+	if err := startKubeComponent(p, "kube-controller-manager", kcm,
+		"--service-account-private-key-file="+k.path("sa.key"), "--root-ca-file="+k.path("ca.crt"),
 		"--use-service-account-credentials=false", "--controllers=*,-nodeipam,-csrsigning,-csrapproving,-csrcleaner",
 		"--concurrent-deployment-syncs=2", "--concurrent-daemonset-syncs=2"); err != nil {
 		return err
 	}
-	schedPort, err := ports.FreeLoopback()
-	if err != nil {
-		return err
-	}
-	if _, err := startDaemon(p.pidfile("kube-scheduler"), filepath.Join(p.log(), "kube-scheduler.log"), nil,
-		sched, "--kubeconfig="+p.kubeconfig(), "--authentication-kubeconfig="+p.kubeconfig(),
-		"--authorization-kubeconfig="+p.kubeconfig(), "--bind-address=127.0.0.1", "--secure-port="+strconv.Itoa(schedPort),
-		"--leader-elect=false"); err != nil {
+	if err := startKubeComponent(p, "kube-scheduler", sched); err != nil {
 		return err
 	}
 	logf("kube-controller-manager and kube-scheduler started")
@@ -218,7 +205,7 @@ func upKubelets(ctx context.Context, p paths, k pki, apiserverBin, helper, image
 	wctx, cancel := context.WithTimeout(ctx, 120*time.Second)
 	defer cancel()
 	var notReady []string
-	err = poll(wctx, 500*time.Millisecond, func() (bool, error) {
+	err := poll(wctx, 500*time.Millisecond, func() (bool, error) {
 		for _, d := range kubeletDaemons(len(nodes)) {
 			if pid, err := readPid(p.pidfile(d)); err != nil || !alive(pid) {
 				return false, fmt.Errorf("%s exited: %s", d, lastLogLine(filepath.Join(p.log(), d+".log")))
@@ -506,4 +493,19 @@ func withServiceLB(rows []model.Model, nodes []NodeAddrs, apiserver string) []mo
 		}
 	}
 	return rows
+}
+
+// startKubeComponent starts kube-controller-manager or kube-scheduler (bin, its log and pid file named name) on a free
+// loopback secure port, with the admin kubeconfig for the API, authentication and authorization, no leader
+// election, and extra flags.
+func startKubeComponent(p paths, name, bin string, extra ...string) error {
+	port, err := ports.FreeLoopback()
+	if err != nil {
+		return err
+	}
+	_, err = startDaemon(p.pidfile(name), filepath.Join(p.log(), name+".log"), nil, append([]string{bin,
+		"--kubeconfig=" + p.kubeconfig(), "--authentication-kubeconfig=" + p.kubeconfig(),
+		"--authorization-kubeconfig=" + p.kubeconfig(), "--bind-address=127.0.0.1", "--secure-port=" + strconv.Itoa(port),
+		"--leader-elect=false"}, extra...)...)
+	return err
 }

@@ -243,16 +243,7 @@ func inNetns(ctx context.Context, netns, script string) error {
 }
 
 // ourNetns lists the network namespaces whose name starts with NetnsPrefix.
-func ourNetns() []string {
-	entries, _ := os.ReadDir("/run/netns")
-	var out []string
-	for _, e := range entries {
-		if strings.HasPrefix(e.Name(), NetnsPrefix) {
-			out = append(out, e.Name())
-		}
-	}
-	return out
-}
+func ourNetns() []string { return ours("/run/netns") }
 
 // deleteNetns ends every process inside netns (SIGTERM, then SIGKILL) and deletes it; its veths go with it.
 // The calling process is spared: `ip netns pids` goes by each process's main thread, which may be inside netns
@@ -279,8 +270,11 @@ func linkExists(name string) bool {
 }
 
 // ourLinks lists the root-namespace interfaces whose name starts with NetnsPrefix.
-func ourLinks() []string {
-	entries, _ := os.ReadDir("/sys/class/net")
+func ourLinks() []string { return ours("/sys/class/net") }
+
+// ours lists the entries of dir whose name starts with NetnsPrefix.
+func ours(dir string) []string {
+	entries, _ := os.ReadDir(dir)
 	var out []string
 	for _, e := range entries {
 		if strings.HasPrefix(e.Name(), NetnsPrefix) {
