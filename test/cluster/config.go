@@ -79,6 +79,17 @@ type Config struct {
 	Logf func(format string, args ...any)
 }
 
+// eitherOr sets *v to def when it is empty, and says what is wrong when it is neither def nor other.
+func eitherOr(v *string, what, def, other string) error {
+	if *v == "" {
+		*v = def
+	}
+	if *v != def && *v != other {
+		return fmt.Errorf("cluster: %s %q is neither %q nor %q", what, *v, def, other)
+	}
+	return nil
+}
+
 func (c *Config) setDefaults() error {
 	if c.StateDir == "" {
 		return errors.New("cluster: StateDir is required")
@@ -94,11 +105,8 @@ func (c *Config) setDefaults() error {
 	if c.Nodes < 1 || c.Nodes > MaxNodes {
 		return fmt.Errorf("cluster: %d nodes out of range 1..%d", c.Nodes, MaxNodes)
 	}
-	if c.GatewayMode == "" {
-		c.GatewayMode = GatewayShared
-	}
-	if c.GatewayMode != GatewayShared && c.GatewayMode != GatewayLocal {
-		return fmt.Errorf("cluster: gateway mode %q is neither %q nor %q", c.GatewayMode, GatewayShared, GatewayLocal)
+	if err := eitherOr(&c.GatewayMode, "gateway mode", GatewayShared, GatewayLocal); err != nil {
+		return err
 	}
 	if c.IPFamily == "" {
 		c.IPFamily = FamilyIPv4
@@ -106,17 +114,11 @@ func (c *Config) setDefaults() error {
 	if Families(c.IPFamily) == nil {
 		return fmt.Errorf("cluster: IP family %q is none of %s, %s, %s", c.IPFamily, FamilyIPv4, FamilyIPv6, FamilyDual)
 	}
-	if c.NB == "" {
-		c.NB = NBStandalone
+	if err := eitherOr(&c.NB, "NB layout", NBStandalone, NBRaft); err != nil {
+		return err
 	}
-	if c.NB != NBStandalone && c.NB != NBRaft {
-		return fmt.Errorf("cluster: NB layout %q is neither %q nor %q", c.NB, NBStandalone, NBRaft)
-	}
-	if c.Layout == "" {
-		c.Layout = LayoutCentralized
-	}
-	if c.Layout != LayoutCentralized && c.Layout != LayoutInterconnect {
-		return fmt.Errorf("cluster: layout %q is neither %q nor %q", c.Layout, LayoutCentralized, LayoutInterconnect)
+	if err := eitherOr(&c.Layout, "layout", LayoutCentralized, LayoutInterconnect); err != nil {
+		return err
 	}
 	if c.Layout == LayoutInterconnect && (c.NB != NBStandalone || c.Kubelets) {
 		return fmt.Errorf("cluster: the %s layout runs one standalone NB per zone and no kubelets", LayoutInterconnect)
