@@ -3,9 +3,7 @@ package e2e
 import (
 	"context"
 	"fmt"
-	"io"
 	"net"
-	"net/http"
 	"net/netip"
 	"os"
 	"path/filepath"
@@ -485,16 +483,11 @@ func (e *env) waitMasterFindsReachable(metricsAddr string, nodes []string) {
 	var missing []string
 	var err error
 	if waitfor.Until(context.Background(), 30*time.Second, 100*time.Millisecond, func() (bool, error) {
-		var resp *http.Response
-		resp, err = http.Get("http://" + metricsAddr + "/metrics")
-		var body []byte
-		if err == nil {
-			body, _ = io.ReadAll(resp.Body)
-			resp.Body.Close()
-		}
+		var m metrics.Set
+		m, err = metrics.Scrape(context.Background(), nil, metrics.URL(metricsAddr))
 		missing = nil
 		for _, n := range nodes {
-			if !strings.Contains(string(body), `ovnkube_master_egress_node_reachable{node="`+n+`"} 1`+"\n") {
+			if v, ok := m.Value("ovnkube_master_egress_node_reachable", "node", n); !ok || v != 1 {
 				missing = append(missing, n)
 			}
 		}

@@ -188,7 +188,7 @@ func startProc(t testing.TB, bin, name string, args ...string) *masterProc {
 	}
 	m := &masterProc{
 		log:     filepath.Join(dir, name+".log"),
-		metrics: fmt.Sprintf("http://127.0.0.1:%d/metrics", port),
+		metrics: metrics.URL(fmt.Sprintf("127.0.0.1:%d", port)),
 		pprof:   fmt.Sprintf("http://127.0.0.1:%d/debug/pprof/", pprofPort),
 		http:    &http.Client{Timeout: 10 * time.Second},
 		waited:  make(chan struct{}),
