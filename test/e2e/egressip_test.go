@@ -135,9 +135,7 @@ func runEgressIPCases(t *testing.T, layout, mode, family string) {
 	e.createPod("prod", "web3", "node3", web)
 	e.createPod("prod", "db1", "node1", map[string]string{"app": "db"})
 	e.createPod("dev", "web1", "node1", web)
-	for _, n := range e.assignable {
-		e.labelAssignable(n, true)
-	}
+	e.labelAllAssignable()
 	t.Logf("%s/%s: cluster, ovnkube and pods ready in %s", mode, family, time.Since(start))
 
 	egress := e.addrs(eipA)

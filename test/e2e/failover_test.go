@@ -210,12 +210,8 @@ func failoverMatrix() [][2]string {
 
 func runFailover(t *testing.T, layout, mode, family string) {
 	e := newEnvIn(t, layout, mode, family)
-	e.kubectl("", "create", "namespace", "prod")
-	e.kubectl("", "label", "namespace", "prod", "env=prod")
-	e.createPod("prod", "web1", "node1", web)
-	for _, n := range e.assignable {
-		e.labelAssignable(n, true)
-	}
+	e.prodWithWeb1()
+	e.labelAllAssignable()
 	e.applyEgressIP("prod", e.ips(eipA), map[string]string{"env": "prod"}, web)
 	// The family whose egress IP moves, and (dual-stack) the one that must not notice.
 	fam := e.fams[len(e.fams)-1]
@@ -387,9 +383,7 @@ func TestMasterHA(t *testing.T) {
 	}
 	e := newEnv(t, "shared", cluster.FamilyIPv4)
 	e.startMaster("master-b", "127.0.0.1:29102")
-	e.kubectl("", "create", "namespace", "prod")
-	e.kubectl("", "label", "namespace", "prod", "env=prod")
-	e.createPod("prod", "web1", "node1", web)
+	e.prodWithWeb1()
 	e.createPod("prod", "web3", "node3", web)
 	e.labelAssignable("node2", true)
 	e.labelAssignable("node3", true)

@@ -329,6 +329,20 @@ func (e *env) waitNodeAnnotation(node, key, want string) {
 	}
 }
 
+// labelAllAssignable labels every node of e.assignable egress-assignable.
+func (e *env) labelAllAssignable() {
+	for _, n := range e.assignable {
+		e.labelAssignable(n, true)
+	}
+}
+
+// prodWithWeb1 creates namespace prod (env=prod) and in it the pod web1 (labels web) on node1, and returns the pod.
+func (e *env) prodWithWeb1() *cluster.Pod {
+	e.kubectl("", "create", "namespace", "prod")
+	e.kubectl("", "label", "namespace", "prod", "env=prod")
+	return e.createPod("prod", "web1", "node1", web)
+}
+
 func (e *env) labelAssignable(node string, on bool) {
 	if on {
 		e.kubectl("", "label", "node", node, "k8s.ovn.org/egress-assignable=", "--overwrite")

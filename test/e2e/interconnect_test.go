@@ -24,12 +24,8 @@ func TestZoneControllerDown(t *testing.T) {
 	for _, mode := range e2eModes() {
 		t.Run(mode, func(t *testing.T) {
 			e := newEnvIn(t, cluster.LayoutInterconnect, mode, cluster.FamilyIPv4)
-			e.kubectl("", "create", "namespace", "prod")
-			e.kubectl("", "label", "namespace", "prod", "env=prod")
-			e.createPod("prod", "web1", "node1", web)
-			for _, n := range e.assignable {
-				e.labelAssignable(n, true)
-			}
+			e.prodWithWeb1()
+			e.labelAllAssignable()
 			ip := eipA[4]
 			egress := netip.MustParseAddr(ip)
 			e.applyEgressIP("prod", []string{ip}, map[string]string{"env": "prod"}, web)

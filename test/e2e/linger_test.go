@@ -31,12 +31,8 @@ func TestLingerAcrossMasterRestart(t *testing.T) {
 
 func lingerAcrossRestart(t *testing.T, layout string) {
 	e := newEnvIn(t, layout, "local", cluster.FamilyIPv4)
-	e.kubectl("", "create", "namespace", "prod")
-	e.kubectl("", "label", "namespace", "prod", "env=prod")
-	e.createPod("prod", "web1", "node1", web)
-	for _, n := range e.assignable {
-		e.labelAssignable(n, true)
-	}
+	e.prodWithWeb1()
+	e.labelAllAssignable()
 	ip := eipA[4]
 	egress := netip.MustParseAddr(ip)
 	e.kubectl(fmt.Sprintf(`apiVersion: k8s.ovn.org/v1

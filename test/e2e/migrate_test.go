@@ -46,9 +46,7 @@ func TestMigrateFromUpstream(t *testing.T) {
 	}
 	eip := eipA[4]
 	egress := netip.MustParseAddr(eip)
-	e.kubectl("", "create", "namespace", "prod")
-	e.kubectl("", "label", "namespace", "prod", "env=prod")
-	pod := e.createPod("prod", "web1", "node1", web)
+	pod := e.prodWithWeb1()
 	e.labelAssignable("node2", true)
 	e.labelAssignable("node3", true)
 	e.applyEgressIP("prod", []string{eip}, map[string]string{"env": "prod"}, web)

@@ -21,9 +21,7 @@ import (
 func TestNodeDaemonRollingRestart(t *testing.T) {
 	e := newEnv(t, "local", cluster.FamilyIPv4)
 	eipA := eipA[4]
-	e.kubectl("", "create", "namespace", "prod")
-	e.kubectl("", "label", "namespace", "prod", "env=prod")
-	e.createPod("prod", "web1", "node1", web)
+	e.prodWithWeb1()
 	e.labelAssignable("node2", true)
 	e.labelAssignable("node3", true)
 	e.applyEgressIP("prod", []string{eipA}, map[string]string{"env": "prod"}, web)
