@@ -160,10 +160,15 @@ func parseNodeIn(n *corev1.Node, lay factsLayout, reach Reachability) nodeFacts 
 // trustDaemon is f as the master may use it now: in local gateway mode, when the
 // node's latest passed health probe came from another daemon than the one that
 // wrote its annotations (DaemonIdentity; the daemon restarted and the master's
-// cache does not hold what the new one published yet), nothing the node lists is
-// believed: no IP ready, none lingering (the new daemon may have dropped rules the
-// old one listed). A probe without an identity (an older daemon) changes nothing.
-// f's maps are shared with the parser's cache: they are replaced, never modified.
+// cache does not hold what the new one published yet), what the node lists about
+// egress IPs it is not assigned is not believed: none is still listed ready nor
+// lingering, so it is no next hop for an IP that moved away (the new daemon may
+// have dropped rules the old one listed). Its readiness for the IPs it is assigned
+// stays (vetNodes keeps only those in ReadyEgressIPs): the new daemon answers
+// probes only after its first sync programmed them, and dropping them would leave
+// the pods with no holder for the time of a watch event. A probe without an
+// identity (an older daemon) changes nothing. f's maps are shared with the
+// parser's cache: they are replaced, never modified.
 func trustDaemon(f nodeFacts, mode nbstate.Mode, reach Reachability) (nodeFacts, bool) {
 	di, ok := reach.(DaemonIdentity)
 	if !ok || mode != nbstate.LocalGateway {
@@ -173,7 +178,7 @@ func trustDaemon(f nodeFacts, mode nbstate.Mode, reach Reachability) (nodeFacts,
 	if probed == "" || probed == f.daemonID {
 		return f, true
 	}
-	f.nb.ReadyEgressIPs, f.nb.ListedReady, f.nb.LingeringUntil, f.hostReady = nil, nil, nil, nil
+	f.nb.ListedReady, f.nb.LingeringUntil = nil, nil
 	return f, false
 }
 
@@ -237,7 +242,7 @@ func (p *nodeParser) trust(f nodeFacts) nodeFacts {
 	case p.stale[name] != p.reach.(DaemonIdentity).DaemonID(name):
 		probed := p.reach.(DaemonIdentity).DaemonID(name)
 		p.stale[name] = probed
-		klog.InfoS("Node daemon restarted: its egress IPs count as not ready until the master sees what the new daemon published",
+		klog.InfoS("Node daemon restarted: egress IPs it is not assigned count as neither ready nor lingering there until the master sees what the new daemon published",
 			"node", name, "annotation", annotations.EgressDaemonID, "annotated", f.daemonID, "probed", probed)
 	}
 	return out
