@@ -49,12 +49,7 @@ func TestCheckerGRPCDownAndUp(t *testing.T) {
 		Port: port, Interval: 50 * time.Millisecond, Timeout: 200 * time.Millisecond,
 		Targets:  func() []Target { return []Target{{Node: "n1", Addr: netip.MustParseAddr("127.0.0.1")}} },
 		OnChange: func(node string, ok bool) { events <- ok },
-		Observe: func(_ string, ok bool, _ time.Duration) {
-			select {
-			case probes <- ok:
-			default:
-			}
-		},
+		Observe:  observeInto(probes),
 	})
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
@@ -571,12 +566,7 @@ func TestCheckerDaemonIdentity(t *testing.T) {
 		Port: lis.Addr().(*net.TCPAddr).Port, Interval: 50 * time.Millisecond, Timeout: 200 * time.Millisecond,
 		Targets:        func() []Target { return []Target{{Node: "n1", Addr: netip.MustParseAddr("127.0.0.1")}} },
 		OnDaemonChange: func(node, id string) { changes <- node + "=" + id },
-		Observe: func(_ string, ok bool, _ time.Duration) {
-			select {
-			case probes <- ok:
-			default:
-			}
-		},
+		Observe:        observeInto(probes),
 	})
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
@@ -620,16 +610,21 @@ func TestProbeWithoutDaemonIdentity(t *testing.T) {
 	c := NewChecker(CheckerConfig{
 		Port: lis.Addr().(*net.TCPAddr).Port, Interval: 50 * time.Millisecond, Timeout: 200 * time.Millisecond,
 		Targets: func() []Target { return []Target{{Node: "n1", Addr: netip.MustParseAddr("127.0.0.1")}} },
-		Observe: func(_ string, ok bool, _ time.Duration) {
-			select {
-			case probes <- ok:
-			default:
-			}
-		},
+		Observe: observeInto(probes),
 	})
 	go c.Run(ctx)
 	waitFor(t, probes, true, 3*time.Second)
 	if got := c.DaemonID("n1"); got != "" {
 		t.Fatalf("DaemonID of a server without identity = %q", got)
+	}
+}
+
+// observeInto is an Observe that sends each probe's outcome to probes, dropped when the test does not read them.
+func observeInto(probes chan<- bool) func(string, bool, time.Duration) {
+	return func(_ string, ok bool, _ time.Duration) {
+		select {
+		case probes <- ok:
+		default:
+		}
 	}
 }

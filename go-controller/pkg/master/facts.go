@@ -169,17 +169,18 @@ func parseNodeIn(n *corev1.Node, lay factsLayout, reach Reachability) nodeFacts 
 // the pods with no holder for the time of a watch event. A probe without an
 // identity (an older daemon) changes nothing. f's maps are shared with the
 // parser's cache: they are replaced, never modified.
-func trustDaemon(f nodeFacts, mode nbstate.Mode, reach Reachability) (nodeFacts, bool) {
+// It also returns the probed identity when it differs ("" when f is trusted).
+func trustDaemon(f nodeFacts, mode nbstate.Mode, reach Reachability) (nodeFacts, string) {
 	di, ok := reach.(DaemonIdentity)
 	if !ok || mode != nbstate.LocalGateway {
-		return f, true
+		return f, ""
 	}
 	probed := di.DaemonID(f.assign.Name)
 	if probed == "" || probed == f.daemonID {
-		return f, true
+		return f, ""
 	}
 	f.nb.ListedReady, f.nb.LingeringUntil = nil, nil
-	return f, false
+	return f, probed
 }
 
 // nodeParser parses each node once per resourceVersion: every sync reads every
@@ -234,13 +235,12 @@ func (p *nodeParser) parse(nodes []*corev1.Node) []nodeFacts {
 // trust applies trustDaemon and logs, once per probed identity, a node whose
 // facts are its previous daemon's.
 func (p *nodeParser) trust(f nodeFacts) nodeFacts {
-	out, trusted := trustDaemon(f, p.lay.mode, p.reach)
+	out, probed := trustDaemon(f, p.lay.mode, p.reach)
 	name := f.assign.Name
 	switch {
-	case trusted:
+	case probed == "":
 		delete(p.stale, name)
-	case p.stale[name] != p.reach.(DaemonIdentity).DaemonID(name):
-		probed := p.reach.(DaemonIdentity).DaemonID(name)
+	case p.stale[name] != probed:
 		p.stale[name] = probed
 		klog.InfoS("Node daemon restarted: egress IPs it is not assigned count as neither ready nor lingering there until the master sees what the new daemon published",
 			"node", name, "annotation", annotations.EgressDaemonID, "annotated", f.daemonID, "probed", probed)

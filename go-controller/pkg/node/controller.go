@@ -461,7 +461,7 @@ func (p *ownPatch) is(o, n any) bool {
 	}
 	want := maps.Clone(on.Annotations)
 	if want == nil {
-		want = map[string]string{}
+		want = map[string]string{} // the patch may add to it
 	}
 	for k, v := range p.set {
 		if v == nil {
@@ -470,7 +470,7 @@ func (p *ownPatch) is(o, n any) bool {
 			want[k] = *v
 		}
 	}
-	return maps.Equal(want, nn.Annotations) || (len(want) == 0 && len(nn.Annotations) == 0)
+	return maps.Equal(want, nn.Annotations) // nil and empty are equal
 }
 
 func nodeFactsChanged(o, n any) bool {
