@@ -335,9 +335,9 @@ func runEgressIPCases(t *testing.T, layout, mode, family string) {
 		e.applyEgressIP("bad-node-ip", []string{nodeIP}, map[string]string{"env": "dev"}, nil)
 		e.applyEgressIP("bad-taken", []string{eipA[last]}, map[string]string{"env": "dev"}, nil)
 		for name, reason := range map[string]string{"bad-subnet": outside, "bad-node-ip": nodeIP, "bad-taken": eipA[last]} {
+			// The Event is the signal: a sync reports what cannot be met only after it wrote the status it decided
+			// (master.sync: writeStatus, then report), so the status read now is that sync's decision.
 			waitEvent(t, e, name, reason)
-			//nolint:forbidigo // no signal says the master will not assign later: its syncs run within this time after the Event (a known gap, issue 27)
-			time.Sleep(200 * time.Millisecond)
 			if items := e.getEgressIP(name).Status.Items; len(items) != 0 {
 				t.Errorf("EgressIP %s should be unassigned, status %+v", name, items)
 			}

@@ -21,6 +21,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	egressipv1 "github.com/ovn-egressip/ovn-egressip/go-controller/pkg/crd/egressip/v1"
+	"github.com/ovn-egressip/ovn-egressip/go-controller/pkg/egressip/annotations"
 	"github.com/ovn-egressip/ovn-egressip/go-controller/pkg/healthcheck"
 	"github.com/ovn-egressip/ovn-egressip/test/cluster"
 	"github.com/ovn-egressip/ovn-egressip/test/metrics"
@@ -512,8 +513,19 @@ func (e *env) waitHealthy(node string) {
 	}) != nil {
 		e.t.Fatalf("node %s: egress health server does not answer on %s:9107", node, n.MgmtIP)
 	}
-	//nolint:forbidigo // the master's next probes see the node within a second; its metrics address, the signal (waitMasterFindsReachable), is not known here
-	time.Sleep(time.Second)
+	// The master probes only egress-assignable nodes: for one, wait until the leading master's health check finds it
+	// reachable again (a node it never saw down is found at once).
+	kn, err := e.c.Client().CoreV1().Nodes().Get(context.Background(), node, metav1.GetOptions{})
+	if err != nil {
+		e.t.Fatalf("node %s: %v", node, err)
+	}
+	if _, labelled := kn.Labels[annotations.EgressAssignableLabel]; labelled {
+		leader := e.leaderName(e.t)
+		e.mu.Lock()
+		addr := e.metrics[leader]
+		e.mu.Unlock()
+		e.waitMasterFindsReachable(addr, []string{node})
+	}
 }
 
 // recordResult appends a measured number to _output/e2e-results.txt, which
