@@ -7,7 +7,6 @@ import (
 	"maps"
 	"net/netip"
 	"slices"
-	"sync"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -57,13 +56,9 @@ type controller struct {
 	reported     map[string]string // problem key -> message already sent as an Event
 	cleanedUp    bool              // shared mode: leftovers of ours removed once
 	lastFactsErr string
-	// The own Node as our last patch returned it, and the cached object that patch
-	// was computed from. Until the informer delivers a newer object, the patch
-	// result is the freshest view, so a second sync does not send the same patch.
-	patched     *corev1.Node
-	patchedFrom *corev1.Node
-	// own is what the last patch wrote, for the Node informer's handler (ownPatch).
-	own ownPatch
+	// own is read-your-writes for the own Node: our patches the informer has not
+	// delivered yet (ownWrites). Shared with the Node informer's handler.
+	own ownWrites
 	// computed is the host state the last sync computed (before released state
 	// was merged in); released holds what egress IPs that moved away left behind,
 	// until when it stays (Params.ReleaseLinger).
@@ -99,17 +94,13 @@ func (c *controller) lingeringUntil(now time.Time) map[netip.Addr]time.Time {
 }
 
 // ownNode is the own Node as freshest known: the cache, or our last patch's
-// result while the informer has not caught up with it.
-func (c *controller) ownNode() (cached, node *corev1.Node, err error) {
-	cached, err = c.nodes.Get(c.p.NodeName)
+// result while the cache is older (ownWrites.node).
+func (c *controller) ownNode() (*corev1.Node, error) {
+	cached, err := c.nodes.Get(c.p.NodeName)
 	if err != nil {
-		return nil, nil, err
+		return nil, err
 	}
-	node = cached
-	if c.patched != nil && c.patchedFrom == cached {
-		node = c.patched
-	}
-	return cached, node, nil
+	return c.own.node(cached), nil
 }
 
 // reroutedHere reads what the master (interconnect layout: this node's zone controller) says OVN reroutes to this node
@@ -118,7 +109,7 @@ func (c *controller) ownNode() (cached, node *corev1.Node, err error) {
 // node and annotation, and every released IP counts as rerouted (unknown is not
 // "gone").
 func (c *controller) reroutedHere() (map[netip.Addr]bool, bool) {
-	_, node, err := c.ownNode()
+	node, err := c.ownNode()
 	if err != nil {
 		return nil, false
 	}
@@ -170,9 +161,12 @@ func newController(p Params) (*controller, error) {
 	nodeInf := c.nodeFactory.Core().V1().Nodes()
 	c.nodes = nodeInf.Lister()
 	if _, err := nodeInf.Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
-		AddFunc: func(any) { enqueue() },
+		AddFunc: func(n any) {
+			c.own.delivered(nil, n)
+			enqueue()
+		},
 		UpdateFunc: func(o, n any) {
-			if nodeFactsChanged(o, n) && !c.own.is(o, n) {
+			if !c.own.delivered(o, n) && nodeFactsChanged(o, n) {
 				enqueue()
 			}
 		},
@@ -317,7 +311,7 @@ func (c *controller) sync(ctx context.Context) error {
 // (when the gateway interface is known) and, in local gateway mode, the egress IPs
 // ready (annotations.EgressIPsReady; removed in shared gateway mode).
 func (c *controller) publish(ctx context.Context, snap hostinfo.Snapshot, eips []*egressipv1.EgressIP, ready map[netip.Addr]bool) error {
-	cached, node, err := c.ownNode()
+	node, err := c.ownNode()
 	if apierrors.IsNotFound(err) {
 		return fmt.Errorf("node %s not found", c.p.NodeName)
 	}
@@ -353,11 +347,9 @@ func (c *controller) publish(ctx context.Context, snap hostinfo.Snapshot, eips [
 	patch := egressfacts.MergePatch(set)
 	updated, err := c.p.Kube.CoreV1().Nodes().Patch(ctx, node.Name, types.MergePatchType, patch, metav1.PatchOptions{})
 	if err != nil {
-		c.patched, c.patchedFrom = nil, nil
 		return errors.Join(factsErr, fmt.Errorf("node %s: patch egress facts: %w", node.Name, err))
 	}
-	c.patched, c.patchedFrom = updated, cached
-	c.own.wrote(updated.ResourceVersion, set)
+	c.own.wrote(updated, set)
 	klog.InfoS("Published egress facts", "node", node.Name, "gatewayInterface", gw.Name, "patch", string(patch))
 	return factsErr
 }
@@ -431,47 +423,6 @@ func nodeRef(n *corev1.Node) *corev1.ObjectReference {
 }
 
 // handler filters: they only decide whether to queue.
-
-// ownPatch is the node daemon's last patch of its Node: the resourceVersion the apiserver returned and the annotations
-// it set (nil: removed). Written by the sync, read by the informer's handler.
-type ownPatch struct {
-	mu  sync.Mutex
-	rv  string
-	set map[string]*string
-}
-
-func (p *ownPatch) wrote(rv string, set map[string]*string) {
-	p.mu.Lock()
-	p.rv, p.set = rv, set
-	p.mu.Unlock()
-}
-
-// is tells whether the Node update o -> n is only the last patch: n is the version it returned, and n's annotations
-// are o's with the patch applied. Such an update is not an event: the sync that patched already acted on it.
-func (p *ownPatch) is(o, n any) bool {
-	on, ok1 := o.(*corev1.Node)
-	nn, ok2 := n.(*corev1.Node)
-	if !ok1 || !ok2 || nn.ResourceVersion == "" {
-		return false
-	}
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if nn.ResourceVersion != p.rv {
-		return false
-	}
-	want := maps.Clone(on.Annotations)
-	if want == nil {
-		want = map[string]string{} // the patch may add to it
-	}
-	for k, v := range p.set {
-		if v == nil {
-			delete(want, k)
-		} else {
-			want[k] = *v
-		}
-	}
-	return maps.Equal(want, nn.Annotations) // nil and empty are equal
-}
 
 func nodeFactsChanged(o, n any) bool {
 	on, ok1 := o.(*corev1.Node)
@@ -553,7 +504,7 @@ func (c *controller) seedReleased(st hostegress.State, eips []*egressipv1.Egress
 	if c.p.ReleaseLinger < 0 {
 		return
 	}
-	_, node, err := c.ownNode()
+	node, err := c.ownNode()
 	if err != nil {
 		return
 	}
@@ -721,7 +672,7 @@ func (c *controller) announceShared(snap hostinfo.Snapshot, eips []*egressipv1.E
 	if err != nil {
 		return fmt.Errorf("node %s: cannot announce %v: %w", c.p.NodeName, todo, err)
 	}
-	node, err := c.nodes.Get(c.p.NodeName)
+	node, err := c.ownNode()
 	if err != nil {
 		return fmt.Errorf("node %s: cannot announce %v: %w", c.p.NodeName, todo, err)
 	}

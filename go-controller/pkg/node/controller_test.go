@@ -182,7 +182,7 @@ func startFull(t *testing.T, mode string, setup func(*kubefake.Clientset), linge
 		objs = append(objs, &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "node1"}})
 	}
 	f := &fixture{
-		kube:  kubefake.NewClientset(append(objs, kubeObjs...)...),
+		kube:  newKube(t, append(objs, kubeObjs...)...),
 		eips:  eipfake.NewSimpleClientset(eips...),
 		host:  &fakeHost{snap: hostSnap()},
 		errCh: make(chan error, 1),
@@ -480,32 +480,6 @@ func TestParamsValidation(t *testing.T) {
 	} {
 		if err := Run(context.Background(), p); err == nil {
 			t.Errorf("Run(%+v) accepted", p)
-		}
-	}
-}
-
-// TestOwnPatchIsNoEvent: the Node informer's delivery of the daemon's own last patch is not an event; any other
-// change, or a version the patch did not return, is.
-func TestOwnPatchIsNoEvent(t *testing.T) {
-	v := func(s string) *string { return &s }
-	node := func(rv string, ann map[string]string) *corev1.Node {
-		return &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "node1", ResourceVersion: rv, Annotations: ann}}
-	}
-	var p ownPatch
-	p.wrote("12", map[string]*string{annotations.EgressIPsReady: v(`["172.18.0.50"]`), annotations.EgressIPsLingering: nil})
-	old := node("11", map[string]string{annotations.EgressIPsLingering: `["172.18.0.60"]`, "other": "x"})
-	for _, tc := range []struct {
-		name string
-		new  *corev1.Node
-		own  bool
-	}{
-		{"exactly the patch", node("12", map[string]string{annotations.EgressIPsReady: `["172.18.0.50"]`, "other": "x"}), true},
-		{"another version", node("13", map[string]string{annotations.EgressIPsReady: `["172.18.0.50"]`, "other": "x"}), false},
-		{"the patch and another change", node("12", map[string]string{annotations.EgressIPsReady: `["172.18.0.50"]`, "other": "y"}), false},
-		{"no resourceVersion", node("", map[string]string{annotations.EgressIPsReady: `["172.18.0.50"]`, "other": "x"}), false},
-	} {
-		if got := p.is(old, tc.new); got != tc.own {
-			t.Errorf("%s: own patch = %v, want %v", tc.name, got, tc.own)
 		}
 	}
 }
