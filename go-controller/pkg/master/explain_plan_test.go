@@ -38,9 +38,9 @@ var (
 )
 
 // syncRows is what the sync of the writer of zone's rows ("" = the centralized master) plans from sc at now: a
-// controller of that role, over informer caches holding sc's objects, runs the stages planRows follows
-// (readNodes, decide) and plan, as planRows does, in a full sync at now-defaultDoubtGrace-1ms and again at now
-// (a node claim not believed is reported once it lasted the grace).
+// controller of that role, over informer caches holding sc's objects, runs the sync's stages before its planRows
+// (readNodes, decide) and then plan as (*controller).planRows does, in a full sync at now-defaultDoubtGrace-1ms and
+// again at now (a node claim not believed is reported once it lasted the grace).
 func syncRows(t *testing.T, sc planScenario, zone string, now time.Time) nbstate.State {
 	t.Helper()
 	kubeInf := informers.NewSharedInformerFactory(kubefake.NewSimpleClientset(), 0)
