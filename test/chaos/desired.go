@@ -1,10 +1,10 @@
 package chaos
 
 // A second opinion on the zones' rows, from the product's own rule (interconnect layout): what `ovnkube egressip
-// explain` reports (master.ExplainEgressIP), which compares each zone's NB rows of an EgressIP with nbstate.Desired
-// for that zone (Input.Zone), from the same API objects the checker read. The checker's own rows (checker.go) are
-// written from the docs; this one shows where the product's rule and its writers disagree. A row it finds missing
-// or extra makes the check fail like the checker's own.
+// explain` reports (master.ExplainEgressIP), which compares each zone's NB rows of an EgressIP with the rows that
+// zone's controller plans (its own planning code) from the same API objects the checker read. The checker's own rows
+// (checker.go) are written from the docs; this one shows where a zone's NB is not what its writer plans from what
+// the API says now. A row it finds missing or extra makes the check fail like the checker's own.
 
 import (
 	"context"
@@ -53,10 +53,10 @@ func desiredOpinion(ctx context.Context, mode string, zones map[string]client.Cl
 			continue
 		}
 		for _, l := range r.NB.Missing {
-			v.missing = append(v.missing, "desired (nbstate): "+l)
+			v.missing = append(v.missing, "desired (explain): "+l)
 		}
 		for _, l := range r.NB.Extra {
-			v.stale = append(v.stale, "desired (nbstate): "+l)
+			v.stale = append(v.stale, "desired (explain): "+l)
 		}
 	}
 	return nil

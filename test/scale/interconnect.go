@@ -20,8 +20,9 @@ package scale
 // informers see (every EgressIP's status complete and off lost nodes, every holder
 // listing its IPs SNAT-ready, the pods it created with their IPs), and the zone's
 // NB, as the harness' libovsdb monitor of it holds it (nbstate.ReadCurrent), has
-// no difference (nbstate.Diff) from what nbstate.Desired computes for Input.Zone
-// from those informers' EgressIPs, pods and nodes: the product's own rules and
+// no difference (nbstate.Diff) from what master.PlannedRows (the zone controller's
+// own planning, as explain and migrate run it) computes for that zone from those
+// informers' EgressIPs, pods, namespaces and nodes: the product's own rules and
 // comparison, not a copy of them. It is checked on change only: on an event of one
 // of the zone monitors or informers, or a change of the harness' expectations.
 
@@ -56,6 +57,7 @@ import (
 	"github.com/ovn-egressip/ovn-egressip/go-controller/pkg/egressip/annotations"
 	"github.com/ovn-egressip/ovn-egressip/go-controller/pkg/egressip/nbstate"
 	"github.com/ovn-egressip/ovn-egressip/go-controller/pkg/egressip/selection"
+	"github.com/ovn-egressip/ovn-egressip/go-controller/pkg/master"
 	"github.com/ovn-egressip/ovn-egressip/go-controller/pkg/nbdb"
 	"github.com/ovn-egressip/ovn-egressip/test/cluster"
 	"github.com/ovn-egressip/ovn-egressip/test/metrics"
@@ -487,9 +489,9 @@ func (ic *icHarness) poke() {
 }
 
 // checker runs the convergence check of every sampled zone on each wake-up (an
-// event of a zone monitor, an informer or the tracker's expectations). What the
-// inputs make of Desired is computed again only when an input changed; an NB event
-// alone costs a read of that small zone's cache and a Diff.
+// event of a zone monitor, an informer or the tracker's expectations). The planned
+// rows are computed again only when an input changed; an NB event alone costs a
+// read of that small zone's cache and a Diff.
 func (ic *icHarness) checker(ctx context.Context) {
 	var (
 		lastGen = -1
@@ -512,12 +514,9 @@ func (ic *icHarness) checker(ctx context.Context) {
 		ic.mu.Unlock()
 		if gen != lastGen {
 			lastGen, desired = gen, nil
-			var in nbstate.Input
+			var in master.ExplainInput
 			if in, why = ic.desiredInput(); why == "" {
-				for _, z := range ic.zones {
-					in.Zone = z.node.Name
-					desired = append(desired, nbstate.Desired(in))
-				}
+				desired, why = ic.planned(in)
 			}
 		}
 		problems := make([]string, len(ic.zones))
@@ -563,19 +562,38 @@ func planProblem(p nbstate.Plan, cur nbstate.Current) string {
 		parts = append(parts, fmt.Sprintf("%v %v", c.Op, c.Key))
 	}
 	ins, upd, del := p.Counts()
-	return fmt.Sprintf("NB differs from Desired: %d inserts, %d updates, %d deletes, %d stale (%s)", ins, upd, del, len(cur.Stale), strings.Join(parts, "; "))
+	return fmt.Sprintf("NB differs from the planned rows: %d inserts, %d updates, %d deletes, %d stale (%s)", ins, upd, del, len(cur.Stale), strings.Join(parts, "; "))
 }
 
-// desiredInput is nbstate.Input (Zone unset) from the informers, or why the
-// harness' expectations are not met yet.
-func (ic *icHarness) desiredInput() (nbstate.Input, string) {
+// planned is the rows of each sampled zone (in ic.zones' order) as master.PlannedRows
+// plans them from in, or why not.
+func (ic *icHarness) planned(in master.ExplainInput) ([]nbstate.State, string) {
+	zones := make([]string, len(ic.zones))
+	for i, z := range ic.zones {
+		zones[i] = z.node.Name
+	}
+	rows, _, err := master.PlannedRows(in, zones) // drift: the cluster manager's concern, not the zones'
+	if err != nil {
+		return nil, err.Error()
+	}
+	out := make([]nbstate.State, len(zones))
+	for i, z := range zones {
+		out[i] = rows[z]
+	}
+	return out, ""
+}
+
+// desiredInput is what the rows are planned from (the API objects, as explain
+// reads them in the interconnect layout, shared gateway mode) from the informers,
+// or why the harness' expectations are not met yet.
+func (ic *icHarness) desiredInput() (master.ExplainInput, string) {
 	if !ic.tr.statusComplete() {
-		return nbstate.Input{}, "EgressIP status not complete (or on a lost node)"
+		return master.ExplainInput{}, "EgressIP status not complete (or on a lost node)"
 	}
 	want, _ := ic.tr.expected()
 	podList, err := ic.pods.List(labels.Everything())
 	if err != nil {
-		return nbstate.Input{}, err.Error()
+		return master.ExplainInput{}, err.Error()
 	}
 	seen := 0
 	var pods []*corev1.Pod
@@ -586,76 +604,38 @@ func (ic *icHarness) desiredInput() (nbstate.Input, string) {
 		pods = append(pods, p)
 		ip, ok := want[p.Namespace+"/"+p.Name]
 		if !ok || p.Status.PodIP != ip.String() {
-			return nbstate.Input{}, fmt.Sprintf("pod %s/%s not as the harness made it", p.Namespace, p.Name)
+			return master.ExplainInput{}, fmt.Sprintf("pod %s/%s not as the harness made it", p.Namespace, p.Name)
 		}
 		seen++
 	}
 	if seen != len(want) {
-		return nbstate.Input{}, fmt.Sprintf("%d of %d pods seen with their IPs", seen, len(want))
+		return master.ExplainInput{}, fmt.Sprintf("%d of %d pods seen with their IPs", seen, len(want))
 	}
 	nodeList, err := ic.nodes.List(labels.Everything())
 	if err != nil {
-		return nbstate.Input{}, err.Error()
+		return master.ExplainInput{}, err.Error()
 	}
-	in := nbstate.Input{Mode: nbstate.SharedGateway, ClusterSubnets: []netip.Prefix{netip.MustParsePrefix(cluster.ClusterCIDR)},
-		JoinSubnets: []netip.Prefix{netip.MustParsePrefix(cluster.JoinCIDR)}, Nodes: map[string]nbstate.Node{}}
+	snatReady := map[string]map[netip.Addr]bool{}
 	for _, n := range nodeList {
-		nn, err := icNode(n, in.JoinSubnets)
-		if err != nil {
-			return nbstate.Input{}, err.Error()
+		if snatReady[n.Name], err = annotations.ParseIPList(n, annotations.EgressIPsSNATReady); err != nil {
+			return master.ExplainInput{}, fmt.Sprintf("node %s: %v", n.Name, err)
 		}
-		in.Nodes[n.Name] = nn
 	}
 	eips := ic.tr.egressIPs()
-	nsList, err := ic.nss.List(labels.Everything())
-	if err != nil {
-		return nbstate.Input{}, err.Error()
-	}
-	nss := map[string]*corev1.Namespace{}
-	for _, ns := range nsList {
-		nss[ns.Name] = ns
-	}
-	served := selection.ServedPods(eips, nss, pods)
-	for _, e := range selection.Ordered(eips) {
-		ne := nbstate.EgressIP{Name: e.Name, Strict: e.Spec.Strict}
-		for _, s := range e.Spec.EgressIPs {
-			if ip, err := netip.ParseAddr(s); err == nil {
-				ne.IPs = append(ne.IPs, ip)
-			}
-		}
+	for _, e := range eips {
 		for _, it := range e.Status.Items {
-			ip, err := netip.ParseAddr(it.EgressIP)
-			if err != nil {
-				continue
+			if ip, err := netip.ParseAddr(it.EgressIP); err == nil && !snatReady[it.Node][ip] {
+				return master.ExplainInput{}, fmt.Sprintf("%s not SNAT-ready on its holder %s yet", ip, it.Node)
 			}
-			if !in.Nodes[it.Node].ReadyEgressIPs[ip] {
-				return nbstate.Input{}, fmt.Sprintf("%s not SNAT-ready on its holder %s yet", ip, it.Node)
-			}
-			ne.Assigned = append(ne.Assigned, nbstate.Assignment{Node: it.Node, IP: ip})
-		}
-		for _, p := range served.Served[e.Name] {
-			ne.Pods = append(ne.Pods, nbstate.Pod{Namespace: p.Namespace, Name: p.Name, IPs: selection.PodIPs(p), Node: p.Spec.NodeName})
-		}
-		in.EgressIPs = append(in.EgressIPs, ne)
-	}
-	return in, ""
-}
-
-// icNode reads what nbstate needs of a Node in the interconnect layout, shared
-// gateway mode, with the annotations package (the product's parsers).
-func icNode(n *corev1.Node, joins []netip.Prefix) (nbstate.Node, error) {
-	nn := nbstate.Node{Name: n.Name, Addresses: annotations.NodeAddresses(n)}
-	var err, errTS, errR, errL error
-	nn.JoinIPs, err = annotations.GatewayRouterJoinIPs(n, joins, false)
-	nn.TransitIPs, errTS = annotations.ParseTransitIPs(n)
-	nn.ReadyEgressIPs, errR = annotations.ParseIPList(n, annotations.EgressIPsSNATReady)
-	nn.LingeringEgressIPs, errL = annotations.ParseIPList(n, annotations.EgressIPsLingering)
-	for _, e := range []error{err, errTS, errR, errL} {
-		if e != nil {
-			return nn, fmt.Errorf("node %s: %w", n.Name, e)
 		}
 	}
-	return nn, nil
+	nss, err := ic.nss.List(labels.Everything())
+	if err != nil {
+		return master.ExplainInput{}, err.Error()
+	}
+	return master.ExplainInput{Mode: "shared", ClusterSubnets: []netip.Prefix{netip.MustParsePrefix(cluster.ClusterCIDR)},
+		JoinSubnets: []netip.Prefix{netip.MustParsePrefix(cluster.JoinCIDR)}, EgressIPs: eips, Nodes: nodeList, Namespaces: nss, Pods: pods,
+		ZoneNB: map[string]*nbstate.Current{}}, ""
 }
 
 // publisher plays the simulated zones: on every EgressIP status change it writes,

@@ -13,8 +13,8 @@ var benchICAddPods = flag.Int("scale.ic-add-pods", 50, "BenchmarkScaleInterconne
 // TestScaleInterconnectSmall runs every interconnect phase at a small size (in
 // CI): 12 nodes (3 real zones), 12 EgressIPs with 2 egress IPs each, 120 pods; 2
 // nodes lost, 5 pods added, 12 replaced. It asserts behaviour, not speed: every
-// sampled zone converges in every phase (its NB equal to nbstate.Desired for its
-// zone), the lost sampled holder's IPs move and the taker gets some, every added
+// sampled zone converges in every phase (its NB equal to the rows
+// master.PlannedRows plans for its zone), the lost sampled holder's IPs move and the taker gets some, every added
 // pod is measured, and the no-op node update writes nothing: no NB transaction in
 // any zone, no status update.
 func TestScaleInterconnectSmall(t *testing.T) {

@@ -202,7 +202,10 @@ func plannedRows(ctx context.Context, w io.Writer, cfg *config.Config, nbs []zon
 			zones = append(zones, nb.zone)
 		}
 	}
-	rows, drift := master.PlannedRows(in, zones)
+	rows, drift, err := master.PlannedRows(in, zones)
+	if err != nil {
+		return nil, err
+	}
 	for _, d := range drift {
 		fmt.Fprintf(w, "warning: %s: ours will move it at its first sync, after this migration\n", d)
 	}

@@ -16,6 +16,7 @@ import (
 	"github.com/ovn-org/libovsdb/ovsdb"
 	corev1 "k8s.io/api/core/v1"
 
+	egressipv1 "github.com/ovn-egressip/ovn-egressip/go-controller/pkg/crd/egressip/v1"
 	"github.com/ovn-egressip/ovn-egressip/go-controller/pkg/egressip/nbstate"
 	"github.com/ovn-egressip/ovn-egressip/go-controller/pkg/nbdb"
 	"github.com/ovn-egressip/ovn-egressip/test/nbserver"
@@ -192,12 +193,18 @@ func rawCommit(b *testing.B, e *env, c client.Client, pods int) time.Duration {
 		JoinSubnets:    []netip.Prefix{netip.MustParsePrefix("100.64.0.0/16")},
 		Nodes: map[string]nbstate.Node{"node1": {Name: "node1", JoinIPs: []netip.Addr{netip.MustParseAddr("100.64.0.2")},
 			Addresses: []netip.Addr{netip.MustParseAddr("172.18.0.11")}}},
-		EgressIPs: []nbstate.EgressIP{{Name: "bench", Assigned: []nbstate.Assignment{{Node: "node1", IP: netip.MustParseAddr("172.18.0.33")}}}},
 	}
+	eip := egressIP("bench", 0, []string{"172.18.0.33"}, prodNS, nil)
+	eip.Status.Items = items("172.18.0.33", "node1")
+	cache := objectCache{pods: map[string]*corev1.Pod{}, namespaces: map[string]*corev1.Namespace{"prod": namespace("prod", prodNS)}}
 	for i := 0; i < pods; i++ {
-		in.EgressIPs[0].Pods = append(in.EgressIPs[0].Pods, nbstate.Pod{Namespace: "prod", Name: fmt.Sprintf("p%05d", i), IPs: []netip.Addr{benchPodIP(i)}})
+		p := pod("prod", fmt.Sprintf("p%05d", i), benchPodIP(i).String(), nil)
+		cache.pods[podKey(p.Namespace, p.Name)] = p
 	}
-	st := nbstate.Desired(in)
+	st, _, err := planAll(in, []*egressipv1.EgressIP{eip}, cache) // the rows the master writes
+	if err != nil {
+		b.Fatal(err)
+	}
 	view := e.nb.Client(b)
 	cur, err := nbstate.ReadCurrent(context.Background(), view)
 	if err != nil {

@@ -23,7 +23,8 @@ import (
 
 // ExplainInput is a read of the cluster (API objects, and NB when given) that
 // Explain works on. Explain is pure: it computes "why" with the master's own
-// functions (parseNode, assign.Assign, conditions.Compute, selection, nbstate.Desired).
+// functions (nodeParser, vetFacts, assign.Assign, conditions.Compute, selection),
+// and the rows NB should hold with the sync's own planning (plan, planned.go).
 type ExplainInput struct {
 	Mode           string // shared or local
 	ClusterSubnets []netip.Prefix
@@ -38,7 +39,7 @@ type ExplainInput struct {
 	NB *nbstate.Current
 	// ZoneNB (interconnect layout) is what each zone's NB holds of our rows, by
 	// zone (node) name; nil in the centralized layout. Each zone's rows are compared
-	// with what that zone's controller computes (nbstate.Input.Zone).
+	// with what that zone's controller plans (zoneRows).
 	ZoneNB map[string]*nbstate.Current
 	// Now is the time published linger ends are compared with (zero: the time of
 	// the call).
@@ -161,9 +162,13 @@ func lingerReports(in nbstate.Input, ne nbstate.EgressIP, fam string) []LingerRe
 
 // explainState is what Explain computes once for all EgressIPs.
 type explainState struct {
-	in       ExplainInput
-	mode     nbstate.Mode
+	in   ExplainInput
+	mode nbstate.Mode
+	lay  factsLayout
+	// nodes are the node facts as the master (or the cluster manager) reads them,
+	// vetted (vetAsReported); claimed are the same unvetted: what each node says.
 	nodes    map[string]nodeFacts
+	claimed  map[string]nodeFacts
 	nbNodes  map[string]nbstate.Node
 	res      assign.Result
 	problems map[string][]assign.Problem
@@ -171,21 +176,27 @@ type explainState struct {
 	rank     selection.Ranked
 	ns       map[string]*corev1.Namespace
 	served   selection.Result
+	// rows are the rows the sync plans, by zone ("": the centralized master's),
+	// for the zones planRows was asked.
+	rows map[string]nbstate.State
 }
 
 func newExplainState(in ExplainInput) *explainState {
-	st := &explainState{in: in, mode: nbstate.Mode(in.Mode), nodes: map[string]nodeFacts{}, nbNodes: map[string]nbstate.Node{},
-		problems: map[string][]assign.Problem{}, assignIn: map[string]assign.EgressIP{}, ns: map[string]*corev1.Namespace{}}
+	st := &explainState{in: in, mode: nbstate.Mode(in.Mode), nodes: map[string]nodeFacts{}, claimed: map[string]nodeFacts{},
+		problems: map[string][]assign.Problem{}, assignIn: map[string]assign.EgressIP{}, ns: map[string]*corev1.Namespace{},
+		rows: map[string]nbstate.State{}}
 	reach := in.Reachable
 	if reach == nil {
 		reach = allReachable{}
 	}
 	var an []assign.Node
-	lay := factsLayout{mode: st.mode, interconnect: in.ZoneNB != nil, joins: in.JoinSubnets}
-	for _, n := range in.Nodes {
-		f, _ := trustDaemon(parseNodeIn(n, lay, reach), st.mode, reach)
-		st.nodes[n.Name] = f
-		st.nbNodes[n.Name] = f.nb
+	st.lay = factsLayout{mode: st.mode, interconnect: in.ZoneNB != nil, joins: in.JoinSubnets}
+	claimed := newNodeParser(st.lay, reach).parse(in.Nodes)
+	facts := slices.Clone(claimed)
+	vetAsReported(in.Nodes, facts, in.EgressIPs) // the master and the cluster manager assign over vetted facts
+	st.nbNodes = nbNodesOf(facts)
+	for i, f := range facts {
+		st.nodes[f.assign.Name], st.claimed[f.assign.Name] = f, claimed[i]
 		an = append(an, f.assign)
 	}
 	var ae []assign.EgressIP
@@ -217,6 +228,9 @@ func ExplainEgressIP(in ExplainInput, name string) (*EgressIPReport, error) {
 	}
 	if eip == nil {
 		return nil, fmt.Errorf("EgressIP %s not found", name)
+	}
+	if err := st.planRows(st.comparedZones()); err != nil {
+		return nil, err
 	}
 	r := &EgressIPReport{Name: name, Spec: eip.Spec, Assigned: eip.Status.Assigned,
 		Ready: meta.FindStatusCondition(eip.Status.Conditions, conditions.TypeReady)}
@@ -307,7 +321,6 @@ func (st *explainState) podReports(r *EgressIPReport, eip *egressipv1.EgressIP) 
 func (st *explainState) programmed(r *EgressIPReport, eip *egressipv1.EgressIP) map[string]string {
 	name, in := eip.Name, st.in
 	notProg := map[string]string{}
-	desired := st.desired()
 	switch {
 	case in.ZoneNB != nil:
 		r.NB = st.compareZones(name)
@@ -325,6 +338,7 @@ func (st *explainState) programmed(r *EgressIPReport, eip *egressipv1.EgressIP) 
 			}
 		}
 	case in.NB != nil:
+		desired := st.desiredIn("")
 		r.NB = compareRows(desired, *in.NB, name)
 		for _, it := range eip.Status.Items {
 			if !carried(desired, *in.NB, name, it) {
@@ -341,7 +355,7 @@ func (st *explainState) programmed(r *EgressIPReport, eip *egressipv1.EgressIP) 
 		r.Hosts = st.hosts(eip)
 		// Either layout: the linger each node daemon published (nbstate.Lingers).
 		nbIn := nbstate.Input{Mode: st.mode, ClusterSubnets: in.ClusterSubnets, JoinSubnets: in.JoinSubnets, Nodes: st.nbNodes, Now: st.now()}
-		ne := toNB(eip.Name, eip.Status.Items, nil)
+		ne := toNB(eip.Name, eip.Status.Items)
 		ne.IPs = specIPs(eip)
 		for _, fam := range nbstate.Families(in.ClusterSubnets) {
 			for _, l := range lingerReports(nbIn, ne, fam) {
@@ -402,10 +416,6 @@ func (st *explainState) nodeVerdict(ae *assign.EgressIP, eip *egressipv1.EgressI
 	return v
 }
 
-// desired returns the NB rows every EgressIP should have, from the status in the
-// API (NB follows status).
-func (st *explainState) desired() nbstate.State { return st.desiredIn("") }
-
 // compareZones compares the rows of EgressIP name in every zone read, each line
 // naming its zone ("zone node2: nat GR_node2 ...").
 func (st *explainState) compareZones(name string) *RowsReport {
@@ -431,27 +441,43 @@ func (st *explainState) compareZones(name string) *RowsReport {
 }
 
 // desiredIn is desired for the rows of one zone (interconnect layout; "" = the
-// centralized layout's one NB).
-func (st *explainState) desiredIn(zone string) nbstate.State {
-	nodes := st.nbNodes
-	if f, ok := st.nodes[zone]; ok && f.hostReady != nil {
-		// The zone's own node, as its zone controller reads it (factsLayout.zone).
-		nodes = maps.Clone(st.nbNodes)
-		self := nodes[zone]
-		self.ReadyEgressIPs = f.hostReady
-		nodes[zone] = self
-	}
-	in := nbstate.Input{Mode: st.mode, ClusterSubnets: st.in.ClusterSubnets, JoinSubnets: st.in.JoinSubnets, Nodes: nodes, Zone: zone, Now: st.now()}
-	for _, e := range selection.Ordered(st.in.EgressIPs) {
-		if _, bad := st.served.Errors[e.Name]; bad {
+// centralized layout's one NB), as planRows computed them.
+func (st *explainState) desiredIn(zone string) nbstate.State { return st.rows[zone] }
+
+// planRows computes the rows the sync plans for each of zones, from the status in
+// the API: for "" the centralized master's (planAll over the vetted node facts it
+// assigns with), for a zone its zone controller's (zoneRows).
+func (st *explainState) planRows(zones []string) error {
+	in := st.in
+	nb := nbstate.Input{Mode: st.mode, ClusterSubnets: in.ClusterSubnets, JoinSubnets: in.JoinSubnets, Nodes: st.nbNodes, Now: st.now()}
+	cache := newObjectCache(in.Pods, in.Namespaces)
+	for _, z := range zones {
+		if _, done := st.rows[z]; done {
 			continue
 		}
-		ne := toNB(e.Name, e.Status.Items, st.served.Served[e.Name])
-		ne.Strict = e.Spec.Strict
-		ne.IPs = specIPs(e) // lingering holders of them are a fallback
-		in.EgressIPs = append(in.EgressIPs, ne)
+		var err error
+		if z == "" {
+			st.rows[z], _, err = planAll(nb, in.EgressIPs, cache)
+		} else {
+			st.rows[z], err = zoneRows(in.Nodes, st.lay, z, nb, in.EgressIPs, cache)
+		}
+		if err != nil {
+			return fmt.Errorf("plan the rows of zone %q: %w", z, err)
+		}
 	}
-	return nbstate.Desired(in)
+	return nil
+}
+
+// comparedZones are the zones whose NB rows explain compares: the one NB's (""),
+// or every zone read.
+func (st *explainState) comparedZones() []string {
+	if st.in.ZoneNB != nil {
+		return slices.Sorted(maps.Keys(st.in.ZoneNB))
+	}
+	if st.in.NB != nil {
+		return []string{""}
+	}
+	return nil
 }
 
 // ofEgressIP keeps the rows of EgressIP name.
@@ -564,7 +590,7 @@ func (st *explainState) hosts(eip *egressipv1.EgressIP) []HostReport {
 	var out []HostReport
 	for _, it := range eip.Status.Items {
 		h := HostReport{Node: it.Node, Ready: []string{}}
-		f, ok := st.nodes[it.Node]
+		f, ok := st.claimed[it.Node] // what the holder lists, believed or not
 		if !ok {
 			h.Note = "node not found"
 			out = append(out, h)
@@ -643,7 +669,11 @@ func ExplainPod(in ExplainInput, ns, name string) (*PodReport, error) {
 	}
 	r.Why = servedWhy(in.EgressIPs, eip, nsObj, pod)
 	st.podSources(r, eip)
-	st.podOutcome(r, eip, pod)
+	missing, err := st.missingPodRows(eip, pod)
+	if err != nil {
+		return nil, err
+	}
+	st.podOutcome(r, eip, pod, missing)
 	return r, nil
 }
 
@@ -673,7 +703,7 @@ func servedWhy(eips []*egressipv1.EgressIP, eip *egressipv1.EgressIP, ns *corev1
 func (st *explainState) podSources(r *PodReport, eip *egressipv1.EgressIP) {
 	in := st.in
 	nbIn := nbstate.Input{Mode: st.mode, ClusterSubnets: in.ClusterSubnets, JoinSubnets: in.JoinSubnets, Nodes: st.nbNodes, Now: st.now()}
-	ne := toNB(eip.Name, eip.Status.Items, nil)
+	ne := toNB(eip.Name, eip.Status.Items)
 	ne.IPs = specIPs(eip)
 	routes := nbstate.Routes(nbIn, ne)
 	for _, fam := range nbstate.Families(in.ClusterSubnets) {
@@ -709,10 +739,10 @@ func (st *explainState) podSources(r *PodReport, eip *egressipv1.EgressIP) {
 	r.Sources = slices.Compact(r.Sources)
 }
 
-// podOutcome ends r.Why with how the pod's traffic leaves: as an unserved pod while NB lacks its rows, through the
-// lingering nodes, through the holders, dropped (strict), or as an unserved pod when nothing carries its IPs.
-func (st *explainState) podOutcome(r *PodReport, eip *egressipv1.EgressIP, pod *corev1.Pod) {
-	missing := st.missingPodRows(eip, pod)
+// podOutcome ends r.Why with how the pod's traffic leaves: as an unserved pod while NB lacks its rows (missing,
+// missingPodRows), through the lingering nodes, through the holders, dropped (strict), or as an unserved pod when
+// nothing carries its IPs.
+func (st *explainState) podOutcome(r *PodReport, eip *egressipv1.EgressIP, pod *corev1.Pod, missing []string) {
 	switch {
 	case len(missing) > 0:
 		r.Why += "; but NB lacks (or holds otherwise) its rows: " + strings.Join(missing, "; ") + ": it leaves as an unserved pod until the master repairs them"
@@ -765,7 +795,7 @@ func (st *explainState) unservedSource(pod *corev1.Pod) []string {
 		}
 		return out
 	}
-	f, ok := st.nodes[node]
+	f, ok := st.claimed[node]
 	if !ok {
 		return []string{"address of node " + node + " (node not found)"}
 	}
@@ -780,20 +810,18 @@ func (st *explainState) unservedSource(pod *corev1.Pod) []string {
 // missingPodRows lists the desired policy rows of pod under eip that NB does not
 // hold as desired (nil when NB was not read). Without its policy the pod is not
 // rerouted (nor dropped).
-func (st *explainState) missingPodRows(eip *egressipv1.EgressIP, pod *corev1.Pod) []string {
-	nb, want := st.in.NB, nbstate.State{}
+func (st *explainState) missingPodRows(eip *egressipv1.EgressIP, pod *corev1.Pod) ([]string, error) {
+	zone, nb := "", st.in.NB
 	if st.in.ZoneNB != nil {
-		// The pod's reroute lives in its own zone.
-		nb = st.in.ZoneNB[pod.Spec.NodeName]
-		if nb != nil {
-			want = ofEgressIP(st.desiredIn(pod.Spec.NodeName), eip.Name)
-		}
-	} else if nb != nil {
-		want = ofEgressIP(st.desired(), eip.Name)
+		zone, nb = pod.Spec.NodeName, st.in.ZoneNB[pod.Spec.NodeName] // the pod's reroute lives in its own zone
 	}
 	if nb == nil {
-		return nil
+		return nil, nil
 	}
+	if err := st.planRows([]string{zone}); err != nil {
+		return nil, err
+	}
+	want := ofEgressIP(st.desiredIn(zone), eip.Name)
 	key := pod.Namespace + "/" + pod.Name
 	var out []string
 	for k, p := range want.Policies {
@@ -806,7 +834,7 @@ func (st *explainState) missingPodRows(eip *egressipv1.EgressIP, pod *corev1.Pod
 		}
 	}
 	sort.Strings(out)
-	return out
+	return out, nil
 }
 
 // now is the time explain decides at (ExplainInput.Now, or the time of the call).
@@ -825,20 +853,23 @@ func lingerEnd(until string) string {
 }
 
 // PlannedRows returns the rows ours would write now, computed as explain compares
-// them (desiredIn: nbstate.Desired over the status in the API, with the master's
-// node facts and selection): for the one NB of the centralized layout (zones
+// them (planRows: the sync's own planning over the status in the API, with the
+// node facts each writer reads): for the one NB of the centralized layout (zones
 // empty, key ""), or for each zone named (interconnect layout). Drift names the
 // EgressIPs whose status items differ from what assignment computes now: ours
 // would move those IPs at its first sync, after the rows given here.
-func PlannedRows(in ExplainInput, zones []string) (rows map[string]nbstate.State, drift []string) {
+func PlannedRows(in ExplainInput, zones []string) (rows map[string]nbstate.State, drift []string, err error) {
 	if len(zones) > 0 && in.ZoneNB == nil {
 		in.ZoneNB = map[string]*nbstate.Current{} // the interconnect layout's node facts (factsLayout)
 	}
 	st := newExplainState(in)
-	rows = map[string]nbstate.State{}
 	if len(zones) == 0 {
-		rows[""] = st.desiredIn("")
+		zones = []string{""}
 	}
+	if err = st.planRows(zones); err != nil {
+		return nil, nil, err
+	}
+	rows = map[string]nbstate.State{}
 	for _, z := range zones {
 		rows[z] = st.desiredIn(z)
 	}
@@ -848,5 +879,5 @@ func PlannedRows(in ExplainInput, zones []string) (rows map[string]nbstate.State
 		}
 	}
 	sort.Strings(drift)
-	return rows, drift
+	return rows, drift, nil
 }

@@ -223,7 +223,10 @@ func TestPlannedRowsAreTheMasters(t *testing.T) {
 	// The test's NB view follows the master's last commit asynchronously.
 	e.eventually("the planned rows are the master's", func() error {
 		in := e.explainInput()
-		rows, drift := PlannedRows(in, nil)
+		rows, drift, err := PlannedRows(in, nil)
+		if err != nil {
+			return err
+		}
 		if len(drift) != 0 {
 			return fmt.Errorf("drift %v", drift)
 		}

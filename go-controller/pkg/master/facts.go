@@ -14,7 +14,6 @@ import (
 	"github.com/ovn-egressip/ovn-egressip/go-controller/pkg/egressip/annotations"
 	"github.com/ovn-egressip/ovn-egressip/go-controller/pkg/egressip/assign"
 	"github.com/ovn-egressip/ovn-egressip/go-controller/pkg/egressip/nbstate"
-	"github.com/ovn-egressip/ovn-egressip/go-controller/pkg/egressip/selection"
 )
 
 // nodeFacts is what one sync knows of a node, in the shapes of the pure packages.
@@ -289,17 +288,13 @@ func sameItems(a, b []egressipv1.EgressIPStatusItem) bool {
 	return true
 }
 
-// toNB converts an EgressIP with its programmed status items and served pods.
-func toNB(name string, items []egressipv1.EgressIPStatusItem, pods []*corev1.Pod) nbstate.EgressIP {
+// toNB converts an EgressIP with its programmed status items.
+func toNB(name string, items []egressipv1.EgressIPStatusItem) nbstate.EgressIP {
 	e := nbstate.EgressIP{Name: name}
 	for _, it := range items {
 		if ip, err := netip.ParseAddr(it.EgressIP); err == nil {
 			e.Assigned = append(e.Assigned, nbstate.Assignment{Node: it.Node, IP: ip})
 		}
-	}
-	for _, p := range pods {
-		e.Pods = append(e.Pods, nbstate.Pod{Namespace: p.Namespace, Name: p.Name, IPs: selection.PodIPs(p), Node: p.Spec.NodeName,
-			Created: p.CreationTimestamp.Time})
 	}
 	return e
 }

@@ -220,7 +220,7 @@ func changedSelections(s *serving, in planInput, reselect, rowDirty map[string]b
 func changedRoutes(s *serving, in planInput, rowDirty map[string]bool) time.Time {
 	var wake time.Time
 	for _, e := range in.eips {
-		ne := toNB(e.Name, e.Status.Items, nil)
+		ne := toNB(e.Name, e.Status.Items)
 		ne.IPs = specIPs(e)                 // a lingering holder of one of them is a fallback
 		routes := nbstate.Routes(in.nb, ne) // ready holders only: what the fallback remembers
 		if in.nb.Mode == nbstate.LocalGateway {

@@ -353,7 +353,15 @@ func (c *controller) finish(r *round) {
 // (name -> status items; an EgressIP not in it has no rows).
 func (c *controller) planInput(eips []*egressipv1.EgressIP, programmed map[string][]egressipv1.EgressIPStatusItem,
 	d dirty, full bool, nbIn nbstate.Input, now time.Time) planInput {
-	withStatus := make([]*egressipv1.EgressIP, 0, len(programmed))
+	withStatus := asProgrammed(eips, programmed)
+	return planInput{dirty: d, full: full, nb: nbIn, eips: withStatus, rank: c.compiler.Rank(withStatus),
+		now: now, cache: listerCache{pods: c.pods, namespaces: c.namespaces}}
+}
+
+// asProgrammed is eips with the status items of programmed (name -> items); an
+// EgressIP not in it is left out (it has no rows).
+func asProgrammed(eips []*egressipv1.EgressIP, programmed map[string][]egressipv1.EgressIPStatusItem) []*egressipv1.EgressIP {
+	out := make([]*egressipv1.EgressIP, 0, len(programmed))
 	for _, e := range eips {
 		items, ok := programmed[e.Name]
 		if !ok {
@@ -361,10 +369,9 @@ func (c *controller) planInput(eips []*egressipv1.EgressIP, programmed map[strin
 		}
 		cp := *e // shallow: only Status is replaced, nothing is mutated
 		cp.Status = egressipv1.EgressIPStatus{Items: items}
-		withStatus = append(withStatus, &cp)
+		out = append(out, &cp)
 	}
-	return planInput{dirty: d, full: full, nb: nbIn, eips: withStatus, rank: c.compiler.Rank(withStatus),
-		now: now, cache: listerCache{pods: c.pods, namespaces: c.namespaces}}
+	return out
 }
 
 // sameStatus says whether two name -> status items maps are equal.

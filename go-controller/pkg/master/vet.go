@@ -104,13 +104,32 @@ func (d *doubts) report(found []assign.Doubt, nodes []*corev1.Node, rec record.E
 }
 
 // vetNodes takes out of facts what the nodes publish that cannot be true
-// (assign.Vet: an egress network or host address that is another node's, an egress
-// IP listed as ready by a node that does not hold it) and reports each such claim
-// once it has lasted grace: a log line naming node, field and IP, and a Warning
-// Event on the Node. It returns when the next report may be due (zero: none).
-// holders come from the EgressIP status the master believes current.
+// (vetFacts) and reports each such claim once it has lasted grace: a log line
+// naming node, field and IP, and a Warning Event on the Node. It returns when the
+// next report may be due (zero: none). holders come from the EgressIP status the
+// master believes current.
 func (d *doubts) vetNodes(nodes []*corev1.Node, facts []nodeFacts, eips []*egressipv1.EgressIP,
 	status func(*egressipv1.EgressIP) []egressipv1.EgressIPStatusItem, rec record.EventRecorder, now time.Time, grace time.Duration) time.Duration {
+	found := vetFacts(nodes, facts, statusHolders(eips, status))
+	next, seen := d.report(found, nodes, rec, now, grace)
+	// A moved IP's old holder still listing it ready is a fallback next hop
+	// (nbstate.Lingers) only until the claim is reported: a node that never
+	// publishes the end of its linger is not trusted past the grace.
+	dropListed(nodes, facts, found, func(x assign.Doubt) bool { return d.reported[doubtKey{x.Node, x.Field, x.IP, x.Reason}] })
+	for k := range d.since {
+		if !seen[k] {
+			if d.reported[k] {
+				klog.InfoS("Node claim no longer doubted", "node", k.node, "field", "metadata.annotations["+k.field+"]", "ip", k.ip)
+			}
+			delete(d.since, k)
+			delete(d.reported, k)
+		}
+	}
+	return next
+}
+
+// statusHolders maps each egress IP in the status items of eips to the node holding it.
+func statusHolders(eips []*egressipv1.EgressIP, status func(*egressipv1.EgressIP) []egressipv1.EgressIPStatusItem) map[netip.Addr]string {
 	holders := map[netip.Addr]string{}
 	for _, e := range eips {
 		for _, it := range status(e) {
@@ -119,12 +138,20 @@ func (d *doubts) vetNodes(nodes []*corev1.Node, facts []nodeFacts, eips []*egres
 			}
 		}
 	}
+	return holders
+}
+
+// vetFacts takes out of facts (those of nodes, in order) what the nodes publish
+// that cannot be true (assign.Vet against holders: an egress network or host
+// address that is another node's, an egress IP listed as ready by a node that does
+// not hold it) and returns those claims. An IP listed ready that way stays in
+// ListedReady (a linger fallback, nbstate.Lingers) until dropListed takes it out.
+func vetFacts(nodes []*corev1.Node, facts []nodeFacts, holders map[netip.Addr]string) []assign.Doubt {
 	claims := make([]assign.Claims, len(nodes))
 	for i := range nodes {
 		claims[i] = facts[i].claims
 	}
 	found := assign.Vet(claims, holders)
-
 	byNode := map[string][]assign.Doubt{}
 	for _, x := range found {
 		byNode[x.Node] = append(byNode[x.Node], x)
@@ -138,41 +165,38 @@ func (d *doubts) vetNodes(nodes []*corev1.Node, facts []nodeFacts, eips []*egres
 		facts[i].nb.Addresses = facts[i].assign.Addresses
 		for _, x := range ds {
 			if x.Reason == assign.ReadyEgressIPNotHeld && facts[i].nb.ReadyEgressIPs[x.IP] {
-				ready := make(map[netip.Addr]bool, len(facts[i].nb.ReadyEgressIPs))
-				for ip, ok := range facts[i].nb.ReadyEgressIPs {
-					ready[ip] = ok && ip != x.IP
-				}
-				facts[i].nb.ReadyEgressIPs = ready
+				facts[i].nb.ReadyEgressIPs = without(facts[i].nb.ReadyEgressIPs, x.IP)
 			}
 		}
 	}
+	return found
+}
 
-	next, seen := d.report(found, nodes, rec, now, grace)
-	// A moved IP's old holder still listing it ready is a fallback next hop
-	// (nbstate.Lingers) only until the claim is reported: a node that never
-	// publishes the end of its linger is not trusted past the grace.
+// dropListed takes out of ListedReady the egress IPs of the ReadyEgressIPNotHeld
+// claims of found that reported says are reported: the node is no longer a linger
+// fallback for them.
+func dropListed(nodes []*corev1.Node, facts []nodeFacts, found []assign.Doubt, reported func(assign.Doubt) bool) {
+	index := make(map[string]int, len(nodes))
 	for i, n := range nodes {
-		for _, x := range byNode[n.Name] {
-			if x.Reason != assign.ReadyEgressIPNotHeld || !d.reported[doubtKey{x.Node, x.Field, x.IP, x.Reason}] || !facts[i].nb.ListedReady[x.IP] {
-				continue
-			}
-			listed := make(map[netip.Addr]bool, len(facts[i].nb.ListedReady))
-			for ip, ok := range facts[i].nb.ListedReady {
-				listed[ip] = ok && ip != x.IP
-			}
-			facts[i].nb.ListedReady = listed
-		}
+		index[n.Name] = i
 	}
-	for k := range d.since {
-		if !seen[k] {
-			if d.reported[k] {
-				klog.InfoS("Node claim no longer doubted", "node", k.node, "field", "metadata.annotations["+k.field+"]", "ip", k.ip)
-			}
-			delete(d.since, k)
-			delete(d.reported, k)
+	for _, x := range found {
+		i, ok := index[x.Node]
+		if !ok || x.Reason != assign.ReadyEgressIPNotHeld || !facts[i].nb.ListedReady[x.IP] || !reported(x) {
+			continue
 		}
+		facts[i].nb.ListedReady = without(facts[i].nb.ListedReady, x.IP)
 	}
-	return next
+}
+
+// without is set without ip, in a fresh map (facts share their maps with the
+// parser's cache: they are replaced, never modified).
+func without(set map[netip.Addr]bool, ip netip.Addr) map[netip.Addr]bool {
+	out := make(map[netip.Addr]bool, len(set))
+	for a, ok := range set {
+		out[a] = ok && a != ip
+	}
+	return out
 }
 
 func nodeRef(n *corev1.Node) *corev1.ObjectReference {

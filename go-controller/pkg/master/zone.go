@@ -66,21 +66,33 @@ func heldBy(items map[string][]egressipv1.EgressIPStatusItem, node string) map[n
 	return out
 }
 
-// zoneLinger updates what the zone's node lingers on. In shared gateway mode an
-// egress IP the status took away from it keeps its SNAT rows (and the reroutes of
-// every pod it served to this gateway router) for the release linger plus
-// lingerGrace, and is listed as lingering for the release linger; a restarted
-// controller takes what its node still lists (ready or lingering) but does not hold
-// as released now. In local gateway mode the node daemon's published linger decides
-// (zoneLingerLocal). It sets the zone node's LingeringEgressIPs in nodes to the IPs
-// whose rows stay, and returns when the next linger step falls due (zero: none).
+// zoneLinger updates what the zone's node lingers on (zoneMemory.linger) and logs
+// each egress IP its node has just released.
 func (c *controller) zoneLinger(items map[string][]egressipv1.EgressIPStatusItem, nodes map[string]nbstate.Node, now time.Time) time.Time {
-	zm := &c.zone
-	held := heldBy(items, c.s.Zone)
-	if c.s.mode == nbstate.LocalGateway {
-		return c.zoneLingerLocal(held, nodes, now)
+	wake, released := c.zone.linger(c.s.Zone, c.s.mode, c.s.linger, items, nodes, now)
+	for _, ip := range released {
+		klog.InfoS("Egress IP released by this zone's node; its rows stay while it lingers", "zone", c.s.Zone, "ip", ip,
+			"listedFor", c.s.linger, "rowsFor", c.zone.released[ip].rowsUntil.Sub(now))
 	}
-	self, ok := nodes[c.s.Zone]
+	return wake
+}
+
+// linger updates what zone's node lingers on, for the status items given. In
+// shared gateway mode an egress IP the status took away from it keeps its SNAT
+// rows (and the reroutes of every pod it served to this gateway router) for the
+// release linger plus lingerGrace, and is listed as lingering for the release
+// linger; a memory that has not started (a restarted controller, or explain) takes
+// what its node still lists (ready or lingering) but does not hold as released now.
+// In local gateway mode the node daemon's published linger decides (lingerLocal). It
+// sets the zone node's LingeringEgressIPs in nodes to the IPs whose rows stay, and
+// returns when the next linger step falls due (zero: none) and the IPs released now.
+func (zm *zoneMemory) linger(zone string, mode nbstate.Mode, linger time.Duration, items map[string][]egressipv1.EgressIPStatusItem,
+	nodes map[string]nbstate.Node, now time.Time) (time.Time, []netip.Addr) {
+	held := heldBy(items, zone)
+	if mode == nbstate.LocalGateway {
+		return zm.lingerLocal(zone, held, nodes, now), nil
+	}
+	self, ok := nodes[zone]
 	if !zm.started {
 		zm.started, zm.released = true, map[netip.Addr]lingerTimes{}
 		zm.held = map[netip.Addr]bool{}
@@ -93,17 +105,14 @@ func (c *controller) zoneLinger(items map[string][]egressipv1.EgressIPStatusItem
 			}
 		}
 	}
+	var released []netip.Addr
 	for ip := range zm.held {
 		if !held[ip] {
-			if _, was := zm.released[ip]; !was && c.s.linger > 0 {
-				until := now.Add(c.s.linger)
-				rows := until
-				if c.s.mode == nbstate.SharedGateway {
-					rows = until.Add(lingerGrace) // others stop rerouting here once it is no longer listed
-				}
-				zm.released[ip] = lingerTimes{listUntil: until, rowsUntil: rows}
-				klog.InfoS("Egress IP released by this zone's node; its rows stay while it lingers", "zone", c.s.Zone, "ip", ip,
-					"listedFor", c.s.linger, "rowsFor", rows.Sub(now))
+			if _, was := zm.released[ip]; !was && linger > 0 {
+				until := now.Add(linger)
+				// others stop rerouting here once it is no longer listed
+				zm.released[ip] = lingerTimes{listUntil: until, rowsUntil: until.Add(lingerGrace)}
+				released = append(released, ip)
 			}
 		}
 	}
@@ -125,36 +134,36 @@ func (c *controller) zoneLinger(items map[string][]egressipv1.EgressIPStatusItem
 	}
 	if ok {
 		self.LingeringEgressIPs = rows
-		nodes[c.s.Zone] = self
+		nodes[zone] = self
 	}
-	return wake
+	return wake, released
 }
 
-// zoneLingerLocal is zoneLinger in local gateway mode. The zone's node daemon
-// publishes what it still SNATs after a release and until when (nbstate.Lingers),
-// and every zone reroutes to it no longer than that end. The zone keeps the
-// reroutes of the other zones' pods to its node's management port until lingerGrace
-// after that end (the other zones commit their change after it), and lists those IPs
-// in its node's EgressIPsRerouted (publishZone), so that the node daemon keeps its
-// SNAT rules until these rows are gone. Nothing here is a clock of its own: a
-// restarted zone controller derives the same from the Node.
-func (c *controller) zoneLingerLocal(held map[netip.Addr]bool, nodes map[string]nbstate.Node, now time.Time) time.Time {
-	c.zone.kept = map[netip.Addr]bool{}
-	self, ok := nodes[c.s.Zone]
+// lingerLocal is linger in local gateway mode. The zone's node daemon publishes
+// what it still SNATs after a release and until when (nbstate.Lingers), and every
+// zone reroutes to it no longer than that end. The zone keeps the reroutes of the
+// other zones' pods to its node's management port until lingerGrace after that end
+// (the other zones commit their change after it), and lists those IPs in its node's
+// EgressIPsRerouted (publishZone), so that the node daemon keeps its SNAT rules until
+// these rows are gone. Nothing here is a clock of its own: a restarted zone
+// controller (and explain) derives the same from the Node.
+func (zm *zoneMemory) lingerLocal(zone string, held map[netip.Addr]bool, nodes map[string]nbstate.Node, now time.Time) time.Time {
+	zm.kept = map[netip.Addr]bool{}
+	self, ok := nodes[zone]
 	if !ok {
 		return time.Time{}
 	}
 	var wake time.Time
 	consider := func(ip netip.Addr) {
-		if held[ip] || c.zone.kept[ip] {
+		if held[ip] || zm.kept[ip] {
 			return
 		}
 		lingers, until := nbstate.Lingers(self, ip, now)
 		switch {
 		case until.IsZero():
-			c.zone.kept[ip] = lingers // still listed ready: the daemon has not taken the release in
+			zm.kept[ip] = lingers // still listed ready: the daemon has not taken the release in
 		case now.Before(until.Add(lingerGrace)):
-			c.zone.kept[ip] = true
+			zm.kept[ip] = true
 			wake = earliest(wake, until.Add(lingerGrace))
 		}
 	}
@@ -167,8 +176,8 @@ func (c *controller) zoneLingerLocal(held map[netip.Addr]bool, nodes map[string]
 	for ip := range self.ReadyEgressIPs {
 		consider(ip)
 	}
-	self.LingeringEgressIPs = c.zone.kept
-	nodes[c.s.Zone] = self
+	self.LingeringEgressIPs = zm.kept
+	nodes[zone] = self
 	return wake
 }
 
@@ -220,7 +229,7 @@ func (c *controller) publishZone(ctx context.Context, nodes []*corev1.Node, item
 		want[annotations.EgressIPsLingering] = annotations.FormatEgressIPsReady(lingering)
 	} else {
 		// What this zone still reroutes to the node's management port: the IPs it
-		// holds and the released ones whose rows it keeps (zoneLingerLocal). Written
+		// holds and the released ones whose rows it keeps (zoneMemory.lingerLocal). Written
 		// after the commit, so narrowed only once those rows are gone.
 		rerouted := maps.Clone(ready)
 		maps.Copy(rerouted, c.zone.kept)

@@ -43,7 +43,7 @@ func TestZoneLingerLocal(t *testing.T) {
 			c := &controller{s: settings{mode: nbstate.LocalGateway}}
 			c.s.Zone = "node3"
 			nodes := map[string]nbstate.Node{"node3": {Name: "node3", ReadyEgressIPs: tc.listed, ListedReady: tc.listed, LingeringUntil: tc.until}}
-			wake := c.zoneLingerLocal(tc.held, nodes, tc.now)
+			wake := c.zone.lingerLocal(c.s.Zone, tc.held, nodes, tc.now)
 			if !wake.Equal(tc.wantWake) {
 				t.Errorf("wake %v, want %v", wake, tc.wantWake)
 			}

@@ -119,16 +119,31 @@ func waitCache(t *testing.T, c client.Client, ok func(Snapshot) bool) Snapshot {
 	return s
 }
 
+// desiredProd is ours for EgressIP prod (172.18.0.33 on node2) serving pods, composed from nbstate's pieces as the
+// master's plan composes them: the shared rows with the served-pods address set, and each pod's rows under the
+// EgressIP's routes.
 func desiredProd(pods ...nbstate.Pod) nbstate.State {
-	return nbstate.Desired(nbstate.Input{Mode: nbstate.SharedGateway,
+	in := nbstate.Input{Mode: nbstate.SharedGateway,
 		ClusterSubnets: []netip.Prefix{netip.MustParsePrefix("10.244.0.0/16")},
 		JoinSubnets:    []netip.Prefix{netip.MustParsePrefix("100.64.0.0/16")},
 		Nodes: map[string]nbstate.Node{
 			"node1": {Name: "node1", JoinIPs: []netip.Addr{netip.MustParseAddr("100.64.0.2")}, Addresses: []netip.Addr{netip.MustParseAddr("172.18.0.11")}},
 			"node2": {Name: "node2", JoinIPs: []netip.Addr{netip.MustParseAddr("100.64.0.3")}, Addresses: []netip.Addr{netip.MustParseAddr("172.18.0.12")}},
 		},
-		EgressIPs: []nbstate.EgressIP{{Name: "prod", Assigned: []nbstate.Assignment{{Node: "node2", IP: netip.MustParseAddr("172.18.0.33")}}, Pods: pods}},
-	})
+	}
+	e := nbstate.EgressIP{Name: "prod", Assigned: []nbstate.Assignment{{Node: "node2", IP: netip.MustParseAddr("172.18.0.33")}}}
+	st, routes, served := nbstate.ClusterRows(in), nbstate.Routes(in, e), []string{}
+	for _, p := range pods {
+		rows, ips := nbstate.PodRows(in.Mode, "", e.Name, routes, p, func(netip.Addr) bool { return true })
+		maps.Copy(st.Policies, rows.Policies)
+		maps.Copy(st.NATs, rows.NATs)
+		for _, ip := range ips {
+			served = append(served, ip.String())
+		}
+	}
+	slices.Sort(served)
+	st.AddressSets[nbstate.ServedPodsKey(nbstate.FamilyIPv4)] = nbstate.ServedPodsRow(nbstate.FamilyIPv4, served)
+	return st
 }
 
 var web1 = nbstate.Pod{Namespace: "prod", Name: "web1", IPs: []netip.Addr{netip.MustParseAddr("10.244.1.5")}, Node: "node1"}

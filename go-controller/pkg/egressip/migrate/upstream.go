@@ -6,7 +6,7 @@
 // Upstream's rows are found by upstream's own external_ids only:
 // k8s.ovn.org/owner-controller=default-network-controller and
 // k8s.ovn.org/owner-type=EgressIP. Ours are computed by the master's planning
-// (master.PlannedRows, nbstate.Desired) and written as nbstate.Diff plans them.
+// (master.PlannedRows) and written as nbstate.Diff plans them.
 package migrate
 
 import (

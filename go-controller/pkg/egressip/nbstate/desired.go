@@ -8,7 +8,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/ovn-egressip/ovn-egressip/go-controller/pkg/egressip/selection"
 	"github.com/ovn-egressip/ovn-egressip/go-controller/pkg/nbdb"
 )
 
@@ -82,8 +81,10 @@ type Pod struct {
 // Key returns the pod's "namespace/name", the value of PodKey in external_ids.
 func (p Pod) Key() string { return p.Namespace + "/" + p.Name }
 
-// EgressIP is one EgressIP with its assignments and the pods it serves
-// (selection.ServedPods: a pod appears under one EgressIP only).
+// EgressIP is one EgressIP with its assignments: what its routes (Routes) depend
+// on. Pods, the pods it serves (a pod under one EgressIP only), are read by this
+// package's tests alone: the master keeps who serves which pod in its own memory
+// and asks PodRows for each pod's rows (master.plan).
 type EgressIP struct {
 	Name     string
 	Assigned []Assignment
@@ -96,15 +97,15 @@ type EgressIP struct {
 	IPs []netip.Addr
 }
 
-// Input is everything Desired reads.
+// Input is what the rows are computed from (Routes, PodRows' routes, ClusterRows).
 type Input struct {
 	Mode Mode
 	// ClusterSubnets are the pod networks (one or more per family in use).
 	ClusterSubnets []netip.Prefix
 	// JoinSubnets are the join switch networks (100.64.0.0/16, fd98::/64).
 	JoinSubnets []netip.Prefix
-	// EgressIPs in serving priority order (selection.Ordered); when two pods share an
-	// IP the one owning it keeps the rows (selection.OwnsBefore).
+	// EgressIPs in serving priority order (selection.Ordered), read by this
+	// package's tests alone (see EgressIP.Pods).
 	EgressIPs []EgressIP
 	// Nodes are all nodes, by name.
 	Nodes map[string]Node
@@ -143,42 +144,6 @@ func NewState() State {
 
 // Len is the number of rows.
 func (s State) Len() int { return len(s.Policies) + len(s.NATs) + len(s.AddressSets) }
-
-// Desired computes the rows for in. With no EgressIP at all it is empty (not even
-// the shared rows). Per family of the cluster subnets it holds the shared rows
-// (ClusterRows). Per served pod, the rows of PodRows under its EgressIP's Routes;
-// when two served pods share an IP, the pod object owning it (selection.OwnsBefore)
-// has the rows of that IP, or none has them when its EgressIP has no route there.
-func Desired(in Input) State {
-	st := NewState()
-	if len(in.EgressIPs) == 0 {
-		return st
-	}
-	served := map[string][]string{} // family -> served pod IPs
-	var claims []selection.IPClaim
-	for _, e := range in.EgressIPs {
-		for _, pod := range e.Pods {
-			claims = append(claims, selection.IPClaim{Namespace: pod.Namespace, Name: pod.Name, Created: pod.Created, IPs: pod.IPs})
-		}
-	}
-	owner := selection.Owners(claims) // pod IP -> index in claims of the pod object owning it
-	i := 0
-	for _, e := range in.EgressIPs {
-		routes := Routes(in, e)
-		for _, pod := range e.Pods {
-			me := i
-			i++
-			claim := func(ip netip.Addr) bool { return owner[ip] == me }
-			for _, ip := range addPodRows(&st, in.Mode, in.Zone, e.Name, routes, pod, claim) {
-				served[Family(ip)] = append(served[Family(ip)], ip.String())
-			}
-		}
-	}
-	for _, fam := range families(in.ClusterSubnets) {
-		addClusterRows(&st, in, fam, served[fam])
-	}
-	return st
-}
 
 // Holder is a node holding an egress IP, with its next hop.
 type Holder struct {

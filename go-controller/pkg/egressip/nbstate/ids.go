@@ -1,7 +1,8 @@
 // Package nbstate computes the OVN Northbound rows the master wants for egress IPs
-// (Desired, pure), compares them with the rows it owns in NB (Diff, pure), and
-// turns the difference into one list of libovsdb operations (Ops) to be committed
-// in a single transaction.
+// (Routes, PodRows, ClusterRows, pure; the master composes them, master.plan),
+// compares them with the rows it owns in NB (Diff, pure), and turns the difference
+// into one list of libovsdb operations (Ops) to be committed in a single
+// transaction.
 //
 // Every row written here carries these external_ids (one key per value), which are
 // how rows are found again and how ownership is decided; rows without

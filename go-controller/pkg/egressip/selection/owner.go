@@ -26,8 +26,8 @@ func ClaimOf(pod *corev1.Pod) IPClaim {
 // gone, so the old object, terminating or Completed but still listed, no longer
 // has it), then by namespace and name. It does not depend on which EgressIP serves
 // either pod: a pod IP is never carried for an EgressIP that does not select the
-// pod object owning the IP. The master (Owner), the node daemon and nbstate.Desired
-// (Owners) all use it.
+// pod object owning the IP. The master (Owner; explain and migrate plan with the
+// master's code) and the node daemon (Owners) both use it.
 func OwnsBefore(a, b IPClaim) bool {
 	if !a.Created.Equal(b.Created) {
 		return a.Created.After(b.Created)
