@@ -18,6 +18,7 @@ import (
 	"github.com/ovn-org/libovsdb/client"
 
 	egressipclientset "github.com/ovn-egressip/ovn-egressip/go-controller/pkg/crd/egressip/v1/apis/clientset/versioned"
+	"github.com/ovn-egressip/ovn-egressip/go-controller/pkg/egressip/gwmode"
 	"github.com/ovn-egressip/ovn-egressip/test/cluster"
 	"github.com/ovn-egressip/ovn-egressip/test/repo"
 )
@@ -28,7 +29,7 @@ var (
 	flagLayout   = flag.String("chaos.layout", cluster.LayoutCentralized, "OVN layout: centralized (a master, one NB) or interconnect (a cluster manager, one zone per node)")
 	flagSeed     = flag.Int64("chaos.seed", 0, "random seed (0: from the clock; printed)")
 	flagRace     = flag.Bool("chaos.race", false, "build ovnkube with the race detector (about 5x the CPU and memory)")
-	flagMode     = flag.String("chaos.gateway-mode", cluster.GatewayShared, "gateway mode: shared or local (local also checks each node's host state)")
+	flagMode     = flag.String("chaos.gateway-mode", string(gwmode.Shared), "gateway mode: shared or local (local also checks each node's host state)")
 	flagReach    = flag.Duration("chaos.reachability-timeout", 0, "ovnkube --egressip-reachability-total-timeout (0: ovnkube's default; see docs/reliability.md)")
 	flagKeepLogs = flag.Bool("chaos.keep-logs", false, "keep the processes' logs (in <dir>-logs) when the test passes too")
 	flagTell     = flag.Duration("chaos.tell-after", 30*time.Second, "a check not converged after this long logs what it waits for")
@@ -89,15 +90,15 @@ func TestChaos(t *testing.T) {
 	if *flagLayout == cluster.LayoutInterconnect {
 		nb = cluster.NBStandalone // one NB per zone
 	}
-	c, err := cluster.Up(ctx, cluster.Config{StateDir: dir, Nodes: 3, GatewayMode: *flagMode, NB: nb, Layout: *flagLayout,
+	c, err := cluster.Up(ctx, cluster.Config{StateDir: dir, Nodes: 3, GatewayMode: gwmode.Mode(*flagMode), NB: nb, Layout: *flagLayout,
 		RepoRoot: repo.Root(), Logf: t.Logf})
 	if err != nil {
 		t.Fatalf("cluster up: %v", err)
 	}
 	logDir := filepath.Join(dir, "log")
-	resultsName := "chaos-results-" + c.GatewayMode() + ".txt"
+	resultsName := "chaos-results-" + string(c.GatewayMode()) + ".txt"
 	if c.Layout() == cluster.LayoutInterconnect {
-		resultsName = "chaos-results-interconnect-" + c.GatewayMode() + ".txt"
+		resultsName = "chaos-results-interconnect-" + string(c.GatewayMode()) + ".txt"
 	}
 	results, err := os.Create(filepath.Join(repo.Root(), "_output", resultsName))
 	if err != nil {

@@ -25,6 +25,7 @@ import (
 	egressipv1 "github.com/ovn-egressip/ovn-egressip/go-controller/pkg/crd/egressip/v1"
 	egressipclientset "github.com/ovn-egressip/ovn-egressip/go-controller/pkg/crd/egressip/v1/apis/clientset/versioned"
 	"github.com/ovn-egressip/ovn-egressip/go-controller/pkg/egressip/annotations"
+	"github.com/ovn-egressip/ovn-egressip/go-controller/pkg/egressip/gwmode"
 	"github.com/ovn-egressip/ovn-egressip/go-controller/pkg/egressip/nbstate"
 	"github.com/ovn-egressip/ovn-egressip/go-controller/pkg/nbdb"
 	"github.com/ovn-egressip/ovn-egressip/test/cluster"
@@ -98,7 +99,7 @@ func (k *checker) check(ctx context.Context, statusOnly bool) (verdict, error) {
 	if err != nil {
 		return v, err
 	}
-	local := k.c.GatewayMode() == cluster.GatewayLocal
+	local := k.c.GatewayMode() == gwmode.Local
 	ic := k.c.Layout() == cluster.LayoutInterconnect
 	eligible := map[string]bool{}
 	nexthop := map[string]string{} // shared: the gateway router's join IP; local: the management port IP

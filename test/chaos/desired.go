@@ -15,13 +15,14 @@ import (
 	corev1 "k8s.io/api/core/v1"
 
 	egressipv1 "github.com/ovn-egressip/ovn-egressip/go-controller/pkg/crd/egressip/v1"
+	"github.com/ovn-egressip/ovn-egressip/go-controller/pkg/egressip/gwmode"
 	"github.com/ovn-egressip/ovn-egressip/go-controller/pkg/egressip/nbstate"
 	"github.com/ovn-egressip/ovn-egressip/go-controller/pkg/master"
 	"github.com/ovn-egressip/ovn-egressip/test/cluster"
 )
 
 // desiredOpinion adds, for every EgressIP, the rows explain finds missing or extra in any zone to v.
-func desiredOpinion(ctx context.Context, mode string, zones map[string]client.Client, eips []egressipv1.EgressIP,
+func desiredOpinion(ctx context.Context, mode gwmode.Mode, zones map[string]client.Client, eips []egressipv1.EgressIP,
 	nodes []corev1.Node, nss []corev1.Namespace, pods []corev1.Pod, v *verdict) error {
 	in := master.ExplainInput{Mode: mode, ClusterSubnets: []netip.Prefix{netip.MustParsePrefix(cluster.ClusterCIDR)},
 		JoinSubnets: []netip.Prefix{netip.MustParsePrefix(cluster.JoinCIDR)}, ZoneNB: map[string]*nbstate.Current{}}

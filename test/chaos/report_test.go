@@ -10,7 +10,7 @@ import (
 	"sort"
 	"strings"
 
-	"github.com/ovn-egressip/ovn-egressip/test/cluster"
+	"github.com/ovn-egressip/ovn-egressip/go-controller/pkg/egressip/gwmode"
 )
 
 func (h *harness) report() {
@@ -60,7 +60,7 @@ func (h *harness) report() {
 		}
 		h.logf("ovs-vswitchd crashes (restarted by its monitor): %d %v", len(crashes), crashes)
 	}
-	if h.c.GatewayMode() == cluster.GatewayLocal {
+	if h.c.GatewayMode() == gwmode.Local {
 		h.logf("host state: %d polls found a node's host not yet as it must be (first: %s)", h.hostPending, h.hostExample)
 	}
 	var names []string

@@ -27,6 +27,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 
 	"github.com/ovn-egressip/ovn-egressip/test/apiserver"
+
+	"github.com/ovn-egressip/ovn-egressip/go-controller/pkg/egressip/gwmode"
 )
 
 // Cluster is a running local cluster.
@@ -263,7 +265,7 @@ func upControlPlane(ctx context.Context, p paths, k pki, bins apiserver.Binaries
 	return nil
 }
 
-func upOVN(ctx context.Context, p paths, mode, nbLayout, layout, helper string, waitHelper func() error, nodes []NodeAddrs, rootLinks []veth,
+func upOVN(ctx context.Context, p paths, mode gwmode.Mode, nbLayout, layout, helper string, waitHelper func() error, nodes []NodeAddrs, rootLinks []veth,
 	fams []int, kubelets bool, logf func(string, ...any)) error {
 	if layout == LayoutInterconnect {
 		if err := upInterconnectOVN(ctx, p, mode, nodes, fams, logf); err != nil {
@@ -397,11 +399,11 @@ func extVeth(fams []int) veth {
 // cluster CIDR route on the management port keeps the return path symmetric); in local mode IP forwarding and the
 // node's MASQUERADE of pod egress out of eth0, per family (iptables, ip6tables). The node daemon's egress IP SNAT
 // chain must be jumped to from POSTROUTING before this rule (insert it at the top).
-func nodeHostScript(n NodeAddrs, mode string, fams []int) string {
+func nodeHostScript(n NodeAddrs, mode gwmode.Mode, fams []int) string {
 	mp := MgmtPort(n.Name)
 	s := fmt.Sprintf("sysctl -qw net.ipv4.conf.all.rp_filter=1 net.ipv4.conf.default.rp_filter=1 "+
 		"net.ipv4.conf.eth0.rp_filter=1 net.ipv4.conf.%s.rp_filter=1\n", mp)
-	if mode == GatewayLocal {
+	if mode == gwmode.Local {
 		for _, f := range fams {
 			if f == 4 {
 				s += "sysctl -qw net.ipv4.ip_forward=1\n"
@@ -614,8 +616,8 @@ func (c *Cluster) NBTCPAddress() string { return fmt.Sprintf("tcp:%s:%d", APISer
 // CACert is the PEM of the cluster's CA (it signed the API server's serving certificate).
 func (c *Cluster) CACert() ([]byte, error) { return os.ReadFile(pki{dir: c.p.pki()}.path("ca.crt")) }
 
-// GatewayMode is GatewayShared or GatewayLocal.
-func (c *Cluster) GatewayMode() string { return c.st.GatewayMode }
+// GatewayMode is the cluster's gateway mode.
+func (c *Cluster) GatewayMode() gwmode.Mode { return c.st.GatewayMode }
 
 // StateDir is the cluster's state directory.
 func (c *Cluster) StateDir() string { return c.p.dir }
@@ -658,7 +660,7 @@ func (c *Cluster) EgressSourceFamily(node string, family int) (netip.Addr, error
 	if !ok {
 		return netip.Addr{}, fmt.Errorf("the cluster (%s) has no IPv%d", c.st.IPFamily, family)
 	}
-	if c.st.GatewayMode == GatewayLocal {
+	if c.st.GatewayMode == gwmode.Local {
 		return f.NodeIP, nil
 	}
 	return f.GatewayIP, nil

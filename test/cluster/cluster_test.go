@@ -11,6 +11,8 @@ import (
 
 	"k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/ovn-egressip/ovn-egressip/go-controller/pkg/egressip/gwmode"
 )
 
 // TestLocalCluster brings the whole cluster up in each gateway mode and IP family and checks it with real packets
@@ -21,19 +23,20 @@ func TestLocalCluster(t *testing.T) {
 	}
 	// Every family in one mode at least (about 10 s each; test/e2e brings up every mode x family combination);
 	// all six with E2E_MATRIX=full (make test-matrix).
-	combos := []struct{ mode, family string }{
-		{GatewayShared, FamilyIPv4}, {GatewayLocal, FamilyIPv4}, {GatewayShared, FamilyDual}, {GatewayLocal, FamilyIPv6},
+	type combo struct {
+		mode   gwmode.Mode
+		family string
 	}
+	combos := []combo{{gwmode.Shared, FamilyIPv4}, {gwmode.Local, FamilyIPv4}, {gwmode.Shared, FamilyDual}, {gwmode.Local, FamilyIPv6}}
 	if os.Getenv("E2E_MATRIX") == "full" {
-		combos = append(combos, struct{ mode, family string }{GatewayLocal, FamilyDual},
-			struct{ mode, family string }{GatewayShared, FamilyIPv6})
+		combos = append(combos, combo{gwmode.Local, FamilyDual}, combo{gwmode.Shared, FamilyIPv6})
 	}
 	for _, tc := range combos {
-		t.Run(tc.mode+"/"+tc.family, func(t *testing.T) { testClusterMode(t, tc.mode, tc.family) })
+		t.Run(string(tc.mode)+"/"+tc.family, func(t *testing.T) { testClusterMode(t, tc.mode, tc.family) })
 	}
 }
 
-func testClusterMode(t *testing.T, mode, family string) {
+func testClusterMode(t *testing.T, mode gwmode.Mode, family string) {
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	state, err := os.MkdirTemp("", "oeip-cluster-") // short: unix socket paths are limited to 107 bytes

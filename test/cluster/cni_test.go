@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/containernetworking/cni/pkg/skel"
+	"github.com/ovn-egressip/ovn-egressip/go-controller/pkg/egressip/gwmode"
 	"github.com/ovn-egressip/ovn-egressip/go-controller/pkg/nbdb"
 	corev1 "k8s.io/api/core/v1"
 )
@@ -98,7 +99,7 @@ func TestNodeServiceDNAT(t *testing.T) {
 
 func TestWithServiceLB(t *testing.T) {
 	nodes := testNodes(t, 2)
-	rows := withServiceLB(buildTopology(nodes, GatewayShared), nodes, "172.18.0.1")
+	rows := withServiceLB(buildTopology(nodes, gwmode.Shared), nodes, "172.18.0.1")
 	var lbUUID string
 	withLB := map[string]bool{}
 	for _, r := range rows {

@@ -6,12 +6,8 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-)
 
-// Gateway modes (ovnkube --gateway-mode).
-const (
-	GatewayShared = "shared"
-	GatewayLocal  = "local"
+	"github.com/ovn-egressip/ovn-egressip/go-controller/pkg/egressip/gwmode"
 )
 
 // Layouts of the OVN control plane (Config.Layout, CLUSTER_LAYOUT).
@@ -54,8 +50,8 @@ type Config struct {
 	StateDir string
 	// Nodes is the number of nodes (1..MaxNodes), named node1..nodeN.
 	Nodes int
-	// GatewayMode is GatewayShared or GatewayLocal.
-	GatewayMode string
+	// GatewayMode is ovnkube's --gateway-mode ("" = gwmode.Shared).
+	GatewayMode gwmode.Mode
 	// IPFamily is FamilyIPv4 (default), FamilyIPv6 (IPv6-only) or FamilyDual (dual-stack: IPv4 primary).
 	IPFamily string
 	// NB is NBStandalone (default) or NBRaft (centralized layout only).
@@ -105,8 +101,11 @@ func (c *Config) setDefaults() error {
 	if c.Nodes < 1 || c.Nodes > MaxNodes {
 		return fmt.Errorf("cluster: %d nodes out of range 1..%d", c.Nodes, MaxNodes)
 	}
-	if err := eitherOr(&c.GatewayMode, "gateway mode", GatewayShared, GatewayLocal); err != nil {
-		return err
+	if c.GatewayMode == "" {
+		c.GatewayMode = gwmode.Shared
+	}
+	if _, err := gwmode.Parse(string(c.GatewayMode)); err != nil {
+		return fmt.Errorf("cluster: %w", err)
 	}
 	if c.IPFamily == "" {
 		c.IPFamily = FamilyIPv4
@@ -154,9 +153,9 @@ func (p paths) zoneSBSock(node string) string { return filepath.Join(p.zoneRun(n
 
 // State is what a running cluster records in StateDir/cluster.json; Open reads it back.
 type State struct {
-	Nodes       int    `json:"nodes"`
-	GatewayMode string `json:"gatewayMode"`
-	IPFamily    string `json:"ipFamily,omitempty"` // "" (written before dual-stack support) = FamilyIPv4
+	Nodes       int         `json:"nodes"`
+	GatewayMode gwmode.Mode `json:"gatewayMode"`
+	IPFamily    string      `json:"ipFamily,omitempty"` // "" (written before dual-stack support) = FamilyIPv4
 	// NB is the NB layout (NBStandalone or NBRaft; empty in a state file from before it existed: standalone).
 	NB         string `json:"nb,omitempty"`
 	Kubeconfig string `json:"kubeconfig"`

@@ -19,6 +19,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/ovn-egressip/ovn-egressip/go-controller/pkg/egressip/gwmode"
 	"github.com/ovn-egressip/ovn-egressip/go-controller/pkg/nbdb"
 	"github.com/ovn-org/libovsdb/model"
 )
@@ -186,7 +187,7 @@ func ovsdbHost(a netip.Addr) string {
 // other node, and on ovn_cluster_router per other node a route of its pod subnet and of its GR join IP to its
 // transit IP (zones other than node1's also route the root namespace's subnet to node1's transit IP), and the
 // catch-all src-ip route of the cluster CIDR to the local GR.
-func buildZoneTopology(nodes []NodeAddrs, local NodeAddrs, mode string) []model.Model {
+func buildZoneTopology(nodes []NodeAddrs, local NodeAddrs, mode gwmode.Mode) []model.Model {
 	withHost := local.Index == 1
 	t := &topology{rows: buildTopologyOn([]NodeAddrs{local}, mode, ChassisName(local.Name), withHost)}
 	var cr *nbdb.LogicalRouter
@@ -292,7 +293,7 @@ func bindRemotePorts(ctx context.Context, p paths, nodes []NodeAddrs, local Node
 // upInterconnectOVN brings up the zones (databases, northd, NB topology, remote chassis), each node's chassis (its
 // own Open_vSwitch database and ovs-vswitchd in its chassis namespace, br-ex and br-tun: chassis.go), the root
 // namespace's ovs-vswitchd with br-ex (the external network), the underlay, and one ovn-controller per zone.
-func upInterconnectOVN(ctx context.Context, p paths, mode string, nodes []NodeAddrs, fams []int, logf func(string, ...any)) error {
+func upInterconnectOVN(ctx context.Context, p paths, mode gwmode.Mode, nodes []NodeAddrs, fams []int, logf func(string, ...any)) error {
 	listen := plans[fams[0]].apiServer
 	jobs := []func(context.Context) error{func(ctx context.Context) error {
 		if err := startVswitchd(ctx, p); err != nil {

@@ -15,6 +15,7 @@ import (
 	"github.com/ovn-org/libovsdb/ovsdb"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/ovn-egressip/ovn-egressip/go-controller/pkg/egressip/gwmode"
 	"github.com/ovn-egressip/ovn-egressip/go-controller/pkg/nbdb"
 	"github.com/ovn-egressip/ovn-egressip/test/nbserver"
 )
@@ -25,7 +26,7 @@ func TestZoneTopology(t *testing.T) {
 		n, _ := AddrsForFamily(i, FamilyDual)
 		nodes = append(nodes, n)
 	}
-	rows := buildZoneTopology(nodes, nodes[1], GatewayShared)
+	rows := buildZoneTopology(nodes, nodes[1], gwmode.Shared)
 	var ts *nbdb.LogicalSwitch
 	lsps := map[string]*nbdb.LogicalSwitchPort{}
 	switches := map[string]bool{}
@@ -99,13 +100,16 @@ func TestInterconnectCluster(t *testing.T) {
 		t.Skip("the local cluster needs root (network namespaces, OVS, iptables)")
 	}
 	// about 10 s each
-	combos := []struct{ mode, family string }{{GatewayShared, FamilyIPv4}, {GatewayLocal, FamilyIPv4}, {GatewayShared, FamilyDual}}
+	combos := []struct {
+		mode   gwmode.Mode
+		family string
+	}{{gwmode.Shared, FamilyIPv4}, {gwmode.Local, FamilyIPv4}, {gwmode.Shared, FamilyDual}}
 	for _, tc := range combos {
-		t.Run(tc.mode+"/"+tc.family, func(t *testing.T) { testInterconnect(t, tc.mode, tc.family) })
+		t.Run(string(tc.mode)+"/"+tc.family, func(t *testing.T) { testInterconnect(t, tc.mode, tc.family) })
 	}
 }
 
-func testInterconnect(t *testing.T, mode, family string) {
+func testInterconnect(t *testing.T, mode gwmode.Mode, family string) {
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	state, err := os.MkdirTemp("", "oeip-ic-")
@@ -180,7 +184,7 @@ func testInterconnect(t *testing.T, mode, family string) {
 	}
 	// ovs-vswitchd of chassis node1 crashes: its monitor restarts it; its bridges come back from its database, and
 	// the tunnel neighbour is resolved again (ARP).
-	if mode == GatewayShared && family == FamilyIPv4 {
+	if mode == gwmode.Shared && family == FamilyIPv4 {
 		pid, err := readPid(c.ZoneVswitchdPidfile("node1"))
 		if err != nil {
 			t.Fatal(err)
@@ -221,7 +225,7 @@ func testInterconnect(t *testing.T, mode, family string) {
 
 	// Each chassis has its own conntrack, as a real node: in shared gateway mode pod b's egress is SNATed by GR_node2
 	// (chassis node2), and only chassis node2's datapath holds that connection.
-	if mode == GatewayShared {
+	if mode == gwmode.Shared {
 		ct1, err1 := run(ctx, ovs("ovs-appctl"), "-t", c.ZoneVswitchdCtl("node1"), "dpctl/dump-conntrack")
 		ct2, err2 := run(ctx, ovs("ovs-appctl"), "-t", c.ZoneVswitchdCtl("node2"), "dpctl/dump-conntrack")
 		if err1 != nil || err2 != nil {
@@ -266,7 +270,7 @@ func testInterconnect(t *testing.T, mode, family string) {
 
 	// (4) zone node2's NB and SB (and northd) killed and started again: the rows are back from disk, the data path
 	// follows (northd and ovn-controller reconnect), and a zone's databases stay the zone's.
-	if mode == GatewayShared && family == FamilyIPv4 {
+	if mode == gwmode.Shared && family == FamilyIPv4 {
 		if err := c.StopZoneDatabases(ctx, "node2", true); err != nil {
 			t.Fatalf("StopZoneDatabases: %v", err)
 		}
@@ -397,7 +401,7 @@ func handEgressIP(ctx context.Context, c *Cluster, podIP netip.Addr, holder Node
 		return nil, err
 	}
 	nh := holder.JoinIP
-	if c.GatewayMode() == GatewayLocal {
+	if c.GatewayMode() == gwmode.Local {
 		nh = holder.MgmtIP
 	}
 	if err := add(nbH, ClusterRouter, &nbdb.LogicalRouterPolicy{UUID: "u_pol2", Priority: 100, Match: match,
@@ -405,7 +409,7 @@ func handEgressIP(ctx context.Context, c *Cluster, podIP netip.Addr, holder Node
 		_ = undoAll(ctx)
 		return nil, err
 	}
-	if c.GatewayMode() == GatewayShared {
+	if c.GatewayMode() == gwmode.Shared {
 		lp := MgmtPort(holder.Name)
 		if err := add(nbH, GatewayRouter(holder.Name), &nbdb.NAT{UUID: "u_nat", Type: nbdb.NATTypeSNAT, ExternalIP: eip.String(),
 			LogicalIP: podIP.String(), LogicalPort: &lp, ExternalIDs: ids}); err != nil {

@@ -4,6 +4,7 @@ import (
 	"net/netip"
 	"strings"
 
+	"github.com/ovn-egressip/ovn-egressip/go-controller/pkg/egressip/gwmode"
 	"github.com/ovn-egressip/ovn-egressip/go-controller/pkg/nbdb"
 	"github.com/ovn-org/libovsdb/model"
 )
@@ -93,13 +94,13 @@ func (t *topology) route(key, prefix, nexthop string, policy *nbdb.LogicalRouter
 //   - switch ovn-eip-host (10.244.0.0/24, fd00:10:244::/64) with the root namespace's port k8s-ovn-eip-host.
 //
 // Every row carries external_ids ovn-egressip-harness=true.
-func buildTopology(nodes []NodeAddrs, mode string) []model.Model {
+func buildTopology(nodes []NodeAddrs, mode gwmode.Mode) []model.Model {
 	return buildTopologyOn(nodes, mode, Chassis, true)
 }
 
 // buildTopologyOn is buildTopology with the gateway routers bound to chassis, and the switch ovn-eip-host (the root
 // namespace's port) only when withHost (the interconnect layout has it in node1's zone only).
-func buildTopologyOn(nodes []NodeAddrs, mode, chassis string, withHost bool) []model.Model {
+func buildTopologyOn(nodes []NodeAddrs, mode gwmode.Mode, chassis string, withHost bool) []model.Model {
 	t := &topology{}
 	srcIP := nbdb.LogicalRouterStaticRoutePolicySrcIP
 	var fams []int
@@ -170,7 +171,7 @@ func buildTopologyOn(nodes []NodeAddrs, mode, chassis string, withHost bool) []m
 			nats = append(nats, nat)
 			// per-node pod egress: shared -> own GR, local -> own node host (management port)
 			nh := f.JoinIP
-			if mode == GatewayLocal {
+			if mode == gwmode.Local {
 				nh = f.MgmtIP
 			}
 			crRoutes = append(crRoutes, t.route(n.Name+"_egress"+sfx, f.Subnet.String(), nh.String(), &srcIP, nil))

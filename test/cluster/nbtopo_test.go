@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ovn-egressip/ovn-egressip/go-controller/pkg/egressip/gwmode"
 	"github.com/ovn-egressip/ovn-egressip/go-controller/pkg/nbdb"
 	"github.com/ovn-egressip/ovn-egressip/test/nbserver"
 )
@@ -23,9 +24,12 @@ func testNodes(t *testing.T, n int) []NodeAddrs {
 }
 
 func TestBuildTopologyPerMode(t *testing.T) {
-	for _, tc := range []struct{ mode, node2Nexthop string }{
-		{GatewayShared, "100.64.0.3"}, // GR_node2's join IP
-		{GatewayLocal, "10.244.2.2"},  // node2's management port
+	for _, tc := range []struct {
+		mode         gwmode.Mode
+		node2Nexthop string
+	}{
+		{gwmode.Shared, "100.64.0.3"}, // GR_node2's join IP
+		{gwmode.Local, "10.244.2.2"},  // node2's management port
 	} {
 		rows := buildTopology(testNodes(t, 3), tc.mode)
 		var egress *nbdb.LogicalRouterStaticRoute
@@ -74,7 +78,7 @@ func TestTopologyAndPodPortsOnRealNB(t *testing.T) {
 	}
 	defer nb.close()
 	nodes := testNodes(t, 20)
-	if err := nb.createRows(ctx, buildTopology(nodes, GatewayShared)); err != nil {
+	if err := nb.createRows(ctx, buildTopology(nodes, gwmode.Shared)); err != nil {
 		t.Fatalf("insert topology: %v", err)
 	}
 	// wait until the monitor has the rows
@@ -134,7 +138,7 @@ func TestBuildTopologyPerFamily(t *testing.T) {
 			a, _ := AddrsForFamily(i, tc.family)
 			nodes = append(nodes, a)
 		}
-		rows := buildTopology(nodes, GatewayShared)
+		rows := buildTopology(nodes, gwmode.Shared)
 		nats, grRoutes, egressRoutes := 0, 0, 0
 		var rtos2 []string
 		var v6snat, v6default bool

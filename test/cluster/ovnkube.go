@@ -1,6 +1,10 @@
 package cluster
 
-import "strings"
+import (
+	"strings"
+
+	"github.com/ovn-egressip/ovn-egressip/go-controller/pkg/egressip/gwmode"
+)
 
 // The ovnkube command lines of the local cluster, in either layout: one place for the tests that run ovnkube as
 // processes on it (test/e2e, test/chaos; test/scale builds its own roles with Ovnkube), so that both layouts start
@@ -17,8 +21,8 @@ import "strings"
 // Cluster.Ovnkube, test/scale (no local cluster) fills it in itself.
 type Ovnkube struct {
 	Kubeconfig  string
-	GatewayMode string // GatewayShared or GatewayLocal
-	Families    []int  // the cluster's IP families (4, 6; none: IPv4)
+	GatewayMode gwmode.Mode
+	Families    []int // the cluster's IP families (4, 6; none: IPv4)
 	LogLevel    string
 	Role        []string // the role flags: OvnkubeLeaderArgs, OvnkubeNodeArgs, ...
 	Metrics     string   // --metrics-bind-address, when not empty
@@ -39,7 +43,7 @@ func (o Ovnkube) Args() []string {
 			clusterNets, joinNets = append(clusterNets, ClusterCIDR6), append(joinNets, JoinCIDR6)
 		}
 	}
-	args := []string{"--egress-ip-enable", "--gateway-mode", o.GatewayMode, "--kubeconfig", o.Kubeconfig,
+	args := []string{"--egress-ip-enable", "--gateway-mode", string(o.GatewayMode), "--kubeconfig", o.Kubeconfig,
 		"--cluster-subnets", strings.Join(clusterNets, ","), "--join-subnet", strings.Join(joinNets, ","), "--loglevel", o.LogLevel}
 	args = append(args, o.Role...)
 	if o.Metrics != "" {

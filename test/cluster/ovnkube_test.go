@@ -4,12 +4,14 @@ import (
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/ovn-egressip/ovn-egressip/go-controller/pkg/egressip/gwmode"
 )
 
 // TestOvnkubeArgs: the roles of each layout, and the subnets of the cluster's families.
 func TestOvnkubeArgs(t *testing.T) {
-	central := &Cluster{p: paths{dir: "/s"}, st: State{GatewayMode: GatewayLocal, IPFamily: FamilyDual, NBAddress: "unix:/s/run/ovnnb_db.sock"}}
-	ic := &Cluster{p: paths{dir: "/s"}, st: State{GatewayMode: GatewayShared, IPFamily: FamilyIPv4, Layout: LayoutInterconnect}}
+	central := &Cluster{p: paths{dir: "/s"}, st: State{GatewayMode: gwmode.Local, IPFamily: FamilyDual, NBAddress: "unix:/s/run/ovnnb_db.sock"}}
+	ic := &Cluster{p: paths{dir: "/s"}, st: State{GatewayMode: gwmode.Shared, IPFamily: FamilyIPv4, Layout: LayoutInterconnect}}
 	// The local cluster's nodes are netns of one machine: the leaders opt in to the fast health check timings.
 	const fast = "--egressip-reachability-interval 25ms --egressip-reachability-total-timeout 75ms"
 	for _, tc := range []struct {
@@ -37,7 +39,7 @@ func TestOvnkubeArgs(t *testing.T) {
 		" --init-node node1 --metrics-bind-address 127.0.0.1:9 --x"; got != want {
 		t.Errorf("Ovnkube.Args:\n got %s\nwant %s", got, want)
 	}
-	if got, want := strings.Join(Ovnkube{Kubeconfig: "/kc", GatewayMode: GatewayShared, LogLevel: "2"}.Args(), " "),
+	if got, want := strings.Join(Ovnkube{Kubeconfig: "/kc", GatewayMode: gwmode.Shared, LogLevel: "2"}.Args(), " "),
 		"--egress-ip-enable --gateway-mode shared --kubeconfig /kc --cluster-subnets 10.244.0.0/16 --join-subnet 100.64.0.0/16 --loglevel 2"; got != want {
 		t.Errorf("Ovnkube.Args without families:\n got %s\nwant %s", got, want)
 	}

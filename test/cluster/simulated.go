@@ -9,6 +9,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/ovn-egressip/ovn-egressip/go-controller/pkg/egressip/annotations"
+	"github.com/ovn-egressip/ovn-egressip/go-controller/pkg/egressip/gwmode"
 )
 
 // Simulated nodes, for scale runs (test/scale): the NB topology and the Node objects
@@ -18,11 +19,11 @@ import (
 
 // WriteNBTopology writes the NB rows of nodes (ovn_cluster_router, join switch, and
 // per node the switch, GR_<node>, ext_<node> and routes; see buildTopology) into the
-// NB database at nbAddress in one transaction. mode is GatewayShared or GatewayLocal.
+// NB database at nbAddress in one transaction, for gateway mode mode.
 // It fails if the rows exist already.
-func WriteNBTopology(ctx context.Context, nbAddress string, nodes []NodeAddrs, mode string) error {
-	if mode != GatewayShared && mode != GatewayLocal {
-		return fmt.Errorf("cluster: gateway mode %q is neither %q nor %q", mode, GatewayShared, GatewayLocal)
+func WriteNBTopology(ctx context.Context, nbAddress string, nodes []NodeAddrs, mode gwmode.Mode) error {
+	if _, err := gwmode.Parse(string(mode)); err != nil {
+		return fmt.Errorf("cluster: %w", err)
 	}
 	if err := createRowsAt(ctx, nbAddress, buildTopology(nodes, mode)); err != nil {
 		return fmt.Errorf("NB topology: %w", err)

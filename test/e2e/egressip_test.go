@@ -15,6 +15,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	egressipv1 "github.com/ovn-egressip/ovn-egressip/go-controller/pkg/crd/egressip/v1"
+	"github.com/ovn-egressip/ovn-egressip/go-controller/pkg/egressip/gwmode"
 	"github.com/ovn-egressip/ovn-egressip/test/cluster"
 	"github.com/ovn-egressip/ovn-egressip/test/waitfor"
 )
@@ -57,11 +58,15 @@ func e2eFamilies(def ...string) []string {
 }
 
 // e2eModes lists the gateway modes a test runs in: $E2E_GATEWAY_MODES (comma list of shared, local) or both.
-func e2eModes() []string {
+func e2eModes() []gwmode.Mode {
 	if v := os.Getenv("E2E_GATEWAY_MODES"); v != "" {
-		return strings.Split(v, ",")
+		var out []gwmode.Mode
+		for _, m := range strings.Split(v, ",") {
+			out = append(out, gwmode.Mode(m))
+		}
+		return out
 	}
-	return []string{"shared", "local"}
+	return []gwmode.Mode{gwmode.Shared, gwmode.Local}
 }
 
 // onNodes reports whether every item is on a node of nodes, and no two items share a node.
@@ -106,7 +111,7 @@ func TestEgressIP(t *testing.T) {
 		}
 		for _, family := range e2eFamilies(fams...) {
 			for _, mode := range e2eModes() {
-				t.Run(prefix+mode+"/"+family, func(t *testing.T) { runEgressIPCases(t, layout, mode, family) })
+				t.Run(prefix+string(mode)+"/"+family, func(t *testing.T) { runEgressIPCases(t, layout, mode, family) })
 			}
 		}
 	}
@@ -123,7 +128,7 @@ func e2eLayouts() []string {
 	return []string{cluster.LayoutCentralized, cluster.LayoutInterconnect}
 }
 
-func runEgressIPCases(t *testing.T, layout, mode, family string) {
+func runEgressIPCases(t *testing.T, layout string, mode gwmode.Mode, family string) {
 	e := newEnvIn(t, layout, mode, family)
 	start := time.Now()
 	e.kubectl("", "create", "namespace", "prod")
@@ -178,7 +183,7 @@ func runEgressIPCases(t *testing.T, layout, mode, family string) {
 		})
 		e.eventuallyAll("prod", "web1", egress)
 		e.eventuallyAll("prod", "web3", egress)
-		if mode == "local" {
+		if mode == gwmode.Local {
 			waitHostClean(t, e, from, e.ips(eipA)...)
 			for _, ip := range e.ips(eipA) {
 				waitHostHas(t, e, "prod", holder(items, ip), ip)
@@ -257,7 +262,7 @@ func runEgressIPCases(t *testing.T, layout, mode, family string) {
 	// held, each holder's daemon is restarted twice in a row (SIGTERM, then SIGKILL); each start syncs without an
 	// error and leaves the host exactly as before: one copy of every address, rule and jump. The master is stopped
 	// meanwhile, so that the health check does not move the IPs away while a daemon is down.
-	if mode == "local" {
+	if mode == gwmode.Local {
 		t.Run("9-node-daemon-restarted-twice", func(t *testing.T) {
 			e.t = t
 			e.stopMaster("master-a", syscall.SIGTERM)
@@ -389,7 +394,7 @@ func runEgressIPCases(t *testing.T, layout, mode, family string) {
 			fmt.Sprintf(`k8s.ovn.org/egress-ips-ready=["%s"]`, eipA))
 		e.applyEgressIP("prod", []string{eipA, eipB}, map[string]string{"env": "prod"}, web)
 		waitObjectEvent(t, e, "Node", "node1", fmt.Sprintf("k8s.ovn.org/node-primary-ifaddr: %s is node %s's address", holderIP, h))
-		if mode == "local" {
+		if mode == gwmode.Local {
 			waitObjectEvent(t, e, "Node", "node1", fmt.Sprintf("k8s.ovn.org/egress-ips-ready lists %s, which node %s holds", eipA, h))
 		}
 		waitEvent(t, e, "prod", eipB) // the master looked and found no node for eipB
@@ -435,7 +440,7 @@ func runEgressIPCases(t *testing.T, layout, mode, family string) {
 				}
 			}
 		}
-		if mode == "local" {
+		if mode == gwmode.Local {
 			waitHostClean(t, e, from, e.ips(eipA)...)
 		}
 	})
@@ -450,7 +455,7 @@ func runEgressIPCases(t *testing.T, layout, mode, family string) {
 		}) != nil {
 			t.Fatalf("rows of EgressIP prod remain in NB: %v %v", e.nbOwned("Logical_Router_Policy"), e.nbOwned("NAT"))
 		}
-		if mode == "local" {
+		if mode == gwmode.Local {
 			for _, n := range e.c.Nodes() {
 				waitHostClean(t, e, n.Name, e.ips(eipA, eipB, eipC)...)
 			}

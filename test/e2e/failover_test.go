@@ -22,6 +22,7 @@ import (
 
 	egressipv1 "github.com/ovn-egressip/ovn-egressip/go-controller/pkg/crd/egressip/v1"
 	"github.com/ovn-egressip/ovn-egressip/go-controller/pkg/egressip/annotations"
+	"github.com/ovn-egressip/ovn-egressip/go-controller/pkg/egressip/gwmode"
 	"github.com/ovn-egressip/ovn-egressip/go-controller/pkg/healthcheck"
 	"github.com/ovn-egressip/ovn-egressip/test/cluster"
 	"github.com/ovn-egressip/ovn-egressip/test/metrics"
@@ -181,35 +182,41 @@ func TestFailover(t *testing.T) {
 			matrix, prefix = nil, "interconnect/"
 			for _, m := range e2eModes() {
 				if slices.Contains(e2eFamilies(cluster.FamilyIPv4), cluster.FamilyIPv4) {
-					matrix = append(matrix, [2]string{m, cluster.FamilyIPv4})
+					matrix = append(matrix, modeFamily{m, cluster.FamilyIPv4})
 				}
 			}
 		}
 		for _, tc := range matrix {
-			t.Run(prefix+tc[0]+"/"+tc[1], func(t *testing.T) { runFailover(t, layout, tc[0], tc[1]) })
+			t.Run(prefix+string(tc.mode)+"/"+tc.family, func(t *testing.T) { runFailover(t, layout, tc.mode, tc.family) })
 		}
 	}
+}
+
+// modeFamily is one cluster of a test matrix: its gateway mode and IP family.
+type modeFamily struct {
+	mode   gwmode.Mode
+	family string
 }
 
 // failoverMatrix is every gateway mode x family with E2E_MATRIX=full (make test-matrix), else IPv4 and IPv6-only
 // in both modes (the failover cases take about a minute per cluster; dual-stack moves the same IPv6 path).
 // E2E_GATEWAY_MODES and E2E_IP_FAMILIES narrow it.
-func failoverMatrix() [][2]string {
+func failoverMatrix() []modeFamily {
 	fams := []string{cluster.FamilyIPv4, cluster.FamilyIPv6}
 	if os.Getenv("E2E_MATRIX") == "full" {
 		fams = append(fams, cluster.FamilyDual)
 	}
 	fams = e2eFamilies(fams...)
-	var out [][2]string
+	var out []modeFamily
 	for _, f := range fams {
 		for _, m := range e2eModes() {
-			out = append(out, [2]string{m, f})
+			out = append(out, modeFamily{m, f})
 		}
 	}
 	return out
 }
 
-func runFailover(t *testing.T, layout, mode, family string) {
+func runFailover(t *testing.T, layout string, mode gwmode.Mode, family string) {
 	e := newEnvIn(t, layout, mode, family)
 	e.prodWithWeb1()
 	e.labelAllAssignable()
@@ -348,7 +355,7 @@ func runFailover(t *testing.T, layout, mode, family string) {
 				case "unlabel":
 					e.labelAssignable(from, true)
 				}
-				if mode == "local" {
+				if mode == gwmode.Local {
 					waitHostClean(t, e, from, moving)
 				}
 				e.waitHealthy(from)
@@ -382,7 +389,7 @@ func TestMasterHA(t *testing.T) {
 	if fromImage() {
 		t.Skip("OVNKUBE_FROM=image: the manifests' masters listen on port 9412 of the host (hostNetwork); two cannot run on one host")
 	}
-	e := newEnv(t, "shared", cluster.FamilyIPv4)
+	e := newEnv(t, gwmode.Shared, cluster.FamilyIPv4)
 	e.startMaster("master-b", "127.0.0.1:29102")
 	e.prodWithWeb1()
 	e.createPod("prod", "web3", "node3", web)

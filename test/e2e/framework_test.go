@@ -25,6 +25,7 @@ import (
 
 	egressipv1 "github.com/ovn-egressip/ovn-egressip/go-controller/pkg/crd/egressip/v1"
 	egressipclientset "github.com/ovn-egressip/ovn-egressip/go-controller/pkg/crd/egressip/v1/apis/clientset/versioned"
+	"github.com/ovn-egressip/ovn-egressip/go-controller/pkg/egressip/gwmode"
 	"github.com/ovn-egressip/ovn-egressip/test/cluster"
 	"github.com/ovn-egressip/ovn-egressip/test/repo"
 	"github.com/ovn-egressip/ovn-egressip/test/waitfor"
@@ -44,7 +45,7 @@ func TestMain(m *testing.M) {
 type env struct {
 	t    *testing.T
 	c    *cluster.Cluster
-	mode string
+	mode gwmode.Mode
 	// layout is cluster.LayoutCentralized (a master, one NB) or cluster.LayoutInterconnect (a cluster manager, and
 	// per node one process running its zone controller and node daemon, one NB per zone).
 	layout string
@@ -68,18 +69,18 @@ type env struct {
 // newEnv brings up a cluster in gateway mode and IP family (cluster.FamilyIPv4, FamilyIPv6, FamilyDual) and starts
 // one master and one node daemon per node: node1 plus two egress-capable nodes per family (3 nodes, 5 in dual-stack).
 // Everything is torn down at the end of the test.
-func newEnv(t *testing.T, mode, family string) *env {
+func newEnv(t *testing.T, mode gwmode.Mode, family string) *env {
 	t.Helper()
 	return newEnvIn(t, cluster.LayoutCentralized, mode, family)
 }
 
 // newEnvIn is newEnv in a layout: in the interconnect layout every node is its own OVN zone, the cluster manager
 // runs where the master does, and each node's process is --init-ovnkube-controller NODE --init-node NODE.
-func newEnvIn(t *testing.T, layout, mode, family string) *env {
+func newEnvIn(t *testing.T, layout string, mode gwmode.Mode, family string) *env {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
-	dir := filepath.Join(repo.Root(), "_output", "e2e-"+mode)
+	dir := filepath.Join(repo.Root(), "_output", "e2e-"+string(mode))
 	_ = cluster.Down(ctx, dir)
 	nodes := 1 + 2*len(cluster.Families(family))
 	c, err := cluster.Up(ctx, cluster.Config{StateDir: dir, Nodes: nodes, GatewayMode: mode, IPFamily: family,
@@ -780,7 +781,7 @@ func (e *env) holderMAC(node string) string {
 	if err != nil {
 		e.t.Fatal(err)
 	}
-	if e.mode == "local" {
+	if e.mode == gwmode.Local {
 		return n.NodeMAC
 	}
 	return n.GatewayMAC

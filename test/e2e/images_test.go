@@ -63,7 +63,7 @@ func newImageRun(t *testing.T, e *env) *imageRun {
 		t.Fatal(err)
 	}
 	cm.Data["ovnkube.conf"] = podrun.SetINI(cm.Data["ovnkube.conf"], map[string]string{
-		"ovnnorth.address": e.c.NBTCPAddress(), "gateway.mode": e.mode, "logging.loglevel": "4"})
+		"ovnnorth.address": e.c.NBTCPAddress(), "gateway.mode": string(e.mode), "logging.loglevel": "4"})
 	if _, err := cms.Update(ctx, cm, metav1.UpdateOptions{}); err != nil {
 		t.Fatal(err)
 	}

@@ -22,7 +22,7 @@ func TestZoneControllerDown(t *testing.T) {
 		t.Skip("interconnect layout, IPv4 only (E2E_LAYOUTS, E2E_IP_FAMILIES)")
 	}
 	for _, mode := range e2eModes() {
-		t.Run(mode, func(t *testing.T) {
+		t.Run(string(mode), func(t *testing.T) {
 			e := newEnvIn(t, cluster.LayoutInterconnect, mode, cluster.FamilyIPv4)
 			e.prodWithWeb1()
 			e.labelAllAssignable()

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	egressipv1 "github.com/ovn-egressip/ovn-egressip/go-controller/pkg/crd/egressip/v1"
+	"github.com/ovn-egressip/ovn-egressip/go-controller/pkg/egressip/gwmode"
 	"github.com/ovn-egressip/ovn-egressip/test/cluster"
 )
 
@@ -21,7 +22,7 @@ import (
 // zone that starts a linger clock of its own reroutes to a node whose linger already ended: its requests leave with
 // that node's address.
 func TestLingerAcrossMasterRestart(t *testing.T) {
-	if !slices.Contains(e2eModes(), "local") || !slices.Contains(e2eFamilies(cluster.FamilyIPv4), cluster.FamilyIPv4) {
+	if !slices.Contains(e2eModes(), gwmode.Local) || !slices.Contains(e2eFamilies(cluster.FamilyIPv4), cluster.FamilyIPv4) {
 		t.Skip("runs in local gateway mode, IPv4 only")
 	}
 	for _, layout := range e2eLayouts() {
@@ -30,7 +31,7 @@ func TestLingerAcrossMasterRestart(t *testing.T) {
 }
 
 func lingerAcrossRestart(t *testing.T, layout string) {
-	e := newEnvIn(t, layout, "local", cluster.FamilyIPv4)
+	e := newEnvIn(t, layout, gwmode.Local, cluster.FamilyIPv4)
 	e.prodWithWeb1()
 	e.labelAllAssignable()
 	ip := eipA[4]

@@ -16,6 +16,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	egressipv1 "github.com/ovn-egressip/ovn-egressip/go-controller/pkg/crd/egressip/v1"
+	"github.com/ovn-egressip/ovn-egressip/go-controller/pkg/egressip/gwmode"
 	"github.com/ovn-egressip/ovn-egressip/go-controller/pkg/nbdb"
 	"github.com/ovn-egressip/ovn-egressip/test/cluster"
 	"github.com/ovn-egressip/ovn-egressip/test/nbserver"
@@ -37,7 +38,7 @@ func TestMigrateFromUpstream(t *testing.T) {
 	if !slices.Contains(e2eLayouts(), cluster.LayoutCentralized) {
 		t.Skip("centralized layout only (E2E_LAYOUTS)")
 	}
-	e := newEnvIn(t, cluster.LayoutCentralized, "shared", cluster.FamilyIPv4)
+	e := newEnvIn(t, cluster.LayoutCentralized, gwmode.Shared, cluster.FamilyIPv4)
 	// Upstream's controller played by no one: our master must not write meanwhile.
 	e.stopMaster("master-a", syscall.SIGTERM)
 	dbFile := e.c.NBDBFile("")

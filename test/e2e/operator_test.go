@@ -19,6 +19,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	egressipv1 "github.com/ovn-egressip/ovn-egressip/go-controller/pkg/crd/egressip/v1"
+	"github.com/ovn-egressip/ovn-egressip/go-controller/pkg/egressip/gwmode"
 	"github.com/ovn-egressip/ovn-egressip/go-controller/pkg/master"
 	"github.com/ovn-egressip/ovn-egressip/test/cluster"
 	"github.com/ovn-egressip/ovn-egressip/test/waitfor"
@@ -28,7 +29,7 @@ import (
 func (e *env) explain(v any, args ...string) string {
 	e.t.Helper()
 	argv := append([]string{"egressip", "explain"}, args...)
-	argv = append(append(argv, "-o", "json", "--probe", "--kubeconfig", e.c.Kubeconfig(), "--gateway-mode", e.mode), e.explainNB()...)
+	argv = append(append(argv, "-o", "json", "--probe", "--kubeconfig", e.c.Kubeconfig(), "--gateway-mode", string(e.mode)), e.explainNB()...)
 	cmd := exec.Command(ovnkubeBin, argv...)
 	var stderr strings.Builder
 	cmd.Stderr = &stderr
@@ -58,7 +59,7 @@ func (e *env) explainNB() []string {
 func (e *env) explainText(args ...string) string {
 	e.t.Helper()
 	argv := append([]string{"egressip", "explain"}, args...)
-	argv = append(append(argv, "--probe", "--kubeconfig", e.c.Kubeconfig(), "--gateway-mode", e.mode), e.explainNB()...)
+	argv = append(append(argv, "--probe", "--kubeconfig", e.c.Kubeconfig(), "--gateway-mode", string(e.mode)), e.explainNB()...)
 	out, err := exec.Command(ovnkubeBin, argv...).CombinedOutput()
 	if err != nil {
 		e.t.Fatalf("ovnkube %s: %v\n%s", strings.Join(argv, " "), err, out)
@@ -128,7 +129,7 @@ func (e *env) podServer(ns, name string) string {
 // runOperatorCases: conditions and kubectl wait, explain against what the echo
 // server sees, node selection, strict egress. The EgressIP "prod" (eipA, pods
 // app=web of env=prod) is assigned when they start and when they end.
-func runOperatorCases(t *testing.T, e *env, mode string) {
+func runOperatorCases(t *testing.T, e *env, mode gwmode.Mode) {
 	if !ipv4Only(t, e) {
 		return
 	}
@@ -290,7 +291,7 @@ func runOperatorCases(t *testing.T, e *env, mode string) {
 		e.kubectl("", "patch", "eip", "prod", "--type=merge", "-p", `{"spec":{"nodeSelector":{"matchLabels":{"zone":"b"}}}}`)
 		e.waitStatus("prod", "moved to node3", func(it []egressipv1.EgressIPStatusItem) bool { return holder(it, eipA) == "node3" })
 		e.waitCondition("prod", "Ready", "Programmed")
-		if mode == "local" {
+		if mode == gwmode.Local {
 			waitHostClean(t, e, "node2", eipA)
 		}
 		//nolint:forbidigo // the prober's window: a few more requests after the move are part of what is checked

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	egressipv1 "github.com/ovn-egressip/ovn-egressip/go-controller/pkg/crd/egressip/v1"
+	"github.com/ovn-egressip/ovn-egressip/go-controller/pkg/egressip/gwmode"
 
 	"github.com/ovn-egressip/ovn-egressip/test/cluster"
 )
@@ -19,7 +20,7 @@ import (
 // throughout, in local gateway mode (where the node daemons program the host): no request may leave with a source
 // other than the egress IP (docs/images.md, "Upgrade").
 func TestNodeDaemonRollingRestart(t *testing.T) {
-	e := newEnv(t, "local", cluster.FamilyIPv4)
+	e := newEnv(t, gwmode.Local, cluster.FamilyIPv4)
 	eipA := eipA[4]
 	e.prodWithWeb1()
 	e.labelAssignable("node2", true)

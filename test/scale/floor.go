@@ -15,6 +15,7 @@ import (
 	"github.com/ovn-org/libovsdb/model"
 	"github.com/ovn-org/libovsdb/ovsdb"
 
+	"github.com/ovn-egressip/ovn-egressip/go-controller/pkg/egressip/gwmode"
 	"github.com/ovn-egressip/ovn-egressip/go-controller/pkg/egressip/nbstate"
 	"github.com/ovn-egressip/ovn-egressip/go-controller/pkg/nbdb"
 	"github.com/ovn-egressip/ovn-egressip/test/cluster"
@@ -131,7 +132,7 @@ func (r floorRows) counts() (policies, nats, sets int) {
 func runFloor(ctx context.Context, t testing.TB, nodes []cluster.NodeAddrs, rows floorRows, mv moves) (Floor, error) {
 	nbs := nbserver.Start(t)
 	defer nbs.Stop()
-	if err := cluster.WriteNBTopology(ctx, nbs.Addr, nodes, cluster.GatewayShared); err != nil {
+	if err := cluster.WriteNBTopology(ctx, nbs.Addr, nodes, gwmode.Shared); err != nil {
 		return Floor{}, fmt.Errorf("floor: %w", err)
 	}
 	var f Floor

@@ -55,6 +55,7 @@ import (
 
 	egressipv1 "github.com/ovn-egressip/ovn-egressip/go-controller/pkg/crd/egressip/v1"
 	"github.com/ovn-egressip/ovn-egressip/go-controller/pkg/egressip/annotations"
+	"github.com/ovn-egressip/ovn-egressip/go-controller/pkg/egressip/gwmode"
 	"github.com/ovn-egressip/ovn-egressip/go-controller/pkg/egressip/nbstate"
 	"github.com/ovn-egressip/ovn-egressip/go-controller/pkg/egressip/selection"
 	"github.com/ovn-egressip/ovn-egressip/go-controller/pkg/master"
@@ -349,7 +350,7 @@ func startIC(t testing.TB, cfg Config) (*icHarness, context.Context) {
 	}
 	for _, idx := range []int{sampleLost, sampleTaker, samplePods} {
 		z := &zoneWatch{node: h.nodes[idx-1], nbs: nbserver.Start(t)}
-		if err := cluster.WriteNBTopology(ctx, z.nbs.Addr, []cluster.NodeAddrs{z.node}, cluster.GatewayShared); err != nil {
+		if err := cluster.WriteNBTopology(ctx, z.nbs.Addr, []cluster.NodeAddrs{z.node}, gwmode.Shared); err != nil {
 			t.Fatal(err)
 		}
 		ic.monitorZone(ctx, z)
@@ -633,7 +634,7 @@ func (ic *icHarness) desiredInput() (master.ExplainInput, string) {
 	if err != nil {
 		return master.ExplainInput{}, err.Error()
 	}
-	return master.ExplainInput{Mode: "shared", ClusterSubnets: []netip.Prefix{netip.MustParsePrefix(cluster.ClusterCIDR)},
+	return master.ExplainInput{Mode: gwmode.Shared, ClusterSubnets: []netip.Prefix{netip.MustParsePrefix(cluster.ClusterCIDR)},
 		JoinSubnets: []netip.Prefix{netip.MustParsePrefix(cluster.JoinCIDR)}, EgressIPs: eips, Nodes: nodeList, Namespaces: nss, Pods: pods,
 		ZoneNB: map[string]*nbstate.Current{}}, ""
 }

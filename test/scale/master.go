@@ -21,6 +21,8 @@ import (
 	"github.com/ovn-egressip/ovn-egressip/test/cluster"
 	"github.com/ovn-egressip/ovn-egressip/test/metrics"
 	"github.com/ovn-egressip/ovn-egressip/test/ports"
+
+	"github.com/ovn-egressip/ovn-egressip/go-controller/pkg/egressip/gwmode"
 )
 
 // Metric names read from the master's /metrics (go-controller/pkg/master/metrics.go
@@ -165,7 +167,7 @@ func startMaster(t testing.TB, bin, kubeconfig, nbAddr string) *masterProc {
 // ovnkube is the command line of an ovnkube of the scale runs with role flags role: shared gateway mode, the
 // layout's IPv4 subnets, log level 2.
 func ovnkube(kubeconfig string, role ...string) []string {
-	return cluster.Ovnkube{Kubeconfig: kubeconfig, GatewayMode: cluster.GatewayShared, Families: []int{4}, LogLevel: "2",
+	return cluster.Ovnkube{Kubeconfig: kubeconfig, GatewayMode: gwmode.Shared, Families: []int{4}, LogLevel: "2",
 		Role: role}.Args()
 }
 

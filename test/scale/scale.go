@@ -43,6 +43,7 @@ import (
 	egressipv1 "github.com/ovn-egressip/ovn-egressip/go-controller/pkg/crd/egressip/v1"
 	eipclient "github.com/ovn-egressip/ovn-egressip/go-controller/pkg/crd/egressip/v1/apis/clientset/versioned"
 	"github.com/ovn-egressip/ovn-egressip/go-controller/pkg/egressip/annotations"
+	"github.com/ovn-egressip/ovn-egressip/go-controller/pkg/egressip/gwmode"
 	"github.com/ovn-egressip/ovn-egressip/test/apiserver"
 	"github.com/ovn-egressip/ovn-egressip/test/cluster"
 	"github.com/ovn-egressip/ovn-egressip/test/metrics"
@@ -375,7 +376,7 @@ func start(t testing.TB, cfg Config) (*harness, context.Context) {
 	}
 	h, ctx, api, bin := newHarness(t, cfg)
 	nbs := nbserver.Start(t)
-	if err := cluster.WriteNBTopology(ctx, nbs.Addr, h.nodes, cluster.GatewayShared); err != nil {
+	if err := cluster.WriteNBTopology(ctx, nbs.Addr, h.nodes, gwmode.Shared); err != nil {
 		t.Fatal(err)
 	}
 	h.nb = startMonitor(ctx, t, nbs.Addr, h.tr.applyRows, func(rows map[string]model.Model) { h.tr.resetRows(rows, time.Now()) })

@@ -16,6 +16,7 @@ import (
 	egressipv1 "github.com/ovn-egressip/ovn-egressip/go-controller/pkg/crd/egressip/v1"
 	egressipclientset "github.com/ovn-egressip/ovn-egressip/go-controller/pkg/crd/egressip/v1/apis/clientset/versioned"
 	"github.com/ovn-egressip/ovn-egressip/go-controller/pkg/egressip/annotations"
+	"github.com/ovn-egressip/ovn-egressip/go-controller/pkg/egressip/gwmode"
 	"github.com/ovn-egressip/ovn-egressip/test/apiserver"
 	"github.com/ovn-egressip/ovn-egressip/test/waitfor"
 )
@@ -57,7 +58,7 @@ func TestClusterManagersShareOneLease(t *testing.T) {
 	}
 	cfg := func(node, metrics string) *config.Config {
 		return &config.Config{
-			InitClusterManager: true, ClusterManagerNode: node, EgressIPEnable: true, GatewayMode: config.GatewayModeShared,
+			InitClusterManager: true, ClusterManagerNode: node, EgressIPEnable: true, GatewayMode: gwmode.Shared,
 			ClusterSubnets: mustPrefixes(t, "10.244.0.0/16"), JoinSubnets: mustPrefixes(t, "100.64.0.0/16"),
 			ReachabilityInterval: 100 * time.Millisecond, ReachabilityTotalTimeout: time.Second,
 			MetricsBindAddress: metrics,

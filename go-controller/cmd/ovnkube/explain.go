@@ -19,6 +19,7 @@ import (
 
 	"github.com/ovn-egressip/ovn-egressip/go-controller/pkg/config"
 	"github.com/ovn-egressip/ovn-egressip/go-controller/pkg/egressip/annotations"
+	"github.com/ovn-egressip/ovn-egressip/go-controller/pkg/egressip/gwmode"
 	"github.com/ovn-egressip/ovn-egressip/go-controller/pkg/egressip/nbstate"
 	"github.com/ovn-egressip/ovn-egressip/go-controller/pkg/healthcheck"
 	"github.com/ovn-egressip/ovn-egressip/go-controller/pkg/master"
@@ -239,7 +240,7 @@ func condLine(c *metav1.Condition) string {
 	return fmt.Sprintf("%s (%s: %s)", c.Status, c.Reason, c.Message)
 }
 
-func printEgressIPReport(w io.Writer, r *master.EgressIPReport, mode string) {
+func printEgressIPReport(w io.Writer, r *master.EgressIPReport, mode gwmode.Mode) {
 	fmt.Fprintf(w, "EgressIP %s\n", r.Name)
 	fmt.Fprintf(w, "  Ready in status:  %s\n", condLine(r.Ready))
 	fmt.Fprintf(w, "  Ready computed:   %s\n", condLine(r.Computed))

@@ -19,6 +19,7 @@ import (
 	egressipv1 "github.com/ovn-egressip/ovn-egressip/go-controller/pkg/crd/egressip/v1"
 	egressipclientset "github.com/ovn-egressip/ovn-egressip/go-controller/pkg/crd/egressip/v1/apis/clientset/versioned"
 	"github.com/ovn-egressip/ovn-egressip/go-controller/pkg/egressip/annotations"
+	"github.com/ovn-egressip/ovn-egressip/go-controller/pkg/egressip/gwmode"
 	"github.com/ovn-egressip/ovn-egressip/go-controller/pkg/egressip/nbstate"
 	"github.com/ovn-egressip/ovn-egressip/test/apiserver"
 	"github.com/ovn-egressip/ovn-egressip/test/metrics"
@@ -93,7 +94,7 @@ func TestMasterLeaseAcrossAPIServerRestart(t *testing.T) {
 	}
 	cfg := func(metrics string) *config.Config {
 		return &config.Config{
-			InitMaster: true, EgressIPEnable: true, GatewayMode: config.GatewayModeShared, NBAddresses: []string{nb.Addr},
+			InitMaster: true, EgressIPEnable: true, GatewayMode: gwmode.Shared, NBAddresses: []string{nb.Addr},
 			ClusterSubnets: mustPrefixes(t, "10.244.0.0/16"), JoinSubnets: mustPrefixes(t, "100.64.0.0/16"),
 			ReachabilityInterval: 100 * time.Millisecond, ReachabilityTotalTimeout: time.Second,
 			NBConnectTimeout: 5 * time.Second, MetricsBindAddress: metrics,

@@ -13,6 +13,7 @@ import (
 	"k8s.io/client-go/rest"
 
 	"github.com/ovn-egressip/ovn-egressip/go-controller/pkg/config"
+	"github.com/ovn-egressip/ovn-egressip/go-controller/pkg/egressip/gwmode"
 	"github.com/ovn-egressip/ovn-egressip/test/apiserver"
 	"github.com/ovn-egressip/ovn-egressip/test/nbserver"
 )
@@ -88,7 +89,7 @@ func TestEgressIPDisabledStartsNoEgressIPWatch(t *testing.T) {
 	env := apiserver.Start(t)
 	nb := nbserver.Start(t)
 	base := config.Config{
-		InitMaster: true, GatewayMode: config.GatewayModeShared, NBAddresses: []string{nb.Addr},
+		InitMaster: true, GatewayMode: gwmode.Shared, NBAddresses: []string{nb.Addr},
 		HealthCheckPort: 9107, ReachabilityInterval: 100 * time.Millisecond, NBConnectTimeout: 5 * time.Second,
 	}
 	base.ClusterSubnets = mustPrefixes(t, "10.244.0.0/16")

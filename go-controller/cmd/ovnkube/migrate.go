@@ -95,7 +95,7 @@ func runMigrate(c *cli.Context) error {
 		}
 		var plan migrate.Plan
 		if from {
-			plan = migrate.FromUpstream(snap, desired[nb.zone], nbstate.Mode(cfg.GatewayMode))
+			plan = migrate.FromUpstream(snap, desired[nb.zone], cfg.GatewayMode)
 			if err := plan.Refuse(c.Bool("allow-unserved")); err != nil {
 				refused = append(refused, fmt.Errorf("%s: %w", nb, err))
 			}

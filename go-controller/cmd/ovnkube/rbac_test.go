@@ -21,6 +21,7 @@ import (
 	egressipv1 "github.com/ovn-egressip/ovn-egressip/go-controller/pkg/crd/egressip/v1"
 	egressipclientset "github.com/ovn-egressip/ovn-egressip/go-controller/pkg/crd/egressip/v1/apis/clientset/versioned"
 	"github.com/ovn-egressip/ovn-egressip/go-controller/pkg/egressip/annotations"
+	"github.com/ovn-egressip/ovn-egressip/go-controller/pkg/egressip/gwmode"
 	"github.com/ovn-egressip/ovn-egressip/test/apiserver"
 	"github.com/ovn-egressip/ovn-egressip/test/nbserver"
 )
@@ -89,7 +90,7 @@ func TestMasterWorksWithManifestRBAC(t *testing.T) {
 		})
 	})
 	cfg := &config.Config{
-		InitMaster: true, EgressIPEnable: true, GatewayMode: config.GatewayModeShared, NBAddresses: []string{nb.Addr},
+		InitMaster: true, EgressIPEnable: true, GatewayMode: gwmode.Shared, NBAddresses: []string{nb.Addr},
 		ClusterSubnets: mustPrefixes(t, "10.244.0.0/16"), JoinSubnets: mustPrefixes(t, "100.64.0.0/16"),
 		HealthCheckPort: 0, ReachabilityInterval: 100 * time.Millisecond, ReachabilityTotalTimeout: time.Second,
 		NBConnectTimeout: 5 * time.Second,

@@ -17,13 +17,8 @@ import (
 	"github.com/urfave/cli/v2"
 	"gopkg.in/gcfg.v1"
 
+	"github.com/ovn-egressip/ovn-egressip/go-controller/pkg/egressip/gwmode"
 	"github.com/ovn-egressip/ovn-egressip/go-controller/pkg/ovsdbaddr"
-)
-
-// Gateway modes.
-const (
-	GatewayModeShared = "shared"
-	GatewayModeLocal  = "local"
 )
 
 // Config is the validated set of settings for one ovnkube process.
@@ -48,8 +43,8 @@ type Config struct {
 	// EgressIPEnable turns the egress IP feature on; when false no EgressIP
 	// informer, handler or health server starts.
 	EgressIPEnable bool
-	// GatewayMode is GatewayModeShared or GatewayModeLocal.
-	GatewayMode string
+	// GatewayMode is the gateway mode (gwmode.Parse'd).
+	GatewayMode gwmode.Mode
 	// GatewayInterface is the node's gateway interface ("" = the default route's).
 	GatewayInterface string
 	// NBAddresses are the OVN Northbound endpoints (tcp:HOST:PORT, ssl:HOST:PORT, unix:PATH).
@@ -154,7 +149,7 @@ func Flags() []cli.Flag {
 		&cli.StringFlag{Name: FlagInitClusterManager, Usage: "interconnect layout: run the cluster manager (egress IP assignment, health checks, status, Events; no OVN Northbound rows) on node `NODE`; the node name may be omitted"},
 		&cli.StringFlag{Name: FlagInitZone, Usage: "interconnect layout: run the zone controller of node `NODE` (its zone's OVN Northbound rows at --nb-address, from the EgressIP status it reads)"},
 		&cli.BoolFlag{Name: FlagEgressIPEnable, Aliases: []string{"enable-egress-ip"}, Usage: "enable the egress IP feature"},
-		&cli.StringFlag{Name: FlagGatewayMode, Value: GatewayModeShared, Usage: "gateway `MODE`: shared or local"},
+		&cli.StringFlag{Name: FlagGatewayMode, Value: string(gwmode.Shared), Usage: "gateway `MODE`: shared or local"},
 		&cli.StringFlag{Name: FlagGatewayInterface, Usage: "node gateway `INTERFACE` (default: the interface of the default route)"},
 		&cli.StringFlag{Name: FlagNBAddress, Usage: "OVN Northbound database `ADDRESS`: tcp:HOST:PORT, ssl:HOST:PORT or unix:PATH; a comma list for a clustered NB (ssl: needs --" + FlagNBClientPrivKey + ", --" + FlagNBClientCert + " and --" + FlagNBClientCACert + ")"},
 		&cli.StringFlag{Name: FlagNBClientPrivKey, Usage: "ssl: NB addresses: PEM `FILE` of the private key the client presents"},
@@ -301,7 +296,6 @@ func loadConfig(c *cli.Context, role bool) (*Config, error) {
 		InitClusterManager:          role && c.IsSet(FlagInitClusterManager) && c.String(FlagInitClusterManager) != "false",
 		InitZone:                    c.String(FlagInitZone),
 		EgressIPEnable:              c.Bool(FlagEgressIPEnable),
-		GatewayMode:                 str(FlagGatewayMode, f.Gateway.Mode),
 		GatewayInterface:            str(FlagGatewayInterface, f.Gateway.Interface),
 		Kubeconfig:                  str(FlagKubeconfig, f.Kubernetes.Kubeconfig),
 		HealthCheckPort:             c.Int(FlagHealthCheckPort),
@@ -340,10 +334,8 @@ func loadConfig(c *cli.Context, role bool) (*Config, error) {
 		return nil, err
 	}
 
-	switch cfg.GatewayMode {
-	case GatewayModeShared, GatewayModeLocal:
-	default:
-		return nil, fmt.Errorf("invalid --%s %q: must be %q or %q", FlagGatewayMode, cfg.GatewayMode, GatewayModeShared, GatewayModeLocal)
+	if cfg.GatewayMode, err = gwmode.Parse(str(FlagGatewayMode, f.Gateway.Mode)); err != nil {
+		return nil, fmt.Errorf("invalid --%s: %w", FlagGatewayMode, err)
 	}
 	if cfg.ClusterSubnets, err = parseCIDRList(FlagClusterSubnets, str(FlagClusterSubnets, f.Default.ClusterSubnets), true); err != nil {
 		return nil, err

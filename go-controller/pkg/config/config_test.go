@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"github.com/urfave/cli/v2"
+
+	"github.com/ovn-egressip/ovn-egressip/go-controller/pkg/egressip/gwmode"
 )
 
 // load runs Load over args as ovnkube would parse them.
@@ -43,7 +45,7 @@ func TestLoadErrorsNameTheFlag(t *testing.T) {
 		args []string
 		want string
 	}{
-		{"bad gateway mode", []string{"--gateway-mode", "bogus"}, `invalid --gateway-mode "bogus"`},
+		{"bad gateway mode", []string{"--gateway-mode", "bogus"}, `invalid --gateway-mode: gateway mode "bogus" is neither "shared" nor "local"`},
 		{"bad cluster subnet", []string{"--cluster-subnets", "10.244.0.0/33"}, `invalid --cluster-subnets "10.244.0.0/33"`},
 		{"host bits", []string{"--join-subnet", "100.64.0.1/16"}, `invalid --join-subnet "100.64.0.1/16"`},
 		{"bad nb scheme", []string{"--nb-address", "http://x"}, `invalid --nb-address "http://x"`},
@@ -112,7 +114,7 @@ egressip-node-healthcheck-port = 0
 	if err != nil {
 		t.Fatal(err)
 	}
-	if cfg.GatewayMode != "local" || cfg.GatewayInterface != "eth9" || !cfg.EgressIPEnable || cfg.LogLevel != 2 ||
+	if cfg.GatewayMode != gwmode.Local || cfg.GatewayInterface != "eth9" || !cfg.EgressIPEnable || cfg.LogLevel != 2 ||
 		cfg.HealthCheckPort != 0 || cfg.ReachabilityTotalTimeout != 2*time.Second || cfg.Kubeconfig != kc ||
 		len(cfg.NBAddresses) != 2 || len(cfg.ClusterSubnets) != 2 || cfg.ClusterSubnets[0].String() != "10.128.0.0/14" ||
 		cfg.JoinSubnets[0].String() != "100.64.0.0/16" {
@@ -122,13 +124,54 @@ egressip-node-healthcheck-port = 0
 	if err != nil {
 		t.Fatal(err)
 	}
-	if cfg.GatewayMode != "shared" || cfg.HealthCheckPort != 9107 {
+	if cfg.GatewayMode != gwmode.Shared || cfg.HealthCheckPort != 9107 {
 		t.Fatalf("flags must win over the file: %+v", cfg)
 	}
 	bad := filepath.Join(t.TempDir(), "bad.conf")
 	_ = os.WriteFile(bad, []byte("[gateway]\nmode = shared\n[ovnkubernetesfeature]\negressip-reachability-total-timeout = soon\n"), 0o600)
 	if _, err := load(t, "--config-file", bad, "--init-master", "--kubeconfig", kc); err == nil || !strings.Contains(err.Error(), "egressip-reachability-total-timeout") {
 		t.Fatalf("want an error naming the file key, got %v", err)
+	}
+}
+
+// The gateway mode is read from the flag, else from [gateway] mode, else "shared";
+// a value that is not a mode is rejected with the same message from either.
+func TestGatewayModeFromFlagOrFile(t *testing.T) {
+	kc := kubeconfig(t)
+	conf := func(mode string) string {
+		p := filepath.Join(t.TempDir(), "ovnkube.conf")
+		if err := os.WriteFile(p, []byte("[gateway]\nmode = "+mode+"\n"), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	base := []string{"--init-node", "n1", "--kubeconfig", kc}
+	for _, tc := range []struct {
+		name string
+		args []string
+		want gwmode.Mode
+		err  string
+	}{
+		{"default", nil, gwmode.Shared, ""},
+		{"flag local", []string{"--gateway-mode", "local"}, gwmode.Local, ""},
+		{"file local", []string{"--config-file", conf("local")}, gwmode.Local, ""},
+		{"flag wins", []string{"--config-file", conf("local"), "--gateway-mode", "shared"}, gwmode.Shared, ""},
+		{"flag bogus", []string{"--gateway-mode", "Local"}, "", `invalid --gateway-mode: gateway mode "Local" is neither "shared" nor "local"`},
+		{"file bogus", []string{"--config-file", conf("bogus")}, "", `invalid --gateway-mode: gateway mode "bogus" is neither "shared" nor "local"`},
+		{"flag empty", []string{"--gateway-mode", ""}, "", `invalid --gateway-mode: gateway mode "" is neither "shared" nor "local"`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			cfg, err := load(t, append(append([]string{}, base...), tc.args...)...)
+			if tc.err != "" {
+				if err == nil || err.Error() != tc.err {
+					t.Fatalf("err = %v, want %q", err, tc.err)
+				}
+				return
+			}
+			if err != nil || cfg.GatewayMode != tc.want {
+				t.Fatalf("got %v, %v; want %q", cfg, err, tc.want)
+			}
+		})
 	}
 }
 
@@ -186,7 +229,7 @@ func TestShippedConfigMapParses(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !cfg.EgressIPEnable || cfg.GatewayMode != GatewayModeShared || len(cfg.NBAddresses) != 1 || cfg.HealthCheckPort != 9107 {
+	if !cfg.EgressIPEnable || cfg.GatewayMode != gwmode.Shared || len(cfg.NBAddresses) != 1 || cfg.HealthCheckPort != 9107 {
 		t.Fatalf("shipped config read as %+v", cfg)
 	}
 }

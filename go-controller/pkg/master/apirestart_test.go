@@ -11,6 +11,7 @@ import (
 
 	egressipv1 "github.com/ovn-egressip/ovn-egressip/go-controller/pkg/crd/egressip/v1"
 	"github.com/ovn-egressip/ovn-egressip/go-controller/pkg/egressip/conditions"
+	"github.com/ovn-egressip/ovn-egressip/go-controller/pkg/egressip/gwmode"
 	"github.com/ovn-egressip/ovn-egressip/go-controller/pkg/egressip/nbstate"
 	"github.com/ovn-egressip/ovn-egressip/test/nbserver"
 )
@@ -84,7 +85,7 @@ func TestControlPlaneRestart(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts etcd and kube-apiserver")
 	}
-	e := populate(newAPIServerEnv(t, nbserver.Start, "shared"))
+	e := populate(newAPIServerEnv(t, nbserver.Start, gwmode.Shared))
 	e.create(egressIP("eip-prod", 0, []string{"172.18.0.33", "172.18.0.44"}, prodNS, web))
 	e.create(egressIP("eip-dev", 1, []string{"172.18.0.55"}, map[string]string{"env": "dev"}, nil))
 	e.expectStatus("eip-prod", "172.18.0.33@node1", "172.18.0.44@node2")

@@ -9,6 +9,7 @@ import (
 
 	egressipv1 "github.com/ovn-egressip/ovn-egressip/go-controller/pkg/crd/egressip/v1"
 	"github.com/ovn-egressip/ovn-egressip/go-controller/pkg/egressip/conditions"
+	"github.com/ovn-egressip/ovn-egressip/go-controller/pkg/egressip/gwmode"
 	"github.com/ovn-egressip/ovn-egressip/test/nbserver"
 )
 
@@ -20,7 +21,7 @@ func TestWithRealAPIServer(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts etcd and kube-apiserver")
 	}
-	e := populate(newAPIServerEnv(t, nbserver.Start, "shared"))
+	e := populate(newAPIServerEnv(t, nbserver.Start, gwmode.Shared))
 
 	e.create(egressIP("eip-prod", 0, []string{"172.18.0.33", "172.18.0.44"}, prodNS, web))
 	e.expectStatus("eip-prod", "172.18.0.33@node1", "172.18.0.44@node2")
@@ -82,7 +83,7 @@ func TestOwnStatusWriteIsNoEvent(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts etcd and kube-apiserver")
 	}
-	e := populate(newAPIServerEnv(t, nbserver.Start, "shared"))
+	e := populate(newAPIServerEnv(t, nbserver.Start, gwmode.Shared))
 	e.create(egressIP("eip-marker", 0, []string{"172.18.0.99"}, map[string]string{"env": "none"}, nil))
 	e.expectStatus("eip-marker", "172.18.0.99@node1")
 	e.settle()

@@ -17,6 +17,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 
 	egressipv1 "github.com/ovn-egressip/ovn-egressip/go-controller/pkg/crd/egressip/v1"
+	"github.com/ovn-egressip/ovn-egressip/go-controller/pkg/egressip/gwmode"
 	"github.com/ovn-egressip/ovn-egressip/go-controller/pkg/egressip/nbstate"
 	"github.com/ovn-egressip/ovn-egressip/go-controller/pkg/nbdb"
 	"github.com/ovn-egressip/ovn-egressip/test/nbserver"
@@ -45,7 +46,7 @@ func BenchmarkProgramEgressIP(b *testing.B) {
 }
 
 func benchProgram(b *testing.B, pods int) {
-	e := newEnv(b, nbserver.Start, "shared")
+	e := newEnv(b, nbserver.Start, gwmode.Shared)
 	// No monitoring client of the test in this process during the measurements:
 	// only the master's (as in production) competes for the CPU.
 	e.nbc.Close()
@@ -188,7 +189,7 @@ func benchPodIP(i int) netip.Addr {
 // took from the first operation built to the commit.
 func rawCommit(b *testing.B, e *env, c client.Client, pods int) time.Duration {
 	in := nbstate.Input{
-		Mode:           nbstate.SharedGateway,
+		Mode:           gwmode.Shared,
 		ClusterSubnets: []netip.Prefix{netip.MustParsePrefix("10.244.0.0/16")},
 		JoinSubnets:    []netip.Prefix{netip.MustParsePrefix("100.64.0.0/16")},
 		Nodes: map[string]nbstate.Node{"node1": {Name: "node1", JoinIPs: []netip.Addr{netip.MustParseAddr("100.64.0.2")},
@@ -285,7 +286,7 @@ func BenchmarkPodAdd(b *testing.B) {
 
 func benchPodAdd(b *testing.B, pods int) {
 	const eips, nodes, adds = 50, 10, 200 // fake watchers hold at most 100 pending events: 50 status updates at once
-	e := newEnv(b, nbserver.Start, "shared")
+	e := newEnv(b, nbserver.Start, gwmode.Shared)
 	e.nbc.Close()
 	e.nbc = e.nb.Conn(b)
 	var routers []model.Model

@@ -13,6 +13,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/ovn-egressip/ovn-egressip/go-controller/pkg/egressip/conditions"
+	"github.com/ovn-egressip/ovn-egressip/go-controller/pkg/egressip/gwmode"
 	"github.com/ovn-egressip/ovn-egressip/test/nbserver"
 )
 
@@ -63,7 +64,7 @@ func (e *env) quietSync() float64 {
 // unassigned, Ready once every IP is assigned and programmed), and a sync with
 // nothing changed writes no status.
 func TestConditions(t *testing.T) {
-	e := cluster(t, nbserver.Start, "shared")
+	e := cluster(t, nbserver.Start, gwmode.Shared)
 	// Two assignable nodes, three IPs: the third cannot be placed.
 	e.create(egressIP("eip-prod", 0, []string{"172.18.0.33", "172.18.0.44", "172.18.0.55"}, prodNS, web))
 	e.expectStatus("eip-prod", "172.18.0.33@node1", "172.18.0.44@node2")
@@ -102,7 +103,7 @@ func TestConditions(t *testing.T) {
 // TestConditionsLocalGateway: in local gateway mode an assigned IP is programmed
 // only once its holder lists it ready.
 func TestConditionsLocalGateway(t *testing.T) {
-	e := cluster(t, nbserver.Start, "local")
+	e := cluster(t, nbserver.Start, gwmode.Local)
 	for _, n := range []string{"node1", "node2", "node3"} {
 		e.updateNode(n, ready())
 	}
@@ -122,7 +123,7 @@ func TestConditionsRealAPIServer(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts etcd and kube-apiserver")
 	}
-	e := populate(newAPIServerEnv(t, nbserver.Start, "shared"))
+	e := populate(newAPIServerEnv(t, nbserver.Start, gwmode.Shared))
 	e.create(egressIP("eip-prod", 0, []string{"172.18.0.33", "172.18.0.44", "172.18.0.55"}, prodNS, web))
 	e.expectCondition("eip-prod", "Assigned-172.18.0.55", metav1.ConditionFalse, "NoCapacity")
 

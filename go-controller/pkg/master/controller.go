@@ -10,7 +10,6 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
 	"k8s.io/client-go/informers"
 	corelisters "k8s.io/client-go/listers/core/v1"
@@ -107,7 +106,7 @@ func newController(s settings, nb nbClient, m *metrics, kubeInf informers.Shared
 	nodeInformer := kubeInf.Core().V1().Nodes()
 	nsInformer := kubeInf.Core().V1().Namespaces()
 	podInformer := kubeInf.Core().V1().Pods()
-	if err := podInformer.Informer().SetTransform(slimPod); err != nil {
+	if err := podInformer.Informer().SetTransform(selection.TrimPod); err != nil {
 		return nil, err
 	}
 	c.eips, c.nodes, c.namespaces, c.pods = eipInformer.Lister(), nodeInformer.Lister(), nsInformer.Lister(), podInformer.Lister()
@@ -127,7 +126,7 @@ func newController(s settings, nb nbClient, m *metrics, kubeInf informers.Shared
 		{nsInformer.Informer(), func(old, new any) bool {
 			return !maps.Equal(old.(*corev1.Namespace).Labels, new.(*corev1.Namespace).Labels)
 		}, c.markNamespace, 0},
-		{podInformer.Informer(), podChanged, c.markPod, 0},
+		{podInformer.Informer(), selection.PodServingChanged, c.markPod, 0},
 	}
 	for _, h := range handlers {
 		changed, mark, batch := h.changed, h.mark, h.batch
@@ -308,33 +307,4 @@ func nodeChanged(old, new any) bool {
 	return !maps.Equal(o.Labels, n.Labels) || !maps.Equal(o.Annotations, n.Annotations) ||
 		annotations.IsReady(o) != annotations.IsReady(n) ||
 		!reflect.DeepEqual(o.Status.Addresses, n.Status.Addresses)
-}
-
-// podChanged reports whether a pod update can change whether or how it is served.
-func podChanged(old, new any) bool {
-	o, n := old.(*corev1.Pod), new.(*corev1.Pod)
-	return !maps.Equal(o.Labels, n.Labels) || o.Spec.HostNetwork != n.Spec.HostNetwork || o.Spec.NodeName != n.Spec.NodeName ||
-		o.Status.Phase != n.Status.Phase || o.Status.PodIP != n.Status.PodIP ||
-		!reflect.DeepEqual(o.Status.PodIPs, n.Status.PodIPs)
-}
-
-// slimPod keeps only the pod fields the master reads, to keep the cache small in
-// large clusters.
-func slimPod(obj any) (any, error) {
-	p, ok := obj.(*corev1.Pod)
-	if !ok {
-		return obj, nil
-	}
-	return &corev1.Pod{
-		TypeMeta:   p.TypeMeta,
-		ObjectMeta: metaSlim(p),
-		Spec:       corev1.PodSpec{HostNetwork: p.Spec.HostNetwork, NodeName: p.Spec.NodeName},
-		Status:     corev1.PodStatus{Phase: p.Status.Phase, PodIP: p.Status.PodIP, PodIPs: p.Status.PodIPs},
-	}, nil
-}
-
-func metaSlim(p *corev1.Pod) (m metav1.ObjectMeta) {
-	m.Name, m.Namespace, m.UID, m.ResourceVersion = p.Name, p.Namespace, p.UID, p.ResourceVersion
-	m.Labels, m.DeletionTimestamp, m.CreationTimestamp = p.Labels, p.DeletionTimestamp, p.CreationTimestamp
-	return m
 }

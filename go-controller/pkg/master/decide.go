@@ -10,6 +10,7 @@ import (
 	"github.com/ovn-egressip/ovn-egressip/go-controller/pkg/egressip/annotations"
 	"github.com/ovn-egressip/ovn-egressip/go-controller/pkg/egressip/assign"
 	"github.com/ovn-egressip/ovn-egressip/go-controller/pkg/egressip/conditions"
+	"github.com/ovn-egressip/ovn-egressip/go-controller/pkg/egressip/gwmode"
 	"github.com/ovn-egressip/ovn-egressip/go-controller/pkg/egressip/nbstate"
 )
 
@@ -41,7 +42,7 @@ type statusInput struct {
 	routers map[string]bool
 	// interconnect: every item waits for its holder's ready list (both modes).
 	interconnect bool
-	mode         nbstate.Mode
+	mode         gwmode.Mode
 	now          metav1.Time
 	// assign is assign.Assign, or a memo of it (nil: assign.Assign).
 	assign func([]assign.EgressIP, []assign.Node) assign.Result
@@ -136,7 +137,7 @@ func statusFor(in statusInput, eip *egressipv1.EgressIP, cur egressipv1.EgressIP
 			notProg[it.EgressIP] = "logical router " + nbstate.ClusterRouter + " not in OVN Northbound"
 			continue
 		}
-		if gr := nbstate.GatewayRouter(it.Node); in.routers != nil && in.mode == nbstate.SharedGateway && !in.routers[gr] {
+		if gr := nbstate.GatewayRouter(it.Node); in.routers != nil && in.mode == gwmode.Shared && !in.routers[gr] {
 			notProg[it.EgressIP] = "gateway router " + gr + " of node " + it.Node + " not in OVN Northbound"
 			continue
 		}
@@ -144,10 +145,10 @@ func statusFor(in statusInput, eip *egressipv1.EgressIP, cur egressipv1.EgressIP
 			notProg[it.EgressIP] = "OVN Northbound rows not written yet"
 			continue
 		}
-		if in.mode == nbstate.LocalGateway || in.interconnect {
+		if in.mode == gwmode.Local || in.interconnect {
 			list := annotations.EgressIPsReady
 			switch {
-			case in.mode == nbstate.SharedGateway:
+			case in.mode == gwmode.Shared:
 				list = annotations.EgressIPsSNATReady // written by the holder's zone controller
 			case in.interconnect:
 				list = annotations.EgressIPsReady + " and " + annotations.EgressIPsSNATReady // node daemon and zone controller

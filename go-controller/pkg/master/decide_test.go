@@ -12,6 +12,7 @@ import (
 	"github.com/ovn-egressip/ovn-egressip/go-controller/pkg/egressip/annotations"
 	"github.com/ovn-egressip/ovn-egressip/go-controller/pkg/egressip/assign"
 	"github.com/ovn-egressip/ovn-egressip/go-controller/pkg/egressip/conditions"
+	"github.com/ovn-egressip/ovn-egressip/go-controller/pkg/egressip/gwmode"
 	"github.com/ovn-egressip/ovn-egressip/go-controller/pkg/egressip/nbstate"
 )
 
@@ -55,11 +56,11 @@ func TestDecideStatus(t *testing.T) {
 		cached    []egressipv1.EgressIPStatusItem // the informer's copy, when it lags behind believed
 		nodes     []assign.Node
 		nbNodes   map[string]nbstate.Node
-		committed bool         // the believed items are programmed in NB
-		mode      nbstate.Mode // "" = shared
-		noRouter  string       // a router missing from NB
-		before    want         // decideStatus' write
-		after     want         // decideConditions' write once NB holds what decideStatus left
+		committed bool        // the believed items are programmed in NB
+		mode      gwmode.Mode // "" = shared
+		noRouter  string      // a router missing from NB
+		before    want        // decideStatus' write
+		after     want        // decideConditions' write once NB holds what decideStatus left
 		problems  int
 	}{
 		{name: "new EgressIP: assigned, not programmed yet; after NB: Ready",
@@ -86,18 +87,18 @@ func TestDecideStatus(t *testing.T) {
 				message: "gateway router GR_node1 of node node1 not in OVN Northbound"},
 			after: want{}},
 		{name: "the cluster router is missing: not programmed",
-			nodes: []assign.Node{decideNode("node1")}, noRouter: nbstate.ClusterRouter, mode: nbstate.LocalGateway,
+			nodes: []assign.Node{decideNode("node1")}, noRouter: nbstate.ClusterRouter, mode: gwmode.Local,
 			nbNodes: map[string]nbstate.Node{"node1": readyOn("172.18.0.100")},
 			before: want{items: items("172.18.0.100", "node1"), ready: metav1.ConditionFalse, readyReason: conditions.ReasonNotProgrammed, assigned: "1/1",
 				message: "logical router ovn_cluster_router not in OVN Northbound"},
 			after: want{}},
 		{name: "local gateway: programmed only once the holder lists it ready",
-			nodes: []assign.Node{decideNode("node1")}, mode: nbstate.LocalGateway,
+			nodes: []assign.Node{decideNode("node1")}, mode: gwmode.Local,
 			nbNodes: map[string]nbstate.Node{"node1": readyOn()},
 			before:  want{items: items("172.18.0.100", "node1"), ready: metav1.ConditionFalse, readyReason: conditions.ReasonNotProgrammed, assigned: "1/1"},
 			after:   want{items: items("172.18.0.100", "node1"), ready: metav1.ConditionFalse, readyReason: conditions.ReasonNotProgrammed, assigned: "1/1"}},
 		{name: "local gateway, holder lists it: Ready",
-			nodes: []assign.Node{decideNode("node1")}, mode: nbstate.LocalGateway,
+			nodes: []assign.Node{decideNode("node1")}, mode: gwmode.Local,
 			nbNodes: map[string]nbstate.Node{"node1": readyOn("172.18.0.100")},
 			before:  want{items: items("172.18.0.100", "node1"), ready: metav1.ConditionFalse, readyReason: conditions.ReasonNotProgrammed, assigned: "1/1"},
 			after:   want{items: items("172.18.0.100", "node1"), ready: metav1.ConditionTrue, readyReason: conditions.ReasonProgrammed, assigned: "1/1"}},
@@ -141,7 +142,7 @@ func TestDecideStatus(t *testing.T) {
 				in.nbNodes = map[string]nbstate.Node{}
 			}
 			if in.mode == "" {
-				in.mode = nbstate.SharedGateway
+				in.mode = gwmode.Shared
 			}
 			in.routers = map[string]bool{nbstate.ClusterRouter: true, "GR_node1": true, "GR_node2": true}
 			delete(in.routers, tc.noRouter)

@@ -8,11 +8,8 @@ import (
 
 	egressipv1 "github.com/ovn-egressip/ovn-egressip/go-controller/pkg/crd/egressip/v1"
 	"github.com/ovn-egressip/ovn-egressip/go-controller/pkg/egressip/assign"
+	"github.com/ovn-egressip/ovn-egressip/go-controller/pkg/egressip/selection"
 )
-
-// ReasonInvalidSelector is the Event reason for an EgressIP whose namespaceSelector
-// or podSelector cannot be compiled (it then serves no pod).
-const ReasonInvalidSelector = "InvalidSelector"
 
 // ReasonInvalidNodeFacts is the Event reason, on a Node (interconnect layout), for an
 // egress-assignable node whose node facts (node-id, transit switch address, egress
@@ -41,7 +38,7 @@ func (r *reporter) report(eip *egressipv1.EgressIP, problems []assign.Problem, s
 		now[problemKey{string(p.Reason), p.IP, p.Message}] = true
 	}
 	if selectorErr != nil {
-		now[problemKey{ReasonInvalidSelector, "", selectorErr.Error()}] = true
+		now[problemKey{selection.ReasonInvalidSelector, "", selectorErr.Error()}] = true
 	}
 	before := r.reported[eip.UID]
 	for _, p := range problems {
@@ -52,10 +49,10 @@ func (r *reporter) report(eip *egressipv1.EgressIP, problems []assign.Problem, s
 		}
 	}
 	if selectorErr != nil {
-		k := problemKey{ReasonInvalidSelector, "", selectorErr.Error()}
+		k := problemKey{selection.ReasonInvalidSelector, "", selectorErr.Error()}
 		if !before[k] {
 			klog.InfoS("EgressIP selector is invalid; it serves no pod", "egressip", eip.Name, "err", selectorErr)
-			r.recorder.Event(eip, corev1.EventTypeWarning, ReasonInvalidSelector, selectorErr.Error())
+			r.recorder.Event(eip, corev1.EventTypeWarning, selection.ReasonInvalidSelector, selectorErr.Error())
 		}
 	}
 	if len(now) == 0 {

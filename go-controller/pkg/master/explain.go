@@ -17,6 +17,7 @@ import (
 	"github.com/ovn-egressip/ovn-egressip/go-controller/pkg/egressip/annotations"
 	"github.com/ovn-egressip/ovn-egressip/go-controller/pkg/egressip/assign"
 	"github.com/ovn-egressip/ovn-egressip/go-controller/pkg/egressip/conditions"
+	"github.com/ovn-egressip/ovn-egressip/go-controller/pkg/egressip/gwmode"
 	"github.com/ovn-egressip/ovn-egressip/go-controller/pkg/egressip/nbstate"
 	"github.com/ovn-egressip/ovn-egressip/go-controller/pkg/egressip/selection"
 )
@@ -26,7 +27,7 @@ import (
 // functions (nodeParser, vetFacts, assign.Assign, conditions.Compute, selection),
 // and the rows NB should hold with the sync's own planning (plan, planned.go).
 type ExplainInput struct {
-	Mode           string // shared or local
+	Mode           gwmode.Mode
 	ClusterSubnets []netip.Prefix
 	JoinSubnets    []netip.Prefix
 	EgressIPs      []*egressipv1.EgressIP
@@ -163,7 +164,7 @@ func lingerReports(in nbstate.Input, ne nbstate.EgressIP, fam string) []LingerRe
 // explainState is what Explain computes once for all EgressIPs.
 type explainState struct {
 	in   ExplainInput
-	mode nbstate.Mode
+	mode gwmode.Mode
 	lay  factsLayout
 	// nodes are the node facts as the master (or the cluster manager) reads them,
 	// vetted (vetAsReported); claimed are the same unvetted: what each node says.
@@ -182,7 +183,7 @@ type explainState struct {
 }
 
 func newExplainState(in ExplainInput) *explainState {
-	st := &explainState{in: in, mode: nbstate.Mode(in.Mode), nodes: map[string]nodeFacts{}, claimed: map[string]nodeFacts{},
+	st := &explainState{in: in, mode: in.Mode, nodes: map[string]nodeFacts{}, claimed: map[string]nodeFacts{},
 		problems: map[string][]assign.Problem{}, assignIn: map[string]assign.EgressIP{}, ns: map[string]*corev1.Namespace{},
 		rows: map[string]nbstate.State{}}
 	reach := in.Reachable
@@ -351,7 +352,7 @@ func (st *explainState) programmed(r *EgressIPReport, eip *egressipv1.EgressIP) 
 	if n := missingFamilyNote(in, name); n != "" {
 		r.Notes = append(r.Notes, n)
 	}
-	if st.mode == nbstate.LocalGateway {
+	if st.mode == gwmode.Local {
 		r.Hosts = st.hosts(eip)
 		// Either layout: the linger each node daemon published (nbstate.Lingers).
 		nbIn := nbstate.Input{Mode: st.mode, ClusterSubnets: in.ClusterSubnets, JoinSubnets: in.JoinSubnets, Nodes: st.nbNodes, Now: st.now()}
@@ -715,7 +716,7 @@ func (st *explainState) podSources(r *PodReport, eip *egressipv1.EgressIP) {
 		for _, h := range rt.SNAT {
 			r.Sources = append(r.Sources, h.EgressIP.String())
 		}
-		if st.mode != nbstate.LocalGateway {
+		if st.mode != gwmode.Local {
 			continue
 		}
 		ready := false
@@ -780,7 +781,7 @@ func holdersOf(eip *egressipv1.EgressIP, fam string) []string {
 func (st *explainState) unservedSource(pod *corev1.Pod) []string {
 	node := pod.Spec.NodeName
 	var out []string
-	if st.mode == nbstate.SharedGateway {
+	if st.mode == gwmode.Shared {
 		for _, ip := range selection.PodIPs(pod) {
 			for _, n := range st.in.GatewaySNAT[nbstate.GatewayRouter(node)] {
 				if p, err := netip.ParsePrefix(n.LogicalIP); err == nil && p.Contains(ip) {

@@ -19,13 +19,14 @@ import (
 	eipfake "github.com/ovn-egressip/ovn-egressip/go-controller/pkg/crd/egressip/v1/apis/clientset/versioned/fake"
 	eipinformers "github.com/ovn-egressip/ovn-egressip/go-controller/pkg/crd/egressip/v1/apis/informers/externalversions"
 	"github.com/ovn-egressip/ovn-egressip/go-controller/pkg/egressip/annotations"
+	"github.com/ovn-egressip/ovn-egressip/go-controller/pkg/egressip/gwmode"
 	"github.com/ovn-egressip/ovn-egressip/go-controller/pkg/egressip/nbstate"
 )
 
 // planScenario is a cluster as the API has it: what the sync of each role and explain both read.
 type planScenario struct {
 	name         string
-	mode         string
+	mode         gwmode.Mode
 	interconnect bool // a zone controller per node (the zones are the nodes); else the centralized master
 	nodes        []*corev1.Node
 	eips         []*egressipv1.EgressIP
@@ -51,7 +52,7 @@ func syncRows(t *testing.T, sc planScenario, zone string, now time.Time) nbstate
 	}
 	s := settings{Params: Params{Role: role, Zone: zone, ClusterSubnets: planSubnets, JoinSubnets: planJoins,
 		Recorder: record.NewFakeRecorder(1000), Reachability: allReachable{}, doubtGrace: defaultDoubtGrace},
-		mode: nbstate.Mode(sc.mode), interconnect: sc.interconnect, linger: defaultReleaseLinger,
+		mode: sc.mode, interconnect: sc.interconnect, linger: defaultReleaseLinger,
 		noNB: true} // no NB client here: statusInput reads no routers (they only decide conditions)
 	c, err := newController(s, nil, newMetrics(prometheus.NewRegistry()), kubeInf, eipInf)
 	if err != nil {
@@ -138,51 +139,51 @@ func TestExplainPlansAsTheSync(t *testing.T) {
 			on(pod("prod", "db", "10.244.2.7", map[string]string{"app": "db"}), "node2", now), on(pod("dev", "web3", "10.244.2.8", web), "node2", now)}
 	}
 	scenarios := []planScenario{
-		{name: "shared: two EgressIPs, a pod selected by both", mode: "shared",
+		{name: "shared: two EgressIPs, a pod selected by both", mode: gwmode.Shared,
 			nodes: []*corev1.Node{node(1, true), node(2, true), node(3, false)},
 			eips: []*egressipv1.EgressIP{status(egressIP("first", 0, []string{"172.18.0.33", "172.18.0.55"}, prodNS, web), "172.18.0.33", "node1", "172.18.0.55", "node2"),
 				status(egressIP("second", 1, []string{"172.18.0.44"}, prodNS, nil), "172.18.0.44", "node1")},
 			pods: webPods()},
-		{name: "local: the holder is ready", mode: "local",
+		{name: "local: the holder is ready", mode: gwmode.Local,
 			nodes: []*corev1.Node{with(node(1, true), ready("172.18.0.33")), node(2, false), node(3, false)},
 			eips:  []*egressipv1.EgressIP{status(egressIP("eip", 0, []string{"172.18.0.33"}, prodNS, web), "172.18.0.33", "node1")},
 			pods:  webPods()},
-		{name: "local: the new holder is not ready, the old one lingers until the end it published", mode: "local",
+		{name: "local: the new holder is not ready, the old one lingers until the end it published", mode: gwmode.Local,
 			nodes: []*corev1.Node{with(node(1, false), ready(), lingering(map[string]time.Time{"172.18.0.33": later})), with(node(2, true), ready()), node(3, false)},
 			eips:  []*egressipv1.EgressIP{status(egressIP("eip", 0, []string{"172.18.0.33"}, prodNS, web), "172.18.0.33", "node2")},
 			pods:  webPods()},
-		{name: "local: the old holder still lists the moved IP ready and never publishes an end", mode: "local",
+		{name: "local: the old holder still lists the moved IP ready and never publishes an end", mode: gwmode.Local,
 			nodes: []*corev1.Node{with(node(1, false), ready("172.18.0.33")), with(node(2, true), ready()), node(3, false)},
 			eips:  []*egressipv1.EgressIP{status(egressIP("eip", 0, []string{"172.18.0.33"}, prodNS, web), "172.18.0.33", "node2")},
 			pods:  webPods()},
-		{name: "shared: two pod objects share an IP, the newer owns it", mode: "shared",
+		{name: "shared: two pod objects share an IP, the newer owns it", mode: gwmode.Shared,
 			nodes: []*corev1.Node{node(1, true), node(2, true), node(3, false)},
 			eips: []*egressipv1.EgressIP{status(egressIP("web", 0, []string{"172.18.0.33"}, prodNS, web), "172.18.0.33", "node1"),
 				status(egressIP("db", 1, []string{"172.18.0.44"}, prodNS, map[string]string{"app": "db"}), "172.18.0.44", "node2")},
 			pods: []*corev1.Pod{on(pod("prod", "old-web", "10.244.1.5", web), "node1", now.Add(-time.Hour)),
 				on(pod("prod", "new-db", "10.244.1.5", map[string]string{"app": "db"}), "node1", now)}},
-		{name: "shared: strict with no holder drops", mode: "shared",
+		{name: "shared: strict with no holder drops", mode: gwmode.Shared,
 			nodes: []*corev1.Node{node(1, false), node(2, false), node(3, false)},
 			eips:  []*egressipv1.EgressIP{strict(egressIP("eip", 0, []string{"172.18.0.33"}, prodNS, web))},
 			pods:  webPods()},
-		{name: "shared: a node claims a held egress IP as a host address", mode: "shared",
+		{name: "shared: a node claims a held egress IP as a host address", mode: gwmode.Shared,
 			nodes: []*corev1.Node{node(1, true), node(2, false), with(node(3, false), anno(annotations.HostCIDRs, `["172.18.0.33/16"]`))},
 			eips:  []*egressipv1.EgressIP{status(egressIP("eip", 0, []string{"172.18.0.33"}, prodNS, web), "172.18.0.33", "node1")},
 			pods:  webPods()},
-		{name: "interconnect, shared: zones reroute to the holder's zone", mode: "shared", interconnect: true,
+		{name: "interconnect, shared: zones reroute to the holder's zone", mode: gwmode.Shared, interconnect: true,
 			nodes: []*corev1.Node{with(icNode(1, true), anno(annotations.EgressIPsSNATReady, `["172.18.0.33"]`)), icNode(2, false), icNode(3, false)},
 			eips:  []*egressipv1.EgressIP{status(egressIP("eip", 0, []string{"172.18.0.33"}, prodNS, web), "172.18.0.33", "node1")},
 			pods:  webPods()},
-		{name: "interconnect, shared: the old holder's zone lists the IP lingering", mode: "shared", interconnect: true,
+		{name: "interconnect, shared: the old holder's zone lists the IP lingering", mode: gwmode.Shared, interconnect: true,
 			nodes: []*corev1.Node{with(icNode(1, false), anno(annotations.EgressIPsLingering, `["172.18.0.33"]`)),
 				with(icNode(2, true), anno(annotations.EgressIPsSNATReady, `[]`)), icNode(3, false)},
 			eips: []*egressipv1.EgressIP{status(egressIP("eip", 0, []string{"172.18.0.33"}, prodNS, web), "172.18.0.33", "node2")},
 			pods: webPods()},
-		{name: "interconnect, local: the holder is ready in both halves", mode: "local", interconnect: true,
+		{name: "interconnect, local: the holder is ready in both halves", mode: gwmode.Local, interconnect: true,
 			nodes: []*corev1.Node{with(icNode(1, true), ready("172.18.0.33"), anno(annotations.EgressIPsSNATReady, `["172.18.0.33"]`)), icNode(2, false), icNode(3, false)},
 			eips:  []*egressipv1.EgressIP{status(egressIP("eip", 0, []string{"172.18.0.33"}, prodNS, web), "172.18.0.33", "node1")},
 			pods:  webPods()},
-		{name: "interconnect, local: the old holder lingers until the end it published", mode: "local", interconnect: true,
+		{name: "interconnect, local: the old holder lingers until the end it published", mode: gwmode.Local, interconnect: true,
 			nodes: []*corev1.Node{with(icNode(1, false), ready(), lingering(map[string]time.Time{"172.18.0.33": later})),
 				with(icNode(2, true), ready()), icNode(3, false)},
 			eips: []*egressipv1.EgressIP{status(egressIP("eip", 0, []string{"172.18.0.33"}, prodNS, web), "172.18.0.33", "node2")},

@@ -14,6 +14,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/ovn-egressip/ovn-egressip/go-controller/pkg/egressip/conditions"
+	"github.com/ovn-egressip/ovn-egressip/go-controller/pkg/egressip/gwmode"
 	"github.com/ovn-egressip/ovn-egressip/go-controller/pkg/egressip/nbstate"
 	"github.com/ovn-egressip/ovn-egressip/go-controller/pkg/nbdb"
 	"github.com/ovn-egressip/ovn-egressip/test/nbserver"
@@ -58,7 +59,7 @@ func (e *env) explainInput() ExplainInput {
 // EgressIP, the NB rows (and a row removed behind the master's back), and a
 // pod's source.
 func TestExplain(t *testing.T) {
-	e := cluster(t, nbserver.Start, "shared")
+	e := cluster(t, nbserver.Start, gwmode.Shared)
 	e.create(egressIP("first", 0, []string{"172.18.0.33", "172.18.0.55", "172.18.0.66"}, prodNS, map[string]string{"app": "web"}))
 	e.create(egressIP("second", 1, []string{"172.18.0.44"}, prodNS, nil))
 	e.expectStatus("first", "172.18.0.33@node1", "172.18.0.55@node2")
@@ -153,7 +154,7 @@ func TestExplain(t *testing.T) {
 // release linger, and until when, as the master's rows reroute; at a time past
 // that end it no longer counts on the linger.
 func TestExplainLinger(t *testing.T) {
-	e := cluster(t, nbserver.Start, "local")
+	e := cluster(t, nbserver.Start, gwmode.Local)
 	e.updateNode("node2", ready())
 	e.updateNode("node1", ready("172.18.0.33"))
 	e.create(egressIP("eip-prod", 0, []string{"172.18.0.33"}, prodNS, web))
@@ -214,7 +215,7 @@ func TestExplainLinger(t *testing.T) {
 // TestPlannedRowsAreTheMasters: the rows PlannedRows computes from the API (what `ovnkube egressip migrate` writes)
 // are the rows the master wrote, and no EgressIP drifts from its status.
 func TestPlannedRowsAreTheMasters(t *testing.T) {
-	e := cluster(t, nbserver.StartInMemory, "shared")
+	e := cluster(t, nbserver.StartInMemory, gwmode.Shared)
 	e.create(egressIP("first", 0, []string{"172.18.0.33", "172.18.0.55"}, prodNS, map[string]string{"app": "web"}))
 	e.create(egressIP("second", 1, []string{"172.18.0.44"}, prodNS, nil))
 	e.expectStatus("first", "172.18.0.33@node1", "172.18.0.55@node2")

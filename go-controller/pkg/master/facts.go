@@ -13,6 +13,7 @@ import (
 	egressipv1 "github.com/ovn-egressip/ovn-egressip/go-controller/pkg/crd/egressip/v1"
 	"github.com/ovn-egressip/ovn-egressip/go-controller/pkg/egressip/annotations"
 	"github.com/ovn-egressip/ovn-egressip/go-controller/pkg/egressip/assign"
+	"github.com/ovn-egressip/ovn-egressip/go-controller/pkg/egressip/gwmode"
 	"github.com/ovn-egressip/ovn-egressip/go-controller/pkg/egressip/nbstate"
 )
 
@@ -38,14 +39,14 @@ type nodeFacts struct {
 // In local mode it also reads the egress IPs the node reports ready (a holder
 // becomes a reroute next hop only once its IP is there). reach is only asked
 // about labelled nodes.
-func parseNode(n *corev1.Node, mode nbstate.Mode, reach Reachability) nodeFacts {
+func parseNode(n *corev1.Node, mode gwmode.Mode, reach Reachability) nodeFacts {
 	return parseNodeIn(n, factsLayout{mode: mode}, reach)
 }
 
 // factsLayout is how node facts are read: the gateway mode and, in the
 // interconnect layout, the join subnets the gateway router join IP is derived in.
 type factsLayout struct {
-	mode         nbstate.Mode
+	mode         gwmode.Mode
 	interconnect bool
 	joins        []netip.Prefix
 	// zone is the zone controller's own node (empty elsewhere): in local gateway
@@ -100,21 +101,21 @@ func parseNodeIn(n *corev1.Node, lay factsLayout, reach Reachability) nodeFacts 
 	for _, s := range subnets {
 		f.nb.ManagementIPs = append(f.nb.ManagementIPs, annotations.ManagementIP(s))
 	}
-	if (mode == nbstate.SharedGateway || lay.interconnect) && errGR != nil {
+	if (mode == gwmode.Shared || lay.interconnect) && errGR != nil {
 		errs = append(errs, errGR)
 	}
-	if mode == nbstate.LocalGateway && errSubnets != nil {
+	if mode == gwmode.Local && errSubnets != nil {
 		errs = append(errs, errSubnets)
 	}
 	switch {
-	case lay.interconnect && mode == nbstate.SharedGateway:
+	case lay.interconnect && mode == gwmode.Shared:
 		// The holder's zone controller lists what it has programmed (SNATs) and
 		// what it still keeps while an IP it released lingers.
 		ready, err := annotations.ParseIPList(n, annotations.EgressIPsSNATReady)
 		lingering, errL := annotations.ParseIPList(n, annotations.EgressIPsLingering)
 		f.nb.ReadyEgressIPs, f.nb.LingeringEgressIPs = ready, lingering
 		f.readyErr = errors.Join(err, errL)
-	case lay.interconnect && mode == nbstate.LocalGateway:
+	case lay.interconnect && mode == gwmode.Local:
 		// Both halves of the holder: its node daemon's address and iptables SNAT
 		// (EgressIPsReady) and its zone's reroutes of the IP's pods to its management
 		// port (EgressIPsSNATReady, written by its zone controller after the commit).
@@ -134,7 +135,7 @@ func parseNodeIn(n *corev1.Node, lay factsLayout, reach Reachability) nodeFacts 
 		if n.Name == lay.zone {
 			f.nb.ReadyEgressIPs, f.readyErr = host, errors.Join(err, errL)
 		}
-	case mode == nbstate.LocalGateway:
+	case mode == gwmode.Local:
 		// Absent: the node has listed nothing ready yet (new, restarting, or its
 		// write not in our cache yet). Unparsable: nothing is ready there (the
 		// error names the annotation). Readiness is never assumed.
@@ -169,9 +170,9 @@ func parseNodeIn(n *corev1.Node, lay factsLayout, reach Reachability) nodeFacts 
 // identity (an older daemon) changes nothing. f's maps are shared with the
 // parser's cache: they are replaced, never modified.
 // It also returns the probed identity when it differs ("" when f is trusted).
-func trustDaemon(f nodeFacts, mode nbstate.Mode, reach Reachability) (nodeFacts, string) {
+func trustDaemon(f nodeFacts, mode gwmode.Mode, reach Reachability) (nodeFacts, string) {
 	di, ok := reach.(DaemonIdentity)
-	if !ok || mode != nbstate.LocalGateway {
+	if !ok || mode != gwmode.Local {
 		return f, ""
 	}
 	probed := di.DaemonID(f.assign.Name)

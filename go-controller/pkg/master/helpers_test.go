@@ -29,6 +29,7 @@ import (
 	egressipclientset "github.com/ovn-egressip/ovn-egressip/go-controller/pkg/crd/egressip/v1/apis/clientset/versioned"
 	eipfake "github.com/ovn-egressip/ovn-egressip/go-controller/pkg/crd/egressip/v1/apis/clientset/versioned/fake"
 	"github.com/ovn-egressip/ovn-egressip/go-controller/pkg/egressip/annotations"
+	"github.com/ovn-egressip/ovn-egressip/go-controller/pkg/egressip/gwmode"
 	"github.com/ovn-egressip/ovn-egressip/go-controller/pkg/egressip/nbstate"
 	"github.com/ovn-egressip/ovn-egressip/go-controller/pkg/nbdb"
 	"github.com/ovn-egressip/ovn-egressip/test/apiserver"
@@ -78,7 +79,7 @@ type env struct {
 	reg      *prometheus.Registry
 	recorder *record.FakeRecorder // nil with a real apiserver: Events are read back from it
 	reach    *fakeReach
-	mode     string
+	mode     gwmode.Mode
 	patience time.Duration // how long eventually waits (0: 15 s)
 
 	mu        sync.Mutex
@@ -112,7 +113,7 @@ func (e *env) syncsSince(t time.Time) []syncRecord {
 }
 
 // newEnv uses client-go fake clientsets and a fake event recorder.
-func newEnv(t testing.TB, start func(testing.TB) *nbserver.Server, mode string) *env {
+func newEnv(t testing.TB, start func(testing.TB) *nbserver.Server, mode gwmode.Mode) *env {
 	t.Helper()
 	eip := eipfake.NewSimpleClientset()
 	statusSubresource(eip)
@@ -135,7 +136,7 @@ func newEnv(t testing.TB, start func(testing.TB) *nbserver.Server, mode string) 
 
 // newAPIServerEnv uses a private kube-apiserver (test/apiserver) with our CRD, and
 // the master's own events broadcaster.
-func newAPIServerEnv(t testing.TB, start func(testing.TB) *nbserver.Server, mode string) *env {
+func newAPIServerEnv(t testing.TB, start func(testing.TB) *nbserver.Server, mode gwmode.Mode) *env {
 	t.Helper()
 	api := apiserver.Start(t)
 	e := &env{t: t, api: api, kube: kubernetes.NewForConfigOrDie(api.Config), eip: egressipclientset.NewForConfigOrDie(api.Config)}
@@ -143,7 +144,7 @@ func newAPIServerEnv(t testing.TB, start func(testing.TB) *nbserver.Server, mode
 	return e
 }
 
-func (e *env) init(start func(testing.TB) *nbserver.Server, mode string) {
+func (e *env) init(start func(testing.TB) *nbserver.Server, mode gwmode.Mode) {
 	e.nb = start(e.t)
 	e.reach = newFakeReach()
 	e.mode = mode

@@ -12,6 +12,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	egressipv1 "github.com/ovn-egressip/ovn-egressip/go-controller/pkg/crd/egressip/v1"
+	"github.com/ovn-egressip/ovn-egressip/go-controller/pkg/egressip/gwmode"
 	"github.com/ovn-egressip/ovn-egressip/test/nbserver"
 )
 
@@ -22,7 +23,7 @@ import (
 // scratch: a restarted master (whose start-up sync is full) writes nothing.
 func TestIncrementalMatchesFull(t *testing.T) {
 	forEachNB(t, func(t *testing.T, start func(testing.TB) *nbserver.Server) {
-		e := cluster(t, start, "shared")
+		e := cluster(t, start, gwmode.Shared)
 		has := func(pod, part string) func(map[string]string) bool {
 			return func(rr map[string]string) bool { return strings.Contains(rr[pod], part) }
 		}
@@ -103,7 +104,7 @@ func TestIncrementalMatchesFull(t *testing.T) {
 // next one (its event is recorded for the sync after the one that was running).
 func TestLabelChangeDuringSync(t *testing.T) {
 	forEachNB(t, func(t *testing.T, start func(testing.TB) *nbserver.Server) {
-		e := newEnv(t, start, "shared")
+		e := newEnv(t, start, gwmode.Shared)
 		populateObjects(e)
 		p := e.params()
 		var armed atomic.Bool
@@ -140,7 +141,7 @@ func TestLabelChangeDuringSync(t *testing.T) {
 // events; the syncs they cause are incremental (only the start-up sync is full)
 // and write nothing more.
 func TestOwnWritesAreNotFullSyncs(t *testing.T) {
-	e := cluster(t, nbserver.Start, "shared")
+	e := cluster(t, nbserver.Start, gwmode.Shared)
 	e.create(egressIP("eip-prod", 0, []string{"172.18.0.33", "172.18.0.44"}, prodNS, web))
 	e.expectStatus("eip-prod", "172.18.0.33@node1", "172.18.0.44@node2")
 	e.expectMetric(1, metricNBTransactions)

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/ovn-egressip/ovn-egressip/go-controller/pkg/egressip/annotations"
+	"github.com/ovn-egressip/ovn-egressip/go-controller/pkg/egressip/gwmode"
 )
 
 // TestInterconnectZoneNBDown: one zone's NB database is down (its ovsdb-server stopped) while an egress IP moves.
@@ -16,7 +17,7 @@ func TestInterconnectZoneNBDown(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts etcd, kube-apiserver and four ovsdb-servers")
 	}
-	ic := newICEnv(t, "shared")
+	ic := newICEnv(t, gwmode.Shared)
 	cm := ic.cm
 	cm.create(icNode(1, true))
 	cm.create(icNode(2, true))

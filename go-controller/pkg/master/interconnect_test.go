@@ -13,6 +13,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/ovn-egressip/ovn-egressip/go-controller/pkg/egressip/annotations"
+	"github.com/ovn-egressip/ovn-egressip/go-controller/pkg/egressip/gwmode"
 	"github.com/ovn-egressip/ovn-egressip/go-controller/pkg/egressip/nbstate"
 	"github.com/ovn-egressip/ovn-egressip/test/nbserver"
 )
@@ -37,7 +38,7 @@ type icEnv struct {
 	zones map[string]*env
 }
 
-func newICEnv(t *testing.T, mode string) *icEnv {
+func newICEnv(t *testing.T, mode gwmode.Mode) *icEnv {
 	cm := newAPIServerEnv(t, nbserver.Start, mode)
 	ic := &icEnv{cm: cm, zones: map[string]*env{}}
 	for i := 1; i <= 3; i++ {
@@ -86,7 +87,7 @@ func TestInterconnect(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts etcd, kube-apiserver and four ovsdb-servers")
 	}
-	ic := newICEnv(t, "shared")
+	ic := newICEnv(t, gwmode.Shared)
 	cm := ic.cm
 	cm.create(icNode(1, true))
 	cm.create(icNode(2, true))
@@ -264,7 +265,7 @@ func TestInterconnectLocalGateway(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts etcd, kube-apiserver and four ovsdb-servers")
 	}
-	ic := newICEnv(t, "local")
+	ic := newICEnv(t, gwmode.Local)
 	cm := ic.cm
 	cm.create(icNode(1, true))
 	cm.create(icNode(2, false))

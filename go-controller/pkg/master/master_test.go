@@ -14,6 +14,8 @@ import (
 
 	egressipv1 "github.com/ovn-egressip/ovn-egressip/go-controller/pkg/crd/egressip/v1"
 	"github.com/ovn-egressip/ovn-egressip/go-controller/pkg/egressip/annotations"
+	"github.com/ovn-egressip/ovn-egressip/go-controller/pkg/egressip/gwmode"
+	"github.com/ovn-egressip/ovn-egressip/go-controller/pkg/egressip/selection"
 	"github.com/ovn-egressip/ovn-egressip/test/nbserver"
 )
 
@@ -36,7 +38,7 @@ func sn(node, egressIP, podIP, eip string) string {
 // cluster creates 3 nodes (node1, node2 egress-assignable), namespaces prod and
 // dev, pods prod/web1 (node1), prod/web2 (node3), prod/db, dev/web3, and returns
 // the env with the master running.
-func cluster(t *testing.T, start func(testing.TB) *nbserver.Server, mode string) *env {
+func cluster(t *testing.T, start func(testing.TB) *nbserver.Server, mode gwmode.Mode) *env {
 	return populate(newEnv(t, start, mode))
 }
 
@@ -65,7 +67,7 @@ func populateObjects(e *env) {
 // gateway routers, nothing on node3's, foreign rows untouched.
 func TestAssignmentAcrossNodes(t *testing.T) {
 	forEachNB(t, func(t *testing.T, start func(testing.TB) *nbserver.Server) {
-		e := cluster(t, start, "shared")
+		e := cluster(t, start, gwmode.Shared)
 		foreign := e.foreignRows()
 		e.create(egressIP("eip-prod", 0, []string{"172.18.0.33", "172.18.0.44"}, prodNS, web))
 		e.expectStatus("eip-prod", "172.18.0.33@node1", "172.18.0.44@node2")
@@ -106,7 +108,7 @@ func TestAssignmentAcrossNodes(t *testing.T) {
 // (new SNAT, next hop switched, old SNAT gone); the rebalance counter moves.
 func TestUnlabelMovesIP(t *testing.T) {
 	forEachNB(t, func(t *testing.T, start func(testing.TB) *nbserver.Server) {
-		e := cluster(t, start, "shared")
+		e := cluster(t, start, gwmode.Shared)
 		e.create(egressIP("eip-prod", 0, []string{"172.18.0.33"}, prodNS, web))
 		e.expectStatus("eip-prod", "172.18.0.33@node1")
 		e.expectRows("on node1",
@@ -128,7 +130,7 @@ func TestUnlabelMovesIP(t *testing.T) {
 // NotReady node and an unreachable node.
 func TestNodeLost(t *testing.T) {
 	forEachNB(t, func(t *testing.T, start func(testing.TB) *nbserver.Server) {
-		e := cluster(t, start, "shared")
+		e := cluster(t, start, gwmode.Shared)
 		e.create(node(4, true)) // no gateway router in NB for node4: GR_node4 rows are skipped until it exists
 		e.create(egressIP("eip-prod", 0, []string{"172.18.0.33"}, prodNS, web))
 		e.expectStatus("eip-prod", "172.18.0.33@node1")
@@ -157,7 +159,7 @@ func TestNodeLost(t *testing.T) {
 // EgressIP deleted takes every row of ours with it, shared rows included.
 func TestSpecEditsAndDelete(t *testing.T) {
 	forEachNB(t, func(t *testing.T, start func(testing.TB) *nbserver.Server) {
-		e := cluster(t, start, "shared")
+		e := cluster(t, start, gwmode.Shared)
 		foreign := e.foreignRows()
 		e.create(egressIP("eip-prod", 0, []string{"172.18.0.33", "172.18.0.44"}, prodNS, web))
 		e.expectStatus("eip-prod", "172.18.0.33@node1", "172.18.0.44@node2")
@@ -184,7 +186,7 @@ func TestSpecEditsAndDelete(t *testing.T) {
 // deleted, changing IP, completing; hostNetwork pods never served.
 func TestNamespaceAndPodChurn(t *testing.T) {
 	forEachNB(t, func(t *testing.T, start func(testing.TB) *nbserver.Server) {
-		e := cluster(t, start, "shared")
+		e := cluster(t, start, gwmode.Shared)
 		e.create(egressIP("eip-prod", 0, []string{"172.18.0.33"}, prodNS, web))
 		both := map[string]string{"prod/web1": rr("eip-prod", "10.244.1.5", "100.64.0.2"), "prod/web2": rr("eip-prod", "10.244.3.6", "100.64.0.2")}
 		bothSNAT := []string{sn("node1", "172.18.0.33", "10.244.1.5", "eip-prod"), sn("node1", "172.18.0.33", "10.244.3.6", "eip-prod")}
@@ -224,7 +226,7 @@ func TestNamespaceAndPodChurn(t *testing.T) {
 // one; when it goes, the other takes over.
 func TestTwoEgressIPsOnePod(t *testing.T) {
 	forEachNB(t, func(t *testing.T, start func(testing.TB) *nbserver.Server) {
-		e := cluster(t, start, "shared")
+		e := cluster(t, start, gwmode.Shared)
 		// Both created while the master is stopped, so that one sync assigns them
 		// (older first: eip-a gets node1). With the master running, a sync between
 		// the two creates would rightly give node1 to eip-b (seen under load).
@@ -263,7 +265,7 @@ func TestTwoEgressIPsOnePod(t *testing.T) {
 // status and rows intact, the master alive.
 func TestBadInput(t *testing.T) {
 	forEachNB(t, func(t *testing.T, start func(testing.TB) *nbserver.Server) {
-		e := cluster(t, start, "shared")
+		e := cluster(t, start, gwmode.Shared)
 		e.create(egressIP("good", 0, []string{"172.18.0.33"}, prodNS, web))
 		e.expectStatus("good", "172.18.0.33@node1")
 		goodRows := map[string]string{"prod/web1": rr("good", "10.244.1.5", "100.64.0.2"), "prod/web2": rr("good", "10.244.3.6", "100.64.0.2")}
@@ -315,7 +317,7 @@ func TestBadInput(t *testing.T) {
 		bad := egressIP("bad-selector", 20, []string{"172.18.0.60"}, nil, nil)
 		bad.Spec.NamespaceSelector = metav1.LabelSelector{MatchExpressions: []metav1.LabelSelectorRequirement{{Key: "env", Operator: "Sometimes"}}}
 		e.create(bad)
-		e.expectEvent(ReasonInvalidSelector, "spec.namespaceSelector")
+		e.expectEvent(selection.ReasonInvalidSelector, "spec.namespaceSelector")
 		e.expectRows("good intact", goodRows, goodSNAT)
 	})
 }
@@ -336,7 +338,7 @@ func ready(ips ...string) func(*corev1.Node) {
 // the IP ready, no SNAT rows.
 func TestLocalGatewayMode(t *testing.T) {
 	forEachNB(t, func(t *testing.T, start func(testing.TB) *nbserver.Server) {
-		e := cluster(t, start, "local")
+		e := cluster(t, start, gwmode.Local)
 		// Every node's daemon takes part in the readiness handshake, nothing ready yet.
 		for _, n := range []string{"node1", "node2", "node3"} {
 			e.updateNode(n, ready())
@@ -365,7 +367,7 @@ func TestLocalGatewayMode(t *testing.T) {
 // next hop until the new holder reports the IP ready, then switches.
 func TestLocalGatewayMakeBeforeBreak(t *testing.T) {
 	forEachNB(t, func(t *testing.T, start func(testing.TB) *nbserver.Server) {
-		e := cluster(t, start, "local")
+		e := cluster(t, start, gwmode.Local)
 		for _, n := range []string{"node2", "node3"} {
 			e.updateNode(n, ready())
 		}
@@ -397,7 +399,7 @@ func daemon(id string) func(*corev1.Node) {
 // list (the new daemon no longer SNATs the IP); once the cache holds the new daemon's facts, they decide.
 func TestLocalGatewayRestartedDaemon(t *testing.T) {
 	forEachNB(t, func(t *testing.T, start func(testing.TB) *nbserver.Server) {
-		e := cluster(t, start, "local")
+		e := cluster(t, start, gwmode.Local)
 		for _, n := range []string{"node2", "node3"} {
 			e.updateNode(n, ready())
 		}
@@ -436,7 +438,7 @@ func TestLocalGatewayRestartedDaemon(t *testing.T) {
 // not ready: no reroute goes to it until it lists the IP.
 func TestLocalGatewayAbsentReadyList(t *testing.T) {
 	forEachNB(t, func(t *testing.T, start func(testing.TB) *nbserver.Server) {
-		e := cluster(t, start, "local") // no node has the ready annotation
+		e := cluster(t, start, gwmode.Local) // no node has the ready annotation
 		e.create(egressIP("eip-prod", 0, []string{"172.18.0.33"}, prodNS, web))
 		e.expectStatus("eip-prod", "172.18.0.33@node1")
 		e.settle()
@@ -460,7 +462,7 @@ func TestLocalGatewayAbsentReadyList(t *testing.T) {
 // event). While the rows reroute to node1, node1 is told so (egress-ips-rerouted).
 func TestLocalGatewayLingerExpires(t *testing.T) {
 	forEachNB(t, func(t *testing.T, start func(testing.TB) *nbserver.Server) {
-		e := newEnv(t, start, "local")
+		e := newEnv(t, start, gwmode.Local)
 		populateObjects(e)
 		e.start()
 		e.updateNode("node2", ready())
@@ -498,7 +500,7 @@ func TestLocalGatewayLingerExpires(t *testing.T) {
 // parsable end is not a next hop for it.
 func TestLocalGatewayLingerFactsUnparsable(t *testing.T) {
 	forEachNB(t, func(t *testing.T, start func(testing.TB) *nbserver.Server) {
-		e := cluster(t, start, "local")
+		e := cluster(t, start, gwmode.Local)
 		e.updateNode("node2", ready())
 		e.updateNode("node1", ready("172.18.0.33"))
 		e.create(egressIP("eip-prod", 0, []string{"172.18.0.33"}, prodNS, web))
@@ -547,7 +549,7 @@ func (e *env) expectRerouted(node, want string) {
 // family's egress IP, with SNAT of that family there.
 func TestDualStack(t *testing.T) {
 	forEachNB(t, func(t *testing.T, start func(testing.TB) *nbserver.Server) {
-		e := newEnv(t, start, "shared")
+		e := newEnv(t, start, gwmode.Shared)
 		for i := 1; i <= 2; i++ {
 			n := node(i, true)
 			n.Annotations[annotations.PrimaryIfAddr] = fmt.Sprintf(`{"ipv4":"172.18.0.1%d/16","ipv6":"fc00::1%d/64"}`, i, i)

@@ -15,10 +15,10 @@ import (
 	egressipv1 "github.com/ovn-egressip/ovn-egressip/go-controller/pkg/crd/egressip/v1"
 	eipfake "github.com/ovn-egressip/ovn-egressip/go-controller/pkg/crd/egressip/v1/apis/clientset/versioned/fake"
 	eipinformers "github.com/ovn-egressip/ovn-egressip/go-controller/pkg/crd/egressip/v1/apis/informers/externalversions"
+	"github.com/ovn-egressip/ovn-egressip/go-controller/pkg/egressip/gwmode"
 
 	"github.com/ovn-egressip/ovn-egressip/go-controller/pkg/egressip/annotations"
 	"github.com/ovn-egressip/ovn-egressip/go-controller/pkg/egressip/assign"
-	"github.com/ovn-egressip/ovn-egressip/go-controller/pkg/egressip/nbstate"
 )
 
 // TestNodeParser: a node is parsed again whenever it may have changed (new
@@ -26,7 +26,7 @@ import (
 // on every call, and nodes that went are forgotten.
 func TestNodeParser(t *testing.T) {
 	reach := newFakeReach()
-	p := newNodeParser(factsLayout{mode: nbstate.SharedGateway}, reach)
+	p := newNodeParser(factsLayout{mode: gwmode.Shared}, reach)
 	versioned := func(i int, rv string, uid types.UID) *corev1.Node {
 		n := node(i, true)
 		n.ResourceVersion, n.UID = rv, uid
@@ -37,7 +37,7 @@ func TestNodeParser(t *testing.T) {
 	if !f[0].assign.Reachable || f[0].assign.ConfigErr != nil || len(f[0].nb.JoinIPs) != 1 {
 		t.Fatalf("first parse: %+v", f[0])
 	}
-	want := parseNode(n1, nbstate.SharedGateway, reach)
+	want := parseNode(n1, gwmode.Shared, reach)
 	if !reflect.DeepEqual(f[0], want) {
 		t.Fatalf("cached facts differ from a parse:\n got  %+v\n want %+v", f[0], want)
 	}
@@ -64,7 +64,7 @@ func TestNodeParser(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			p := newNodeParser(factsLayout{mode: nbstate.SharedGateway}, reach)
+			p := newNodeParser(factsLayout{mode: gwmode.Shared}, reach)
 			if f := p.parse([]*corev1.Node{versioned(1, tc.beforeRV, "u1")}); f[0].assign.ConfigErr != nil {
 				t.Fatalf("first parse: %v", f[0].assign.ConfigErr)
 			}
@@ -118,7 +118,7 @@ func TestAssignMemo(t *testing.T) {
 func TestSnapshotNodeOrder(t *testing.T) {
 	kubeInf := informers.NewSharedInformerFactory(kubefake.NewSimpleClientset(), 0)
 	eipInf := eipinformers.NewSharedInformerFactory(eipfake.NewSimpleClientset(), 0)
-	c, err := newController(settings{mode: nbstate.SharedGateway, Params: Params{Reachability: newFakeReach()}},
+	c, err := newController(settings{mode: gwmode.Shared, Params: Params{Reachability: newFakeReach()}},
 		nil, newMetrics(prometheus.NewRegistry()), kubeInf, eipInf)
 	if err != nil {
 		t.Fatal(err)

@@ -8,6 +8,7 @@ import (
 
 	egressipv1 "github.com/ovn-egressip/ovn-egressip/go-controller/pkg/crd/egressip/v1"
 	"github.com/ovn-egressip/ovn-egressip/go-controller/pkg/egressip/conditions"
+	"github.com/ovn-egressip/ovn-egressip/go-controller/pkg/egressip/gwmode"
 	"github.com/ovn-egressip/ovn-egressip/test/nbserver"
 )
 
@@ -19,7 +20,7 @@ func zone(z string) func(*corev1.Node) {
 // selector moves its IP (status and NB rows in the same sync), and a selector
 // that selects no node says so in the IP's condition.
 func TestNodeSelectorMaster(t *testing.T) {
-	e := newEnv(t, nbserver.Start, "shared")
+	e := newEnv(t, nbserver.Start, gwmode.Shared)
 	populateObjects(e)
 	e.updateNode("node3", labelAssignable)
 	e.updateNode("node1", zone("a"))

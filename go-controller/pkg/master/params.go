@@ -35,7 +35,7 @@ import (
 	"k8s.io/client-go/tools/record"
 
 	egressipclientset "github.com/ovn-egressip/ovn-egressip/go-controller/pkg/crd/egressip/v1/apis/clientset/versioned"
-	"github.com/ovn-egressip/ovn-egressip/go-controller/pkg/egressip/nbstate"
+	"github.com/ovn-egressip/ovn-egressip/go-controller/pkg/egressip/gwmode"
 	"github.com/ovn-egressip/ovn-egressip/go-controller/pkg/ovsdbaddr"
 )
 
@@ -104,9 +104,9 @@ type Params struct {
 	NBAddress string
 	// NBTLS is required when NBAddress has ssl: endpoints.
 	NBTLS *tls.Config
-	// GatewayMode is "shared" (reroute to the gateway router join IP, SNAT on
-	// GR_<node>) or "local" (reroute to the management port IP, no SNAT rows).
-	GatewayMode string
+	// GatewayMode is gwmode.Shared (reroute to the gateway router join IP, SNAT
+	// on GR_<node>) or gwmode.Local (reroute to the management port IP, no SNAT rows).
+	GatewayMode gwmode.Mode
 	// ClusterSubnets are the pod networks; JoinSubnets the join switch networks
 	// (100.64.0.0/16 by default in OVN-Kubernetes). They shape the no-reroute policies.
 	ClusterSubnets []netip.Prefix
@@ -159,7 +159,7 @@ const (
 // settings are validated Params.
 type settings struct {
 	Params
-	mode      nbstate.Mode
+	mode      gwmode.Mode
 	endpoints []string
 	// interconnect: a cluster manager or a zone controller (node facts of the
 	// interconnect layout); noNB: the cluster manager.
@@ -172,12 +172,11 @@ func (p Params) validate() (settings, error) {
 	if p.Kube == nil || p.EgressIP == nil {
 		return s, fmt.Errorf("master: Kube and EgressIP clients are required")
 	}
-	switch nbstate.Mode(p.GatewayMode) {
-	case nbstate.SharedGateway, nbstate.LocalGateway:
-		s.mode = nbstate.Mode(p.GatewayMode)
-	default:
-		return s, fmt.Errorf("master: gateway mode %q: want %q or %q", p.GatewayMode, nbstate.SharedGateway, nbstate.LocalGateway)
+	mode, err := gwmode.Parse(string(p.GatewayMode))
+	if err != nil {
+		return s, fmt.Errorf("master: %w", err)
 	}
+	s.mode = mode
 	switch p.Role {
 	case RoleMaster:
 	case RoleClusterManager:

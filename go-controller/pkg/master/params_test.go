@@ -9,12 +9,13 @@ import (
 	kubefake "k8s.io/client-go/kubernetes/fake"
 
 	eipfake "github.com/ovn-egressip/ovn-egressip/go-controller/pkg/crd/egressip/v1/apis/clientset/versioned/fake"
+	"github.com/ovn-egressip/ovn-egressip/go-controller/pkg/egressip/gwmode"
 )
 
 func TestValidate(t *testing.T) {
 	ok := Params{
 		Kube: kubefake.NewSimpleClientset(), EgressIP: eipfake.NewSimpleClientset(),
-		NBAddress: "unix:/x", GatewayMode: "shared", ClusterSubnets: []netip.Prefix{netip.MustParsePrefix("10.244.0.0/16")},
+		NBAddress: "unix:/x", GatewayMode: gwmode.Shared, ClusterSubnets: []netip.Prefix{netip.MustParsePrefix("10.244.0.0/16")},
 	}
 	s, err := ok.validate()
 	if err != nil {

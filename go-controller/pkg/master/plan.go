@@ -16,6 +16,7 @@ import (
 	"k8s.io/klog/v2"
 
 	egressipv1 "github.com/ovn-egressip/ovn-egressip/go-controller/pkg/crd/egressip/v1"
+	"github.com/ovn-egressip/ovn-egressip/go-controller/pkg/egressip/gwmode"
 	"github.com/ovn-egressip/ovn-egressip/go-controller/pkg/egressip/nbstate"
 	"github.com/ovn-egressip/ovn-egressip/go-controller/pkg/egressip/selection"
 	"github.com/ovn-egressip/ovn-egressip/go-controller/pkg/nbdb"
@@ -223,7 +224,7 @@ func changedRoutes(s *serving, in planInput, rowDirty map[string]bool) time.Time
 		ne := toNB(e.Name, e.Status.Items)
 		ne.IPs = specIPs(e)                 // a lingering holder of one of them is a fallback
 		routes := nbstate.Routes(in.nb, ne) // ready holders only: what the fallback remembers
-		if in.nb.Mode == nbstate.LocalGateway {
+		if in.nb.Mode == gwmode.Local {
 			// The fallback is what the nodes published (nbstate.Lingers): no clock here.
 			wake = earliest(wake, nbstate.LingerEnd(in.nb, ne))
 		}

@@ -13,6 +13,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	egressipv1 "github.com/ovn-egressip/ovn-egressip/go-controller/pkg/crd/egressip/v1"
+	"github.com/ovn-egressip/ovn-egressip/go-controller/pkg/egressip/gwmode"
 	"github.com/ovn-egressip/ovn-egressip/go-controller/pkg/egressip/nbstate"
 	"github.com/ovn-egressip/ovn-egressip/go-controller/pkg/egressip/selection"
 )
@@ -88,7 +89,7 @@ func TestPlanTouchesWhatChanged(t *testing.T) {
 	for _, st := range steps {
 		d := st.change()
 		rank := selection.Rank(eips)
-		in := nbstate.Input{Mode: nbstate.SharedGateway, ClusterSubnets: []netip.Prefix{netip.MustParsePrefix("10.244.0.0/16")}, Nodes: nodes}
+		in := nbstate.Input{Mode: gwmode.Shared, ClusterSubnets: []netip.Prefix{netip.MustParsePrefix("10.244.0.0/16")}, Nodes: nodes}
 		r, _, err := plan(s, planInput{dirty: d, full: st.full, nb: in, eips: eips, rank: rank, now: time.Now(), cache: cache})
 		if err != nil {
 			t.Fatalf("%s: %v", st.name, err)

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	egressipv1 "github.com/ovn-egressip/ovn-egressip/go-controller/pkg/crd/egressip/v1"
+	"github.com/ovn-egressip/ovn-egressip/go-controller/pkg/egressip/gwmode"
 	"github.com/ovn-egressip/ovn-egressip/go-controller/pkg/egressip/nbstate"
 	"github.com/ovn-egressip/ovn-egressip/test/nbserver"
 )
@@ -120,7 +121,7 @@ func TestRaftLeadershipTransferDuringBurst(t *testing.T) {
 
 func raftBurst(t *testing.T, fault func(*testing.T, *nbserver.Member), restart bool) {
 	t.Helper()
-	e := newEnv(t, nbserver.StartClusterServer, "shared")
+	e := newEnv(t, nbserver.StartClusterServer, gwmode.Shared)
 	c := e.nb.Cluster()
 	e.create(node(1, true))
 	e.create(node(2, true))

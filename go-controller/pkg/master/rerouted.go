@@ -14,6 +14,7 @@ import (
 
 	egressipv1 "github.com/ovn-egressip/ovn-egressip/go-controller/pkg/crd/egressip/v1"
 	"github.com/ovn-egressip/ovn-egressip/go-controller/pkg/egressip/annotations"
+	"github.com/ovn-egressip/ovn-egressip/go-controller/pkg/egressip/gwmode"
 	"github.com/ovn-egressip/ovn-egressip/go-controller/pkg/egressip/nbstate"
 )
 
@@ -117,5 +118,5 @@ func (c *controller) publishRerouted(ctx context.Context, nodes []*corev1.Node, 
 // publishesRerouted: the centralized master in local gateway mode tells nodes what
 // it reroutes to them.
 func (c *controller) publishesRerouted() bool {
-	return c.s.mode == nbstate.LocalGateway && !c.s.interconnect && !c.s.noNB
+	return c.s.mode == gwmode.Local && !c.s.interconnect && !c.s.noNB
 }

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	egressipv1 "github.com/ovn-egressip/ovn-egressip/go-controller/pkg/crd/egressip/v1"
+	"github.com/ovn-egressip/ovn-egressip/go-controller/pkg/egressip/gwmode"
 	"github.com/ovn-org/libovsdb/model"
 	"github.com/ovn-org/libovsdb/ovsdb"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -23,7 +24,7 @@ import (
 // writes nothing: no NB transaction, no status update.
 func TestRestartWithNothingChanged(t *testing.T) {
 	forEachNBAndRaft(t, func(t *testing.T, start func(testing.TB) *nbserver.Server) {
-		e := cluster(t, start, "shared")
+		e := cluster(t, start, gwmode.Shared)
 		e.create(egressIP("eip-prod", 0, []string{"172.18.0.33", "172.18.0.44"}, prodNS, web))
 		e.create(egressIP("eip-dev", 1, []string{"172.18.0.55"}, map[string]string{"env": "dev"}, nil))
 		e.create(egressIP("eip-bad", 2, []string{"10.99.0.1"}, map[string]string{"env": "dev"}, nil))
@@ -69,7 +70,7 @@ func TestRestartWithNothingChanged(t *testing.T) {
 // with no stale row.
 func TestRestartAfterChanges(t *testing.T) {
 	forEachNBAndRaft(t, func(t *testing.T, start func(testing.TB) *nbserver.Server) {
-		e := cluster(t, start, "shared")
+		e := cluster(t, start, gwmode.Shared)
 		foreign := e.foreignRows()
 		e.create(egressIP("eip-prod", 0, []string{"172.18.0.33", "172.18.0.44"}, prodNS, web))
 		e.create(egressIP("eip-dev", 1, []string{"172.18.0.55"}, map[string]string{"env": "dev"}, nil))
@@ -111,7 +112,7 @@ func TestRestartAfterChanges(t *testing.T) {
 // gets its rows as soon as it appears.
 func TestResyncRepairsTampering(t *testing.T) {
 	forEachNB(t, func(t *testing.T, start func(testing.TB) *nbserver.Server) {
-		e := newEnv(t, start, "shared")
+		e := newEnv(t, start, gwmode.Shared)
 		e.create(node(1, true))
 		e.create(namespace("prod", prodNS))
 		e.create(pod("prod", "web1", "10.244.1.5", web))
@@ -163,7 +164,7 @@ func TestResyncRepairsTampering(t *testing.T) {
 // written as soon as the router appears (NB event, no periodic resync).
 func TestLateGatewayRouter(t *testing.T) {
 	forEachNB(t, func(t *testing.T, start func(testing.TB) *nbserver.Server) {
-		e := cluster(t, start, "shared")
+		e := cluster(t, start, gwmode.Shared)
 		e.create(egressIP("eip-prod", 0, []string{"172.18.0.33"}, prodNS, web))
 		e.expectStatus("eip-prod", "172.18.0.33@node1")
 		e.updateNode("node2", unlabelAssignable)
@@ -190,7 +191,7 @@ func TestLateGatewayRouter(t *testing.T) {
 // TestNBRestart: the NB database goes away and comes back (same data); changes
 // made meanwhile are written after the master reconnects.
 func TestNBRestart(t *testing.T) {
-	e := cluster(t, nbserver.Start, "shared")
+	e := cluster(t, nbserver.Start, gwmode.Shared)
 	e.create(egressIP("eip-prod", 0, []string{"172.18.0.33"}, prodNS, web))
 	both := map[string]string{"prod/web1": rr("eip-prod", "10.244.1.5", "100.64.0.2"), "prod/web2": rr("eip-prod", "10.244.3.6", "100.64.0.2")}
 	e.expectRows("before", both, []string{sn("node1", "172.18.0.33", "10.244.1.5", "eip-prod"), sn("node1", "172.18.0.33", "10.244.3.6", "eip-prod")})
@@ -217,7 +218,7 @@ func TestNBRestart(t *testing.T) {
 // (and read the cache) across the reconnects; with -race a data race between the purge and the master's reads fails
 // the test. Afterwards the rows converge.
 func TestNBRestartsDuringSyncs(t *testing.T) {
-	e := cluster(t, nbserver.Start, "shared")
+	e := cluster(t, nbserver.Start, gwmode.Shared)
 	e.create(egressIP("eip-prod", 0, []string{"172.18.0.33"}, prodNS, web))
 	e.expectStatus("eip-prod", "172.18.0.33@node1")
 	want := map[string]string{"prod/web1": rr("eip-prod", "10.244.1.5", "100.64.0.2"), "prod/web2": rr("eip-prod", "10.244.3.6", "100.64.0.2")}

@@ -10,6 +10,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	egressipv1 "github.com/ovn-egressip/ovn-egressip/go-controller/pkg/crd/egressip/v1"
+	"github.com/ovn-egressip/ovn-egressip/go-controller/pkg/egressip/gwmode"
 	"github.com/ovn-egressip/ovn-egressip/go-controller/pkg/egressip/nbstate"
 	"github.com/ovn-egressip/ovn-egressip/go-controller/pkg/egressip/selection"
 )
@@ -67,13 +68,15 @@ func newServing() *serving {
 	}
 }
 
+// sigOf computes e's selectionSig, rendering its two selectors as text.
 func sigOf(e *egressipv1.EgressIP) selectionSig {
 	return selectionSig{uid: e.UID, assigned: len(e.Status.Items) > 0, created: e.CreationTimestamp.Time,
 		selectors: [2]string{e.Spec.NamespaceSelector.String(), e.Spec.PodSelector.String()}}
 }
 
-// sigOf is sigOf(e), with the selectors rendered once per resourceVersion (an
-// object without one, from a client that does not version, every time).
+// sigOf returns e's selectionSig as the function sigOf computes it, but renders
+// the selectors only once per resourceVersion (an object without one, from a
+// client that does not version, every time).
 func (s *serving) sigOf(e *egressipv1.EgressIP) selectionSig {
 	if c, ok := s.selectors[e.Name]; ok && e.ResourceVersion != "" && c.uid == e.UID && c.rv == e.ResourceVersion {
 		return selectionSig{uid: e.UID, assigned: len(e.Status.Items) > 0, created: e.CreationTimestamp.Time, selectors: c.sel}
@@ -176,7 +179,7 @@ func (s *serving) winner(ip netip.Addr, key string) bool {
 
 // rows adds the NB rows of pod key (none when it is not served) to into, and
 // records the IPs they serve; it returns the served IPs before and after.
-func (s *serving) rows(key string, mode nbstate.Mode, zone string, into *nbstate.State) (before, after []netip.Addr) {
+func (s *serving) rows(key string, mode gwmode.Mode, zone string, into *nbstate.State) (before, after []netip.Addr) {
 	before = s.servedIPs[key]
 	if p, ok := s.pods[key]; ok {
 		var st nbstate.State

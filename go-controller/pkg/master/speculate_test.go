@@ -12,6 +12,7 @@ import (
 
 	egressipv1 "github.com/ovn-egressip/ovn-egressip/go-controller/pkg/crd/egressip/v1"
 	eipfake "github.com/ovn-egressip/ovn-egressip/go-controller/pkg/crd/egressip/v1/apis/clientset/versioned/fake"
+	"github.com/ovn-egressip/ovn-egressip/go-controller/pkg/egressip/gwmode"
 	"github.com/ovn-egressip/ovn-egressip/test/nbserver"
 )
 
@@ -22,7 +23,7 @@ import (
 // again, the first follows.
 func TestStatusWriteFailsDuringMove(t *testing.T) {
 	forEachNB(t, func(t *testing.T, start func(testing.TB) *nbserver.Server) {
-		e := cluster(t, start, "shared")
+		e := cluster(t, start, gwmode.Shared)
 		// Both on node1: node2 is not assignable while they are assigned.
 		e.updateNode("node2", unlabelAssignable)
 		e.create(egressIP("eip-prod", 0, []string{"172.18.0.33"}, prodNS, web))

@@ -8,6 +8,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	egressipv1 "github.com/ovn-egressip/ovn-egressip/go-controller/pkg/crd/egressip/v1"
+	"github.com/ovn-egressip/ovn-egressip/go-controller/pkg/egressip/gwmode"
 	"github.com/ovn-egressip/ovn-egressip/go-controller/pkg/egressip/nbstate"
 	"github.com/ovn-egressip/ovn-egressip/test/nbserver"
 )
@@ -42,13 +43,13 @@ func (e *env) expectActions(what string, want map[string]string) {
 // (drop policy), takes the reroute back once an IP is assigned; turning strict
 // off with nothing assigned removes the rows (pods leave as before).
 func TestStrict(t *testing.T) {
-	for _, mode := range []string{"shared", "local"} {
-		t.Run(mode, func(t *testing.T) {
+	for _, mode := range []gwmode.Mode{gwmode.Shared, gwmode.Local} {
+		t.Run(string(mode), func(t *testing.T) {
 			e := cluster(t, nbserver.Start, mode)
 			for _, n := range []string{"node1", "node2"} {
 				e.updateNode(n, unlabelAssignable)
 			}
-			if mode == "local" {
+			if mode == gwmode.Local {
 				e.updateNode("node1", ready("172.18.0.33"))
 			}
 			strict := egressIP("eip-prod", 0, []string{"172.18.0.33"}, prodNS, web)

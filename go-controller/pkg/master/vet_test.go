@@ -7,6 +7,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 
 	"github.com/ovn-egressip/ovn-egressip/go-controller/pkg/egressip/annotations"
+	"github.com/ovn-egressip/ovn-egressip/go-controller/pkg/egressip/gwmode"
 	"github.com/ovn-egressip/ovn-egressip/test/nbserver"
 )
 
@@ -16,7 +17,7 @@ import (
 // why; once node2 publishes its own address again it hosts an egress IP.
 func TestForgedNodeClaimsAreNotBelieved(t *testing.T) {
 	forEachNB(t, func(t *testing.T, start func(testing.TB) *nbserver.Server) {
-		e := newEnv(t, start, "local")
+		e := newEnv(t, start, gwmode.Local)
 		populateObjects(e)
 		p := e.params()
 		p.doubtGrace = 50 * time.Millisecond

@@ -18,6 +18,7 @@ import (
 	egressipv1 "github.com/ovn-egressip/ovn-egressip/go-controller/pkg/crd/egressip/v1"
 	"github.com/ovn-egressip/ovn-egressip/go-controller/pkg/egressip/annotations"
 	"github.com/ovn-egressip/ovn-egressip/go-controller/pkg/egressip/assign"
+	"github.com/ovn-egressip/ovn-egressip/go-controller/pkg/egressip/gwmode"
 	"github.com/ovn-egressip/ovn-egressip/go-controller/pkg/egressip/nbstate"
 )
 
@@ -86,10 +87,10 @@ func (c *controller) zoneLinger(items map[string][]egressipv1.EgressIPStatusItem
 // In local gateway mode the node daemon's published linger decides (lingerLocal). It
 // sets the zone node's LingeringEgressIPs in nodes to the IPs whose rows stay, and
 // returns when the next linger step falls due (zero: none) and the IPs released now.
-func (zm *zoneMemory) linger(zone string, mode nbstate.Mode, linger time.Duration, items map[string][]egressipv1.EgressIPStatusItem,
+func (zm *zoneMemory) linger(zone string, mode gwmode.Mode, linger time.Duration, items map[string][]egressipv1.EgressIPStatusItem,
 	nodes map[string]nbstate.Node, now time.Time) (time.Time, []netip.Addr) {
 	held := heldBy(items, zone)
-	if mode == nbstate.LocalGateway {
+	if mode == gwmode.Local {
 		return zm.lingerLocal(zone, held, nodes, now), nil
 	}
 	self, ok := nodes[zone]
@@ -201,7 +202,7 @@ func (c *controller) publishZone(ctx context.Context, nodes []*corev1.Node, item
 		return nil // not registered yet: the Node's add event syncs again
 	}
 	ready := heldBy(items, c.s.Zone)
-	if c.s.mode == nbstate.LocalGateway {
+	if c.s.mode == gwmode.Local {
 		// Rows for an IP are written once the node daemon lists it (nexthop): hold
 		// back what it does not list yet.
 		host, err := annotations.ParseEgressIPsReady(self)
@@ -214,7 +215,7 @@ func (c *controller) publishZone(ctx context.Context, nodes []*corev1.Node, item
 			}
 		}
 	}
-	if !routers[nbstate.ClusterRouter] || (c.s.mode == nbstate.SharedGateway && !routers[nbstate.GatewayRouter(c.s.Zone)]) {
+	if !routers[nbstate.ClusterRouter] || (c.s.mode == gwmode.Shared && !routers[nbstate.GatewayRouter(c.s.Zone)]) {
 		ready = map[netip.Addr]bool{} // no row of ours could be written
 	}
 	now := time.Now()
@@ -225,7 +226,7 @@ func (c *controller) publishZone(ctx context.Context, nodes []*corev1.Node, item
 		}
 	}
 	want := map[string]string{annotations.EgressIPsSNATReady: annotations.FormatEgressIPsReady(ready)}
-	if c.s.mode == nbstate.SharedGateway {
+	if c.s.mode == gwmode.Shared {
 		want[annotations.EgressIPsLingering] = annotations.FormatEgressIPsReady(lingering)
 	} else {
 		// What this zone still reroutes to the node's management port: the IPs it

@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ovn-egressip/ovn-egressip/go-controller/pkg/egressip/gwmode"
 	"github.com/ovn-egressip/ovn-egressip/go-controller/pkg/egressip/nbstate"
 )
 
@@ -40,7 +41,7 @@ func TestZoneLingerLocal(t *testing.T) {
 			wantWake: end.Add(-time.Second).Add(lingerGrace)},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			c := &controller{s: settings{mode: nbstate.LocalGateway}}
+			c := &controller{s: settings{mode: gwmode.Local}}
 			c.s.Zone = "node3"
 			nodes := map[string]nbstate.Node{"node3": {Name: "node3", ReadyEgressIPs: tc.listed, ListedReady: tc.listed, LingeringUntil: tc.until}}
 			wake := c.zone.lingerLocal(c.s.Zone, tc.held, nodes, tc.now)

@@ -14,6 +14,7 @@ import (
 	kubefake "k8s.io/client-go/kubernetes/fake"
 
 	eipfake "github.com/ovn-egressip/ovn-egressip/go-controller/pkg/crd/egressip/v1/apis/clientset/versioned/fake"
+	"github.com/ovn-egressip/ovn-egressip/go-controller/pkg/egressip/gwmode"
 	"github.com/ovn-egressip/ovn-egressip/go-controller/pkg/node"
 	"github.com/ovn-egressip/ovn-egressip/go-controller/pkg/node/iptables"
 	"github.com/ovn-egressip/ovn-egressip/test/hostnet"
@@ -39,7 +40,7 @@ func TestTakenOverConnectionSurvivesInNetns(t *testing.T) {
 			done := make(chan error, 1)
 			go func() {
 				done <- node.Run(ctx, node.Params{Kube: kube, EgressIP: eips, NodeName: "node1",
-					GatewayMode: node.GatewayModeLocal, ResyncInterval: resync,
+					GatewayMode: gwmode.Local, ResyncInterval: resync,
 					IPTablesPath: tp.ipt, IP6TablesPath: tp.ip6t, InNetns: tp.node.Do})
 			}()
 			t.Cleanup(func() {

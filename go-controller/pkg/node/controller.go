@@ -28,6 +28,8 @@ import (
 	eipinformers "github.com/ovn-egressip/ovn-egressip/go-controller/pkg/crd/egressip/v1/apis/informers/externalversions"
 	eiplisters "github.com/ovn-egressip/ovn-egressip/go-controller/pkg/crd/egressip/v1/apis/listers/egressip/v1"
 	"github.com/ovn-egressip/ovn-egressip/go-controller/pkg/egressip/annotations"
+	"github.com/ovn-egressip/ovn-egressip/go-controller/pkg/egressip/gwmode"
+	"github.com/ovn-egressip/ovn-egressip/go-controller/pkg/egressip/selection"
 	"github.com/ovn-egressip/ovn-egressip/go-controller/pkg/node/egressfacts"
 	"github.com/ovn-egressip/ovn-egressip/go-controller/pkg/node/hostegress"
 	"github.com/ovn-egressip/ovn-egressip/go-controller/pkg/node/hostinfo"
@@ -121,7 +123,7 @@ func (c *controller) reroutedHere() (map[netip.Addr]bool, bool) {
 		klog.ErrorS(err, "Cannot tell what the master reroutes here; keeping the rules of every released egress IP", "node", node.Name)
 		if msg := err.Error(); msg != c.lastReroutedErr {
 			c.lastReroutedErr = msg
-			c.recorder.Eventf(nodeRef(node), corev1.EventTypeWarning, "EgressFactsUnknown", "node %s: %v", node.Name, err)
+			c.recorder.Eventf(nodeRef(node), corev1.EventTypeWarning, ReasonEgressFactsUnknown, "node %s: %v", node.Name, err)
 		}
 		all := map[netip.Addr]bool{}
 		for ip := range c.released {
@@ -176,9 +178,9 @@ func newController(p Params) (*controller, error) {
 	}
 	c.synced = []cache.InformerSynced{eipInf.Informer().HasSynced, nodeInf.Informer().HasSynced}
 
-	if p.GatewayMode == GatewayModeLocal {
+	if p.GatewayMode == gwmode.Local {
 		c.kubeFactory = informers.NewSharedInformerFactoryWithOptions(p.Kube, 0,
-			informers.WithTransform(trimPod))
+			informers.WithTransform(selection.TrimPod))
 		nsInf := c.kubeFactory.Core().V1().Namespaces()
 		podInf := c.kubeFactory.Core().V1().Pods()
 		c.namespaces, c.pods = nsInf.Lister(), podInf.Lister()
@@ -196,7 +198,7 @@ func newController(p Params) (*controller, error) {
 		if _, err := podInf.Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
 			AddFunc: func(any) { enqueue() },
 			UpdateFunc: func(o, n any) {
-				if podServingChanged(o, n) {
+				if selection.PodServingChanged(o, n) {
 					enqueue()
 				}
 			},
@@ -289,7 +291,7 @@ func (c *controller) sync(ctx context.Context) error {
 	}
 	var errs []error
 	var ready map[netip.Addr]bool
-	if c.p.GatewayMode == GatewayModeLocal {
+	if c.p.GatewayMode == gwmode.Local {
 		ready, err = c.syncHost(snap, eips)
 		errs = append(errs, err)
 	} else if !c.cleanedUp {
@@ -300,7 +302,7 @@ func (c *controller) sync(ctx context.Context) error {
 		}
 		c.cleanedUp = true
 	}
-	if c.p.GatewayMode == GatewayModeShared {
+	if c.p.GatewayMode == gwmode.Shared {
 		errs = append(errs, c.announceShared(snap, eips))
 	}
 	errs = append(errs, c.publish(ctx, snap, eips, ready))
@@ -324,7 +326,7 @@ func (c *controller) publish(ctx context.Context, snap hostinfo.Snapshot, eips [
 	if err != nil {
 		if msg := err.Error(); msg != c.lastFactsErr {
 			c.lastFactsErr = msg
-			c.recorder.Eventf(nodeRef(node), corev1.EventTypeWarning, "EgressFactsUnknown", "node %s: %v", node.Name, err)
+			c.recorder.Eventf(nodeRef(node), corev1.EventTypeWarning, ReasonEgressFactsUnknown, "node %s: %v", node.Name, err)
 		}
 		factsErr = fmt.Errorf("node %s: egress facts: %w", node.Name, err)
 	} else {
@@ -332,10 +334,10 @@ func (c *controller) publish(ctx context.Context, snap hostinfo.Snapshot, eips [
 		facts := egressfacts.Compute(snap, gw, statusIPs(eips))
 		maps.Copy(set, egressfacts.Changes(node.Annotations, facts))
 	}
-	if v, changed := egressfacts.ReadyChange(node.Annotations, ready, c.p.GatewayMode == GatewayModeLocal); changed {
+	if v, changed := egressfacts.ReadyChange(node.Annotations, ready, c.p.GatewayMode == gwmode.Local); changed {
 		set[annotations.EgressIPsReady] = v
 	}
-	if c.p.GatewayMode == GatewayModeLocal {
+	if c.p.GatewayMode == gwmode.Local {
 		maps.Copy(set, lingeringChange(node.Annotations, c.lingeringUntil(time.Now())))
 	}
 	if id := c.p.DaemonID; id != "" && node.Annotations[annotations.EgressDaemonID] != id {
@@ -385,7 +387,9 @@ func (c *controller) syncHost(snap hostinfo.Snapshot, eips []*egressipv1.EgressI
 }
 
 // report logs every problem and sends an Event on the EgressIP the first time a
-// given problem is seen (and again if it changes after having been resolved).
+// given problem is seen (and again if it changes after having been resolved). An
+// invalid selector is only logged: each Event comes from one component, and the
+// master sends that one (selection.ReasonInvalidSelector).
 func (c *controller) report(eips []*egressipv1.EgressIP, problems []hostegress.Problem) {
 	byName := map[string]*egressipv1.EgressIP{}
 	for _, e := range eips {
@@ -396,7 +400,7 @@ func (c *controller) report(eips []*egressipv1.EgressIP, problems []hostegress.P
 		key := p.EgressIP + "/" + p.IP + "/" + p.Reason
 		now[key] = p.Message
 		klog.ErrorS(nil, p.Message, "egressIP", p.EgressIP, "field", "status.items", "reason", p.Reason)
-		if c.reported[key] == p.Message {
+		if c.reported[key] == p.Message || p.Reason == selection.ReasonInvalidSelector {
 			continue
 		}
 		if eip := byName[p.EgressIP]; eip != nil {
@@ -430,7 +434,7 @@ func nodeFactsChanged(o, n any) bool {
 	if !ok1 || !ok2 {
 		return true
 	}
-	return !equalMaps(on.Annotations, nn.Annotations)
+	return !maps.Equal(on.Annotations, nn.Annotations)
 }
 
 func labelsChanged(o, n any) bool {
@@ -439,57 +443,7 @@ func labelsChanged(o, n any) bool {
 	if !ok1 || !ok2 {
 		return true
 	}
-	return !equalMaps(om.GetLabels(), nm.GetLabels())
-}
-
-func podServingChanged(o, n any) bool {
-	op, ok1 := o.(*corev1.Pod)
-	np, ok2 := n.(*corev1.Pod)
-	if !ok1 || !ok2 {
-		return true
-	}
-	if !equalMaps(op.Labels, np.Labels) || op.Spec.HostNetwork != np.Spec.HostNetwork ||
-		op.Status.Phase != np.Status.Phase || op.Status.PodIP != np.Status.PodIP ||
-		len(op.Status.PodIPs) != len(np.Status.PodIPs) {
-		return true
-	}
-	for i := range op.Status.PodIPs {
-		if op.Status.PodIPs[i].IP != np.Status.PodIPs[i].IP {
-			return true
-		}
-	}
-	return false
-}
-
-func equalMaps(a, b map[string]string) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for k, v := range a {
-		if w, ok := b[k]; !ok || w != v {
-			return false
-		}
-	}
-	return true
-}
-
-// trimPod keeps only what pod selection reads (name, namespace, labels,
-// hostNetwork, phase, IPs), so the cache of every pod in the cluster stays small.
-func trimPod(obj any) (any, error) {
-	pod, ok := obj.(*corev1.Pod)
-	if !ok {
-		return obj, nil
-	}
-	return &corev1.Pod{
-		ObjectMeta: metav1.ObjectMeta{
-			Name: pod.Name, Namespace: pod.Namespace, UID: pod.UID, Labels: pod.Labels,
-			ResourceVersion: pod.ResourceVersion, CreationTimestamp: pod.CreationTimestamp,
-		},
-		Spec: corev1.PodSpec{HostNetwork: pod.Spec.HostNetwork, NodeName: pod.Spec.NodeName},
-		Status: corev1.PodStatus{
-			Phase: pod.Status.Phase, PodIP: pod.Status.PodIP, PodIPs: pod.Status.PodIPs,
-		},
-	}, nil
+	return !maps.Equal(om.GetLabels(), nm.GetLabels())
 }
 
 // seedReleased takes over, at this daemon run's first sync, what the previous run published about the node (its own
@@ -680,7 +634,7 @@ func (c *controller) announceShared(snap hostinfo.Snapshot, eips []*egressipv1.E
 	if err != nil {
 		if msg := err.Error(); msg != c.lastGWConfigErr {
 			c.lastGWConfigErr = msg
-			c.recorder.Eventf(nodeRef(node), corev1.EventTypeWarning, "GatewayConfigInvalid",
+			c.recorder.Eventf(nodeRef(node), corev1.EventTypeWarning, ReasonGatewayConfigInvalid,
 				"node %s: metadata.annotations[%s]: %v; IPv6 egress IPs %v held here are not announced", node.Name,
 				annotations.L3GatewayConfig, err, todo)
 		}

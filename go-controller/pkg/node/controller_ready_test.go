@@ -13,6 +13,7 @@ import (
 	k8stesting "k8s.io/client-go/testing"
 
 	"github.com/ovn-egressip/ovn-egressip/go-controller/pkg/egressip/annotations"
+	"github.com/ovn-egressip/ovn-egressip/go-controller/pkg/egressip/gwmode"
 )
 
 func readyValue(t *testing.T, f *fixture) (string, bool) {
@@ -42,7 +43,7 @@ func fewSyncs(t *testing.T, f *fixture, n int) {
 
 func TestReadyAnnotationFollowsProgrammedEgressIPs(t *testing.T) {
 	web := map[string]string{"app": "web"}
-	f := start(t, GatewayModeLocal, []runtime.Object{testPod("a", web, "10.244.1.3")}, testEIP("eip1", "172.18.0.50"))
+	f := start(t, gwmode.Local, []runtime.Object{testPod("a", web, "10.244.1.3")}, testEIP("eip1", "172.18.0.50"))
 	ctx := context.Background()
 
 	// Held and programmed: listed, in the same patch as the egress facts.
@@ -101,7 +102,7 @@ func TestReadyAnnotationKeepsEquivalentValue(t *testing.T) {
 		annotations.EgressIPsReady: `[ "::ffff:172.18.0.50" ]`, // same set, other spelling
 		annotations.EgressDaemonID: testDaemonID,
 	}}}
-	f := start(t, GatewayModeLocal, []runtime.Object{node}, testEIP("eip1", "172.18.0.50"))
+	f := start(t, gwmode.Local, []runtime.Object{node}, testEIP("eip1", "172.18.0.50"))
 	waitFor(t, "host programmed", func() (bool, string) { st, _ := f.host.last(); return len(st.Addresses) == 1, "" })
 	fewSyncs(t, f, 4)
 	if k := countActions(f.kube, "patch", "nodes"); k != 0 {
@@ -113,7 +114,7 @@ func TestSharedModeRemovesReadyAnnotation(t *testing.T) {
 	node := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "node1", Annotations: map[string]string{
 		annotations.EgressIPsReady: `["172.18.0.50"]`, // left by an earlier run in local mode
 	}}}
-	f := start(t, GatewayModeShared, []runtime.Object{node, testPod("a", nil, "10.244.1.3")}, testEIP("eip1", "172.18.0.50"))
+	f := start(t, gwmode.Shared, []runtime.Object{node, testPod("a", nil, "10.244.1.3")}, testEIP("eip1", "172.18.0.50"))
 	waitFor(t, "readiness removed, facts published", func() (bool, string) {
 		n, _ := f.kube.CoreV1().Nodes().Get(context.Background(), "node1", metav1.GetOptions{})
 		_, ready := n.Annotations[annotations.EgressIPsReady]
@@ -140,7 +141,7 @@ func TestNoRepeatedPatchWhileNodeCacheLags(t *testing.T) {
 			return true, stalled, nil
 		})
 	}
-	f := startWith(t, GatewayModeLocal, lagging, []runtime.Object{testPod("a", map[string]string{"app": "web"}, "10.244.1.3")},
+	f := startWith(t, gwmode.Local, lagging, []runtime.Object{testPod("a", map[string]string{"app": "web"}, "10.244.1.3")},
 		testEIP("eip1", "172.18.0.50"))
 	waitReady(t, f, `["172.18.0.50"]`)
 	fewSyncs(t, f, 5)
@@ -165,7 +166,7 @@ func TestNoRepeatedPatchWhileNodeCacheLags(t *testing.T) {
 // node's address on a planned move in local gateway mode). Then they go.
 func TestMovedEgressIPLingersThenGoes(t *testing.T) {
 	const linger = 600 * time.Millisecond
-	f := startLinger(t, GatewayModeLocal, linger, []runtime.Object{testPod("a", map[string]string{"app": "web"}, "10.244.1.3")},
+	f := startLinger(t, gwmode.Local, linger, []runtime.Object{testPod("a", map[string]string{"app": "web"}, "10.244.1.3")},
 		testEIP("eip1", "172.18.0.50"))
 	waitFor(t, "eip1 programmed", func() (bool, string) {
 		st, _ := f.host.last()

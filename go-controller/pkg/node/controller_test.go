@@ -19,6 +19,7 @@ import (
 	egressipv1 "github.com/ovn-egressip/ovn-egressip/go-controller/pkg/crd/egressip/v1"
 	eipfake "github.com/ovn-egressip/ovn-egressip/go-controller/pkg/crd/egressip/v1/apis/clientset/versioned/fake"
 	"github.com/ovn-egressip/ovn-egressip/go-controller/pkg/egressip/annotations"
+	"github.com/ovn-egressip/ovn-egressip/go-controller/pkg/egressip/gwmode"
 	"github.com/ovn-egressip/ovn-egressip/go-controller/pkg/node/hostegress"
 	"github.com/ovn-egressip/ovn-egressip/go-controller/pkg/node/hostinfo"
 	"github.com/ovn-egressip/ovn-egressip/test/waitfor"
@@ -146,20 +147,20 @@ type fixture struct {
 	errCh chan error
 }
 
-func start(t *testing.T, mode string, kubeObjs []runtime.Object, eips ...runtime.Object) *fixture {
+func start(t *testing.T, mode gwmode.Mode, kubeObjs []runtime.Object, eips ...runtime.Object) *fixture {
 	t.Helper()
 	return startWith(t, mode, nil, kubeObjs, eips...)
 }
 
 // startLinger is start with Params.ReleaseLinger set (start turns it off).
-func startLinger(t *testing.T, mode string, linger time.Duration, kubeObjs []runtime.Object, eips ...runtime.Object) *fixture {
+func startLinger(t *testing.T, mode gwmode.Mode, linger time.Duration, kubeObjs []runtime.Object, eips ...runtime.Object) *fixture {
 	t.Helper()
 	return startFull(t, mode, nil, linger, kubeObjs, eips...)
 }
 
 // startWith is start with a hook that may add reactors to the Kubernetes fake
 // before the controller runs.
-func startWith(t *testing.T, mode string, setup func(*kubefake.Clientset), kubeObjs []runtime.Object, eips ...runtime.Object) *fixture {
+func startWith(t *testing.T, mode gwmode.Mode, setup func(*kubefake.Clientset), kubeObjs []runtime.Object, eips ...runtime.Object) *fixture {
 	t.Helper()
 	return startFull(t, mode, setup, -1, kubeObjs, eips...)
 }
@@ -167,7 +168,7 @@ func startWith(t *testing.T, mode string, setup func(*kubefake.Clientset), kubeO
 // testDaemonID is the fixture daemon's identity (Params.DaemonID).
 const testDaemonID = "daemon-1"
 
-func startFull(t *testing.T, mode string, setup func(*kubefake.Clientset), linger time.Duration, kubeObjs []runtime.Object, eips ...runtime.Object) *fixture {
+func startFull(t *testing.T, mode gwmode.Mode, setup func(*kubefake.Clientset), linger time.Duration, kubeObjs []runtime.Object, eips ...runtime.Object) *fixture {
 	t.Helper()
 	objs := []runtime.Object{
 		&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "prod", Labels: map[string]string{"env": "prod"}}},
@@ -250,7 +251,7 @@ func countActions(c *kubefake.Clientset, verb, resource string) int {
 
 func TestLocalModeFollowsPodsNamespacesAndEgressIPs(t *testing.T) {
 	web := map[string]string{"app": "web"}
-	f := start(t, GatewayModeLocal, []runtime.Object{testPod("a", web, "10.244.1.3")}, testEIP("eip1", "172.18.0.50"))
+	f := start(t, gwmode.Local, []runtime.Object{testPod("a", web, "10.244.1.3")}, testEIP("eip1", "172.18.0.50"))
 	ctx := context.Background()
 	waitFor(t, "first pod served", func() (bool, string) {
 		st, _ := f.host.last()
@@ -290,7 +291,7 @@ func TestLocalModeFollowsPodsNamespacesAndEgressIPs(t *testing.T) {
 }
 
 func TestFactsPatchedOnlyOnChange(t *testing.T) {
-	f := start(t, GatewayModeLocal, nil, testEIP("eip1", "172.18.0.50"))
+	f := start(t, gwmode.Local, nil, testEIP("eip1", "172.18.0.50"))
 	ctx := context.Background()
 	waitFor(t, "facts published", func() (bool, string) {
 		n, _ := f.kube.CoreV1().Nodes().Get(ctx, "node1", metav1.GetOptions{})
@@ -316,33 +317,54 @@ func TestFactsPatchedOnlyOnChange(t *testing.T) {
 	}
 }
 
-func TestProblemsBecomeOneEvent(t *testing.T) {
-	f := start(t, GatewayModeLocal, nil, testEIP("bad", "10.99.0.1"))
-	events := func() []corev1.Event {
-		evs, err := f.kube.CoreV1().Events("").List(context.Background(), metav1.ListOptions{})
-		if err != nil {
-			t.Fatal(err)
-		}
-		var out []corev1.Event
-		for _, e := range evs.Items {
-			if e.InvolvedObject.Name == "bad" {
-				out = append(out, e)
-			}
-		}
-		return out
+// eventsOn lists the Events about the object named name.
+func eventsOn(t *testing.T, f *fixture, name string) []corev1.Event {
+	t.Helper()
+	evs, err := f.kube.CoreV1().Events("").List(context.Background(), metav1.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
 	}
-	waitFor(t, "event on the EgressIP", func() (bool, string) { return len(events()) > 0, "none" })
+	var out []corev1.Event
+	for _, e := range evs.Items {
+		if e.InvolvedObject.Name == name {
+			out = append(out, e)
+		}
+	}
+	return out
+}
+
+func TestProblemsBecomeOneEvent(t *testing.T) {
+	f := start(t, gwmode.Local, nil, testEIP("bad", "10.99.0.1"))
+	waitFor(t, "event on the EgressIP", func() (bool, string) { return len(eventsOn(t, f, "bad")) > 0, "none" })
 	_, before := f.host.last()
 	waitFor(t, "several more syncs", func() (bool, string) { _, n := f.host.last(); return n >= before+4, "" })
 	syncsRan(t, f, 2) // the event sink delivers what the earlier syncs recorded while two more run
-	evs := events()
+	evs := eventsOn(t, f, "bad")
 	if len(evs) != 1 || evs[0].Count != 1 || evs[0].Reason != "EgressIPNotHostable" || !strings.Contains(evs[0].Message, "10.99.0.1") {
 		t.Fatalf("want one EgressIPNotHostable event with count 1, got %+v", evs)
 	}
 }
 
+// TestInvalidSelectorIsTheMastersEvent: a holder of an EgressIP whose podSelector does not compile holds its IP and
+// SNATs no pod, but sends no InvalidSelector Event: the master sends that one. The node's Events of the same sync
+// (EgressIPNotHostable on "bad", recorded after those of "a-sel") reach the API, so one of "a-sel" would have too.
+func TestInvalidSelectorIsTheMastersEvent(t *testing.T) {
+	sel := testEIP("a-sel", "172.18.0.50")
+	sel.Spec.PodSelector = metav1.LabelSelector{MatchExpressions: []metav1.LabelSelectorRequirement{{Key: "app", Operator: "Bogus"}}}
+	f := start(t, gwmode.Local, []runtime.Object{testPod("a", nil, "10.244.1.3")}, sel, testEIP("bad", "10.99.0.1"))
+	waitFor(t, "a-sel's address held, no pod SNATed", func() (bool, string) {
+		st, _ := f.host.last()
+		return len(st.Addresses) == 1 && st.Addresses[0].EgressIP == "a-sel" && len(st.SNAT) == 0, snatPods(st)
+	})
+	waitFor(t, "the Event on bad", func() (bool, string) { return len(eventsOn(t, f, "bad")) > 0, "none" })
+	syncsRan(t, f, 2)
+	if evs := eventsOn(t, f, "a-sel"); len(evs) != 0 {
+		t.Fatalf("the node sent %d Events on a-sel, the first %s from %s: %s", len(evs), evs[0].Reason, evs[0].Source.Component, evs[0].Message)
+	}
+}
+
 func TestSharedModeProgramsNothing(t *testing.T) {
-	f := start(t, GatewayModeShared, []runtime.Object{testPod("a", nil, "10.244.1.3")}, testEIP("eip1", "172.18.0.50"))
+	f := start(t, gwmode.Shared, []runtime.Object{testPod("a", nil, "10.244.1.3")}, testEIP("eip1", "172.18.0.50"))
 	ctx := context.Background()
 	waitFor(t, "facts published", func() (bool, string) {
 		n, _ := f.kube.CoreV1().Nodes().Get(ctx, "node1", metav1.GetOptions{})
@@ -375,7 +397,7 @@ func TestSharedModeAnnouncesIPv6EgressIPsForTheGatewayRouter(t *testing.T) {
 	v6.Spec.EgressIPs = append(v6.Spec.EgressIPs, "fc00::51", "172.18.0.50")
 	v6.Status.Items = append(v6.Status.Items, egressipv1.EgressIPStatusItem{Node: "node2", EgressIP: "fc00::51"},
 		egressipv1.EgressIPStatusItem{Node: "node1", EgressIP: "172.18.0.50"})
-	f := start(t, GatewayModeShared, []runtime.Object{node}, v6)
+	f := start(t, gwmode.Shared, []runtime.Object{node}, v6)
 	want := []string{"eth0 fc00::50 0a:58:ac:12:00:15"}
 	waitFor(t, "fc00::50 announced", func() (bool, string) {
 		got := f.host.announcements()
@@ -414,7 +436,7 @@ func TestSharedModeAnnouncesIPv6EgressIPsForTheGatewayRouter(t *testing.T) {
 func TestSharedModeAnnouncementMAC(t *testing.T) {
 	snap := hostSnap()
 	snap.Links[0].MAC = net.HardwareAddr{0x02, 0, 0xac, 0x12, 0, 0x11}
-	f := start(t, GatewayModeShared, nil, testEIP("eip6", "fc00::50"))
+	f := start(t, gwmode.Shared, nil, testEIP("eip6", "fc00::50"))
 	f.host.setSnapshot(snap)
 	waitFor(t, "announced with the gateway interface's MAC", func() (bool, string) {
 		got := f.host.announcements()
@@ -423,7 +445,7 @@ func TestSharedModeAnnouncementMAC(t *testing.T) {
 
 	bad := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "node1", Annotations: map[string]string{
 		annotations.L3GatewayConfig: `{"default":{"mac-address":"not-a-mac"}}`}}}
-	g := start(t, GatewayModeShared, []runtime.Object{bad}, testEIP("eip6", "fc00::50"))
+	g := start(t, gwmode.Shared, []runtime.Object{bad}, testEIP("eip6", "fc00::50"))
 	// Each sync tries to announce before it publishes the facts.
 	waitFor(t, "facts published", func() (bool, string) {
 		n, _ := g.kube.CoreV1().Nodes().Get(context.Background(), "node1", metav1.GetOptions{})
@@ -451,7 +473,7 @@ func TestSharedModeAnnouncementMAC(t *testing.T) {
 }
 
 func TestMissingGatewayIsReportedAndHostStillProgrammed(t *testing.T) {
-	f := start(t, GatewayModeLocal, []runtime.Object{testPod("a", nil, "10.244.1.3")}, testEIP("eip1", "172.18.0.50"))
+	f := start(t, gwmode.Local, []runtime.Object{testPod("a", nil, "10.244.1.3")}, testEIP("eip1", "172.18.0.50"))
 	s := hostSnap()
 	s.Routes = nil
 	f.host.setSnapshot(s)
@@ -473,10 +495,10 @@ func TestMissingGatewayIsReportedAndHostStillProgrammed(t *testing.T) {
 func TestParamsValidation(t *testing.T) {
 	kube, eips := kubefake.NewClientset(), eipfake.NewSimpleClientset()
 	for _, p := range []Params{
-		{EgressIP: eips, NodeName: "n", GatewayMode: "local"},
-		{Kube: kube, EgressIP: eips, GatewayMode: "local"},
+		{EgressIP: eips, NodeName: "n", GatewayMode: gwmode.Local},
+		{Kube: kube, EgressIP: eips, GatewayMode: gwmode.Local},
 		{Kube: kube, EgressIP: eips, NodeName: "n", GatewayMode: "gateway"},
-		{Kube: kube, EgressIP: eips, NodeName: "n", GatewayMode: "shared", ResyncInterval: -time.Second},
+		{Kube: kube, EgressIP: eips, NodeName: "n", GatewayMode: gwmode.Shared, ResyncInterval: -time.Second},
 	} {
 		if err := Run(context.Background(), p); err == nil {
 			t.Errorf("Run(%+v) accepted", p)

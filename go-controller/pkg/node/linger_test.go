@@ -13,6 +13,7 @@ import (
 
 	egressipv1 "github.com/ovn-egressip/ovn-egressip/go-controller/pkg/crd/egressip/v1"
 	"github.com/ovn-egressip/ovn-egressip/go-controller/pkg/egressip/annotations"
+	"github.com/ovn-egressip/ovn-egressip/go-controller/pkg/egressip/gwmode"
 	"github.com/ovn-egressip/ovn-egressip/go-controller/pkg/node/hostegress"
 )
 
@@ -23,7 +24,7 @@ func TestReleasedRulesStayWhileMasterReroutesHere(t *testing.T) {
 	const linger = 300 * time.Millisecond
 	node := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "node1",
 		Annotations: map[string]string{annotations.EgressIPsRerouted: `["172.18.0.50"]`}}}
-	f := startLinger(t, GatewayModeLocal, linger, []runtime.Object{node, testPod("a", map[string]string{"app": "web"}, "10.244.1.3")},
+	f := startLinger(t, gwmode.Local, linger, []runtime.Object{node, testPod("a", map[string]string{"app": "web"}, "10.244.1.3")},
 		testEIP("eip1", "172.18.0.50"))
 	waitFor(t, "eip1 programmed", func() (bool, string) {
 		st, _ := f.host.last()
@@ -88,7 +89,7 @@ func TestRestartedDaemonKeepsPublishedLinger(t *testing.T) {
 		return e
 	}
 	started := time.Now()
-	f := startLinger(t, GatewayModeLocal, linger,
+	f := startLinger(t, gwmode.Local, linger,
 		[]runtime.Object{node, testPod("a", web, "10.244.1.3"), testPod("b", map[string]string{"app": "db"}, "10.244.1.4")},
 		moved("eip1", "172.18.0.50", "web"), moved("eip2", "172.18.0.60", "db"))
 	var st hostegress.State

@@ -20,6 +20,7 @@ import (
 	egressipv1 "github.com/ovn-egressip/ovn-egressip/go-controller/pkg/crd/egressip/v1"
 	eipfake "github.com/ovn-egressip/ovn-egressip/go-controller/pkg/crd/egressip/v1/apis/clientset/versioned/fake"
 	"github.com/ovn-egressip/ovn-egressip/go-controller/pkg/egressip/annotations"
+	"github.com/ovn-egressip/ovn-egressip/go-controller/pkg/egressip/gwmode"
 	"github.com/ovn-egressip/ovn-egressip/go-controller/pkg/node"
 	"github.com/ovn-egressip/ovn-egressip/go-controller/pkg/node/addr"
 	"github.com/ovn-egressip/ovn-egressip/go-controller/pkg/node/hostegress"
@@ -248,7 +249,7 @@ func testLocalGateway(t *testing.T, backend string) {
 	done := make(chan error, 1)
 	go func() {
 		done <- node.Run(ctx, node.Params{
-			Kube: kube, EgressIP: eips, NodeName: "node1", GatewayMode: node.GatewayModeLocal,
+			Kube: kube, EgressIP: eips, NodeName: "node1", GatewayMode: gwmode.Local,
 			ResyncInterval: resync, IPTablesPath: tp.ipt, IP6TablesPath: tp.ip6t, InNetns: tp.node.Do,
 		})
 	}()
@@ -500,7 +501,7 @@ func TestSharedGatewayInNetns(t *testing.T) {
 			inNetns := func(fn func() error) error { hostOps.Add(1); return tp.node.Do(fn) }
 			go func() {
 				done <- node.Run(ctx, node.Params{Kube: kube, EgressIP: eips, NodeName: "node1",
-					GatewayMode: node.GatewayModeShared, ResyncInterval: resync,
+					GatewayMode: gwmode.Shared, ResyncInterval: resync,
 					IPTablesPath: tp.ipt, IP6TablesPath: tp.ip6t, InNetns: inNetns})
 			}()
 			defer func() {

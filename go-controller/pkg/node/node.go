@@ -46,13 +46,8 @@ import (
 	"k8s.io/client-go/kubernetes"
 
 	egressipclientset "github.com/ovn-egressip/ovn-egressip/go-controller/pkg/crd/egressip/v1/apis/clientset/versioned"
+	"github.com/ovn-egressip/ovn-egressip/go-controller/pkg/egressip/gwmode"
 	"github.com/ovn-egressip/ovn-egressip/go-controller/pkg/node/iptables"
-)
-
-// Gateway modes.
-const (
-	GatewayModeShared = "shared"
-	GatewayModeLocal  = "local"
 )
 
 // DefaultResyncInterval is used when Params.ResyncInterval is 0.
@@ -60,6 +55,17 @@ const DefaultResyncInterval = 30 * time.Second
 
 // DefaultReleaseLinger is used when Params.ReleaseLinger is 0.
 const DefaultReleaseLinger = 5 * time.Second
+
+// Reasons of the Warning Events the node daemon sends on its own Node (those it
+// sends on an EgressIP are hostegress.Problem reasons).
+const (
+	// ReasonEgressFactsUnknown: the daemon cannot tell its gateway interface, or
+	// cannot parse what the master reroutes to it (annotations.EgressIPsRerouted).
+	ReasonEgressFactsUnknown = "EgressFactsUnknown"
+	// ReasonGatewayConfigInvalid (shared gateway mode): annotations.L3GatewayConfig
+	// does not parse, so the IPv6 egress IPs held here are not announced.
+	ReasonGatewayConfigInvalid = "GatewayConfigInvalid"
+)
 
 // Params are Run's dependencies and settings.
 type Params struct {
@@ -69,8 +75,8 @@ type Params struct {
 	EgressIP egressipclientset.Interface
 	// NodeName is the name of this node's Node object (required).
 	NodeName string
-	// GatewayMode is "shared" (egress facts only) or "local" (facts and host programming).
-	GatewayMode string
+	// GatewayMode is gwmode.Shared (egress facts only) or gwmode.Local (facts and host programming).
+	GatewayMode gwmode.Mode
 	// GatewayInterface names the gateway interface; "" means the interface of the
 	// main table's best default route (IPv4, else IPv6).
 	GatewayInterface string
@@ -112,9 +118,11 @@ func (p *Params) validate() error {
 		return fmt.Errorf("node: Kube and EgressIP clients are required")
 	case p.NodeName == "":
 		return fmt.Errorf("node: NodeName is required")
-	case p.GatewayMode != GatewayModeShared && p.GatewayMode != GatewayModeLocal:
-		return fmt.Errorf("node: GatewayMode %q: must be %q or %q", p.GatewayMode, GatewayModeShared, GatewayModeLocal)
-	case p.ResyncInterval < 0:
+	}
+	if _, err := gwmode.Parse(string(p.GatewayMode)); err != nil {
+		return fmt.Errorf("node: %w", err)
+	}
+	if p.ResyncInterval < 0 {
 		return fmt.Errorf("node: ResyncInterval %s is negative", p.ResyncInterval)
 	}
 	return nil

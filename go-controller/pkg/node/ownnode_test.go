@@ -20,6 +20,7 @@ import (
 
 	eipfake "github.com/ovn-egressip/ovn-egressip/go-controller/pkg/crd/egressip/v1/apis/clientset/versioned/fake"
 	"github.com/ovn-egressip/ovn-egressip/go-controller/pkg/egressip/annotations"
+	"github.com/ovn-egressip/ovn-egressip/go-controller/pkg/egressip/gwmode"
 	"github.com/ovn-egressip/ovn-egressip/go-controller/pkg/node/hostinfo"
 )
 
@@ -152,7 +153,7 @@ func (w *heldWatch) ResultChan() <-chan watch.Event { return w.out }
 func syncedController(t *testing.T, kube *kubefake.Clientset, host *fakeHost, eips ...runtime.Object) *controller {
 	t.Helper()
 	c, err := newController(Params{Kube: kube, EgressIP: eipfake.NewSimpleClientset(eips...), NodeName: "node1",
-		GatewayMode: GatewayModeLocal, ResyncInterval: time.Minute, ReleaseLinger: -1, DaemonID: testDaemonID, host: host})
+		GatewayMode: gwmode.Local, ResyncInterval: time.Minute, ReleaseLinger: -1, DaemonID: testDaemonID, host: host})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -22,6 +22,7 @@ import (
 	egressipv1 "github.com/ovn-egressip/ovn-egressip/go-controller/pkg/crd/egressip/v1"
 	egressipclientset "github.com/ovn-egressip/ovn-egressip/go-controller/pkg/crd/egressip/v1/apis/clientset/versioned"
 	"github.com/ovn-egressip/ovn-egressip/go-controller/pkg/egressip/annotations"
+	"github.com/ovn-egressip/ovn-egressip/go-controller/pkg/egressip/gwmode"
 	"github.com/ovn-egressip/ovn-egressip/go-controller/pkg/master"
 	"github.com/ovn-egressip/ovn-egressip/test/apiserver"
 	"github.com/ovn-egressip/ovn-egressip/test/nbserver"
@@ -143,7 +144,7 @@ func TestDaemonsUnderNodeWritesPolicy(t *testing.T) {
 		snap.Links[0].Addrs = snap.Links[0].Addrs[:1]
 		snap.Links[0].Addrs[0].Prefix = netip.MustParsePrefix(fmt.Sprintf("172.18.0.1%d/16", i+1))
 		params[name] = Params{Kube: kubernetes.NewForConfigOrDie(cfg), EgressIP: egressipclientset.NewForConfigOrDie(cfg),
-			NodeName: name, GatewayMode: GatewayModeLocal, ResyncInterval: time.Second, ReleaseLinger: -1, DaemonID: "daemon-" + name,
+			NodeName: name, GatewayMode: gwmode.Local, ResyncInterval: time.Second, ReleaseLinger: -1, DaemonID: "daemon-" + name,
 			host: &fakeHost{snap: snap}}
 		startDaemon(params[name])
 	}
@@ -156,7 +157,7 @@ func TestDaemonsUnderNodeWritesPolicy(t *testing.T) {
 	go func() {
 		defer wg.Done()
 		err := master.Run(ctx, master.Params{Kube: kubernetes.NewForConfigOrDie(mcfg), EgressIP: egressipclientset.NewForConfigOrDie(mcfg),
-			NBAddress: nb.Addr, GatewayMode: "local", ClusterSubnets: []netip.Prefix{netip.MustParsePrefix("10.244.0.0/16")},
+			NBAddress: nb.Addr, GatewayMode: gwmode.Local, ClusterSubnets: []netip.Prefix{netip.MustParsePrefix("10.244.0.0/16")},
 			JoinSubnets: []netip.Prefix{netip.MustParsePrefix("100.64.0.0/16")}})
 		if err != nil {
 			t.Errorf("master: %v", err)
@@ -237,7 +238,7 @@ func TestDaemonsUnderNodeWritesPolicy(t *testing.T) {
 	// node2's daemon comes back in shared gateway mode: it removes its ready list (the cleanup path).
 	stops["node2"]()
 	shared := params["node2"]
-	shared.GatewayMode = GatewayModeShared
+	shared.GatewayMode = gwmode.Shared
 	startDaemon(shared)
 	waitUntil("node2 in shared gateway mode removes its ready list", func() (bool, string) {
 		n, err := admin.CoreV1().Nodes().Get(ctx, "node2", metav1.GetOptions{})

@@ -13,6 +13,7 @@ import (
 
 	eipfake "github.com/ovn-egressip/ovn-egressip/go-controller/pkg/crd/egressip/v1/apis/clientset/versioned/fake"
 	"github.com/ovn-egressip/ovn-egressip/go-controller/pkg/egressip/annotations"
+	"github.com/ovn-egressip/ovn-egressip/go-controller/pkg/egressip/gwmode"
 	"github.com/ovn-egressip/ovn-egressip/go-controller/pkg/node"
 	"github.com/ovn-egressip/ovn-egressip/go-controller/pkg/node/iptables"
 	"github.com/ovn-egressip/ovn-egressip/test/hostnet"
@@ -65,7 +66,7 @@ func TestLocalGatewayRestartsTwiceWithIPv6InNetns(t *testing.T) {
 		done := make(chan error, 1)
 		go func() {
 			done <- node.Run(rctx, node.Params{
-				Kube: kube, EgressIP: eips, NodeName: "node1", GatewayMode: node.GatewayModeLocal,
+				Kube: kube, EgressIP: eips, NodeName: "node1", GatewayMode: gwmode.Local,
 				ResyncInterval: resync, IPTablesPath: tp.ipt, IP6TablesPath: tp.ip6t, InNetns: tp.node.Do,
 			})
 		}()

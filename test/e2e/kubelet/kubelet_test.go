@@ -29,6 +29,8 @@ import (
 	"github.com/ovn-egressip/ovn-egressip/test/apiserver"
 	"github.com/ovn-egressip/ovn-egressip/test/cluster"
 	"github.com/ovn-egressip/ovn-egressip/test/repo"
+
+	"github.com/ovn-egressip/ovn-egressip/go-controller/pkg/egressip/gwmode"
 )
 
 const (
@@ -45,7 +47,7 @@ type bed struct {
 	c    *cluster.Cluster
 	cs   kubernetes.Interface
 	root string
-	mode string
+	mode gwmode.Mode
 	eips []string
 }
 
@@ -79,7 +81,7 @@ func startBed(t *testing.T) *bed {
 			skipf("%s not installed (KUBELET=1 make install-deps)", tool)
 		}
 	}
-	b := &bed{t: t, root: root, mode: cluster.GatewayLocal, eips: []string{"172.18.0.33", "172.18.0.44"}}
+	b := &bed{t: t, root: root, mode: gwmode.Local, eips: []string{"172.18.0.33", "172.18.0.44"}}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	t.Cleanup(cancel)
 	b.ctx = ctx
@@ -219,7 +221,7 @@ func TestManifestsOnKubelets(t *testing.T) {
 			t.Fatal(err)
 		}
 		s := strings.Replace(string(data), "address = tcp:ovnkube-db.ovn-kubernetes.svc:6641", "address = "+b.c.NBTCPAddress(), 1)
-		s = strings.Replace(s, "\n    mode = shared\n", "\n    mode = "+b.mode+"\n", 1)
+		s = strings.Replace(s, "\n    mode = shared\n", "\n    mode = "+string(b.mode)+"\n", 1)
 		if f == "ovnkube-egressip.yaml" && s == string(data) {
 			t.Fatal("the ConfigMap of dist/manifests/ovnkube-egressip.yaml no longer has the NB address and gateway mode lines this test sets")
 		}
@@ -248,7 +250,7 @@ func TestChartOnKubelets(t *testing.T) {
 	}
 	const release = "ovnkube-egressip"
 	chart := filepath.Join(b.root, "dist", "helm", "ovnkube-egressip")
-	set := []string{"--set", "layout=centralized", "--set", "gatewayMode=" + b.mode, "--set", "nbAddress=" + b.c.NBTCPAddress()}
+	set := []string{"--set", "layout=centralized", "--set", "gatewayMode=" + string(b.mode), "--set", "nbAddress=" + b.c.NBTCPAddress()}
 	// The local cluster applied the chart's access objects (ServiceAccounts, roles, admission policy) from
 	// dist/manifests with kubectl before it issued ovnkube's tokens: helm install takes them over (--take-ownership)
 	// and overrides kubectl's field ownership of them (--force-conflicts), as when adopting an install from

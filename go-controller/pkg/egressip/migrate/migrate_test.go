@@ -15,6 +15,7 @@ import (
 	"github.com/ovn-org/libovsdb/model"
 	"github.com/ovn-org/libovsdb/ovsdb"
 
+	"github.com/ovn-egressip/ovn-egressip/go-controller/pkg/egressip/gwmode"
 	"github.com/ovn-egressip/ovn-egressip/go-controller/pkg/egressip/nbstate"
 	"github.com/ovn-egressip/ovn-egressip/go-controller/pkg/nbdb"
 	"github.com/ovn-egressip/ovn-egressip/test/nbserver"
@@ -123,7 +124,7 @@ func waitCache(t *testing.T, c client.Client, ok func(Snapshot) bool) Snapshot {
 // master's plan composes them: the shared rows with the served-pods address set, and each pod's rows under the
 // EgressIP's routes.
 func desiredProd(pods ...nbstate.Pod) nbstate.State {
-	in := nbstate.Input{Mode: nbstate.SharedGateway,
+	in := nbstate.Input{Mode: gwmode.Shared,
 		ClusterSubnets: []netip.Prefix{netip.MustParsePrefix("10.244.0.0/16")},
 		JoinSubnets:    []netip.Prefix{netip.MustParsePrefix("100.64.0.0/16")},
 		Nodes: map[string]nbstate.Node{
@@ -191,7 +192,7 @@ func testFromUpstreamOneTransaction(t *testing.T, start func(testing.TB) *nbserv
 	if err != nil {
 		t.Fatal(err)
 	}
-	plan := FromUpstream(snap, desired, nbstate.SharedGateway)
+	plan := FromUpstream(snap, desired, gwmode.Shared)
 	if err := plan.Refuse(false); err != nil {
 		t.Fatalf("refused: %v\n%s", err, strings.Join(plan.Lines(), "\n"))
 	}
@@ -232,7 +233,7 @@ func testFromUpstreamOneTransaction(t *testing.T, start func(testing.TB) *nbserv
 	}
 
 	// A second run: nothing to do, no transaction.
-	second := FromUpstream(after, desired, nbstate.SharedGateway)
+	second := FromUpstream(after, desired, gwmode.Shared)
 	before = s.Transactions()
 	if ok, err := Commit(ctx, c, second); err != nil || ok || !second.Empty() {
 		t.Errorf("second run: committed %v, err %v, plan %v", ok, err, second.Lines())
@@ -251,7 +252,7 @@ func testFromUpstreamRefusesUnserved(t *testing.T, start func(testing.TB) *nbser
 		t.Fatal(err)
 	}
 	// Ours serves no pod (say, its selector matches none): upstream serves web1.
-	plan := FromUpstream(snap, desiredProd(), nbstate.SharedGateway)
+	plan := FromUpstream(snap, desiredProd(), gwmode.Shared)
 	err = plan.Refuse(false)
 	if err == nil || !strings.Contains(err.Error(), "10.244.1.5") {
 		t.Fatalf("refusal %v, want one naming 10.244.1.5; unserved %v", err, plan.Unserved)
@@ -266,7 +267,7 @@ func testFromUpstreamRefusesUnserved(t *testing.T, start func(testing.TB) *nbser
 	noGR := snap
 	noGR.Ours.Routers = maps.Clone(snap.Ours.Routers)
 	delete(noGR.Ours.Routers, "GR_node2")
-	plan = FromUpstream(noGR, desiredProd(web1), nbstate.SharedGateway)
+	plan = FromUpstream(noGR, desiredProd(web1), gwmode.Shared)
 	if err := plan.Refuse(false); err == nil || !strings.Contains(err.Error(), "SNAT to 172.18.0.33") {
 		t.Errorf("refusal %v, want the SNAT ours cannot write; notes %v", err, plan.Notes)
 	}
@@ -279,7 +280,7 @@ func testToUpstreamAndBack(t *testing.T, start func(testing.TB) *nbserver.Server
 	ctx := context.Background()
 	desired := desiredProd(web1)
 	snap, _ := Read(ctx, c)
-	if _, err := Commit(ctx, c, FromUpstream(snap, desired, nbstate.SharedGateway)); err != nil {
+	if _, err := Commit(ctx, c, FromUpstream(snap, desired, gwmode.Shared)); err != nil {
 		t.Fatal(err)
 	}
 	snap = waitCache(t, c, func(s Snapshot) bool { return len(s.Ours.Rows.Policies) > 0 })
@@ -338,7 +339,7 @@ func testToUpstreamAndBack(t *testing.T, start func(testing.TB) *nbserver.Server
 		t.Errorf("second run: %v %v", ok, err)
 	}
 	// And forward again: the rows ToUpstream wrote are found as upstream's and replaced.
-	fwd := FromUpstream(snap, desired, nbstate.SharedGateway)
+	fwd := FromUpstream(snap, desired, gwmode.Shared)
 	if err := fwd.Refuse(false); err != nil || len(fwd.Notes) != 0 {
 		t.Fatalf("forward again: %v, notes %v", err, fwd.Notes)
 	}

@@ -11,6 +11,7 @@ import (
 	"github.com/ovn-org/libovsdb/model"
 	"github.com/ovn-org/libovsdb/ovsdb"
 
+	"github.com/ovn-egressip/ovn-egressip/go-controller/pkg/egressip/gwmode"
 	"github.com/ovn-egressip/ovn-egressip/go-controller/pkg/egressip/nbstate"
 	"github.com/ovn-egressip/ovn-egressip/go-controller/pkg/nbdb"
 )
@@ -81,7 +82,7 @@ func (p Plan) Lines() []string {
 // (one that can be written) serves, and in shared gateway mode (mode) those
 // upstream SNATs in this NB that no SNAT of ours does (their traffic would leave
 // with the gateway router's address).
-func FromUpstream(s Snapshot, desired nbstate.State, mode nbstate.Mode) Plan {
+func FromUpstream(s Snapshot, desired nbstate.State, mode gwmode.Mode) Plan {
 	p := Plan{Ours: nbstate.Diff(desired, s.Ours)}
 	parents := parentIndex(s)
 	removed := map[string]bool{}
@@ -173,7 +174,7 @@ func (p Plan) Refuse(allowUnserved bool) error {
 
 // checkServed fills Unserved and Notes: which pod IPs upstream serves that ours
 // would not, and which change next hops or egress IPs.
-func (p *Plan) checkServed(desired nbstate.State, upstreamHops, upstreamSNAT map[netip.Addr][]string, mode nbstate.Mode) {
+func (p *Plan) checkServed(desired nbstate.State, upstreamHops, upstreamSNAT map[netip.Addr][]string, mode gwmode.Mode) {
 	skipped := map[nbstate.Key]bool{}
 	for _, k := range p.Ours.Skipped {
 		skipped[k] = true
@@ -194,7 +195,7 @@ func (p *Plan) checkServed(desired nbstate.State, upstreamHops, upstreamSNAT map
 			oursSNAT[ip] = append(oursSNAT[ip], n.ExternalIP)
 		}
 	}
-	if mode == nbstate.SharedGateway {
+	if mode == gwmode.Shared {
 		for _, ip := range sortedAddrs(upstreamSNAT) {
 			if _, ok := oursSNAT[ip]; !ok {
 				p.Unserved = append(p.Unserved, ip.String()+" (SNAT to "+strings.Join(set(upstreamSNAT[ip]), ",")+" in this NB, none of ours)")

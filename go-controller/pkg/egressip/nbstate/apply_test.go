@@ -12,6 +12,7 @@ import (
 	"github.com/ovn-org/libovsdb/model"
 	"github.com/ovn-org/libovsdb/ovsdb"
 
+	"github.com/ovn-egressip/ovn-egressip/go-controller/pkg/egressip/gwmode"
 	"github.com/ovn-egressip/ovn-egressip/go-controller/pkg/nbdb"
 	"github.com/ovn-egressip/ovn-egressip/test/nbserver"
 )
@@ -273,7 +274,7 @@ func TestApplyMoveUpdatesOnlyWhatChanges(t *testing.T) {
 			ctx := context.Background()
 			three := func(node string) State {
 				return Desired(Input{
-					Mode: SharedGateway, ClusterSubnets: prefixes("10.244.0.0/16"), JoinSubnets: prefixes("100.64.0.0/16"), Nodes: testNodes(),
+					Mode: gwmode.Shared, ClusterSubnets: prefixes("10.244.0.0/16"), JoinSubnets: prefixes("100.64.0.0/16"), Nodes: testNodes(),
 					EgressIPs: []EgressIP{{Name: "eip1", Assigned: []Assignment{assigned(node, "172.18.0.33")},
 						Pods: []Pod{pod("ns1", "p1", "10.244.1.5"), pod("ns1", "p2", "10.244.1.6"), pod("ns1", "p3", "10.244.1.7")}}},
 				})
@@ -420,7 +421,7 @@ func TestApplyRewritesLegacySNATInPlace(t *testing.T) {
 	setupTopology(t, c)
 	ctx := context.Background()
 	want := Desired(Input{
-		Mode: SharedGateway, ClusterSubnets: prefixes("10.244.0.0/16"), JoinSubnets: prefixes("100.64.0.0/16"), Nodes: testNodes(),
+		Mode: gwmode.Shared, ClusterSubnets: prefixes("10.244.0.0/16"), JoinSubnets: prefixes("100.64.0.0/16"), Nodes: testNodes(),
 		EgressIPs: []EgressIP{{Name: "eip1", Assigned: []Assignment{assigned("node-a", "172.18.0.33")},
 			Pods: []Pod{pod("ns1", "p1", "10.244.1.5"), pod("ns1", "p2", "10.244.1.6")}}},
 	})

@@ -8,18 +8,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/ovn-egressip/ovn-egressip/go-controller/pkg/egressip/gwmode"
 	"github.com/ovn-egressip/ovn-egressip/go-controller/pkg/nbdb"
-)
-
-// Mode is the gateway mode: it decides the reroute next hop and whether SNAT rows
-// are written.
-type Mode string
-
-const (
-	// SharedGateway: reroute to the egress node's gateway router join IP; SNAT on GR_<node>.
-	SharedGateway Mode = "shared"
-	// LocalGateway: reroute to the egress node's management port IP; the node does SNAT.
-	LocalGateway Mode = "local"
 )
 
 // Node is what the desired state needs to know about a node.
@@ -99,7 +89,8 @@ type EgressIP struct {
 
 // Input is what the rows are computed from (Routes, PodRows' routes, ClusterRows).
 type Input struct {
-	Mode Mode
+	// Mode decides the reroute next hop and whether SNAT rows are written.
+	Mode gwmode.Mode
 	// ClusterSubnets are the pod networks (one or more per family in use).
 	ClusterSubnets []netip.Prefix
 	// JoinSubnets are the join switch networks (100.64.0.0/16, fd98::/64).
@@ -183,7 +174,7 @@ func nexthop(in Input, n Node, ip netip.Addr, lingering bool) (netip.Addr, bool)
 	candidates, needReady := n.TransitIPs, true
 	if in.local(n.Name) {
 		candidates, needReady = n.JoinIPs, false
-		if in.Mode == LocalGateway {
+		if in.Mode == gwmode.Local {
 			candidates, needReady = n.ManagementIPs, true
 		}
 	}
@@ -245,7 +236,7 @@ func Routes(in Input, e EgressIP) map[string]Route {
 		switch {
 		case len(hs) > 0:
 			r.Nexthops = sortedHops(hs)
-		case in.Mode == LocalGateway:
+		case in.Mode == gwmode.Local:
 			// The nodes that still SNAT one of e's IPs by their own published linger
 			// (Lingers), in either layout: no clock of the reader's own.
 			if hs := LingerHolders(in, e, fam); len(hs) > 0 {
@@ -261,10 +252,10 @@ func Routes(in Input, e EgressIP) map[string]Route {
 		switch {
 		case in.Zone != "" && len(local[fam]) > 0:
 			r.Local = sortedHops(local[fam])
-			if in.Mode == SharedGateway {
+			if in.Mode == gwmode.Shared {
 				r.SNAT = local[fam]
 			}
-		case in.Zone == "" && in.Mode == SharedGateway:
+		case in.Zone == "" && in.Mode == gwmode.Shared:
 			r.SNAT = hs
 		}
 		if len(r.Nexthops) == 0 && !r.Drop && len(r.Local) == 0 {
@@ -322,13 +313,13 @@ func sortedHops(hs []Holder) []string {
 // where its route has Local next hops (this zone's node holds its IP): the
 // reroute to them and the SNAT rows; its IPs are not returned (the served-pods
 // address sets hold the zone's own pods).
-func PodRows(mode Mode, zone string, name string, routes map[string]Route, pod Pod, claim func(netip.Addr) bool) (State, []netip.Addr) {
+func PodRows(mode gwmode.Mode, zone string, name string, routes map[string]Route, pod Pod, claim func(netip.Addr) bool) (State, []netip.Addr) {
 	st := NewState()
 	ips := addPodRows(&st, mode, zone, name, routes, pod, claim)
 	return st, ips
 }
 
-func addPodRows(st *State, mode Mode, zone string, name string, routes map[string]Route, pod Pod, claim func(netip.Addr) bool) []netip.Addr {
+func addPodRows(st *State, mode gwmode.Mode, zone string, name string, routes map[string]Route, pod Pod, claim func(netip.Addr) bool) []netip.Addr {
 	own := zone == "" || pod.Node == zone
 	var served []netip.Addr
 	podKey := pod.Key()
@@ -368,7 +359,7 @@ func addPodRows(st *State, mode Mode, zone string, name string, routes map[strin
 			pol.Action, pol.Nexthops = nbdb.LogicalRouterPolicyActionDrop, nil
 		}
 		st.Policies[Key{Router: ClusterRouter, IDs: ids}] = pol
-		if mode != SharedGateway {
+		if mode != gwmode.Shared {
 			continue
 		}
 		for _, h := range r.SNAT {

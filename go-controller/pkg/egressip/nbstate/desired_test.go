@@ -6,6 +6,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/ovn-egressip/ovn-egressip/go-controller/pkg/egressip/gwmode"
 )
 
 func addrs(ss ...string) []netip.Addr {
@@ -68,7 +70,7 @@ func readyNodes(ready map[string][]string) map[string]Node {
 
 func TestDesired(t *testing.T) {
 	v4 := Input{
-		Mode:           SharedGateway,
+		Mode:           gwmode.Shared,
 		ClusterSubnets: prefixes("10.244.0.0/16"),
 		JoinSubnets:    prefixes("100.64.0.0/16"),
 		Nodes:          testNodes(),
@@ -120,7 +122,7 @@ func TestDesired(t *testing.T) {
 		{
 			name: "local: next hop is the management port IP of a ready holder, no SNAT",
 			in: with(v4, func(in *Input) {
-				in.Mode = LocalGateway
+				in.Mode = gwmode.Local
 				in.Nodes = readyNodes(map[string][]string{"node-b": {"172.18.0.33"}})
 				in.EgressIPs = []EgressIP{{Name: "eip1", Assigned: []Assignment{assigned("node-b", "172.18.0.33")},
 					Pods: []Pod{pod("ns1", "p1", "10.244.1.5")}}}
@@ -145,7 +147,7 @@ func TestDesired(t *testing.T) {
 		{
 			name: "dual stack: each family reroutes to the holder of an IP of that family",
 			in: Input{
-				Mode:           SharedGateway,
+				Mode:           gwmode.Shared,
 				ClusterSubnets: prefixes("10.244.0.0/16", "fd00:10:244::/48"),
 				JoinSubnets:    prefixes("100.64.0.0/16", "fd98::/64"),
 				Nodes:          map[string]Node{"node-a": testNodes()["node-a"], "node-b": testNodes()["node-b"]},
@@ -171,7 +173,7 @@ func TestDesired(t *testing.T) {
 		{
 			name: "several cluster subnets, no join subnet; an IPv6 EgressIP reroutes nothing in an IPv4 cluster (even a pod with an IPv6 address)",
 			in: Input{
-				Mode:           SharedGateway,
+				Mode:           gwmode.Shared,
 				ClusterSubnets: prefixes("10.244.0.0/16", "10.128.0.0/14"),
 				Nodes:          map[string]Node{"node-a": testNodes()["node-a"]},
 				EgressIPs: []EgressIP{{Name: "eip6", Assigned: []Assignment{assigned("node-a", "fc00::33")},
@@ -199,7 +201,7 @@ func TestDesired(t *testing.T) {
 		{
 			name: "two pods with one IP: the pod object owning it (the newer) has the rows, under its own EgressIP, though met second",
 			in: with(v4, func(in *Input) {
-				in.Mode = LocalGateway
+				in.Mode = gwmode.Local
 				in.Nodes = readyNodes(map[string][]string{"node-a": {"172.18.0.33"}, "node-b": {"172.18.0.44"}})
 				old, newer := pod("ns1", "old", "10.244.1.5"), pod("ns2", "new", "10.244.1.5")
 				old.Created, newer.Created = time.Unix(100, 0), time.Unix(200, 0)
@@ -218,7 +220,7 @@ func TestDesired(t *testing.T) {
 		{
 			name: "two pods with one IP: when the owner's EgressIP has no route, nobody has the rows (not the other EgressIP)",
 			in: with(v4, func(in *Input) {
-				in.Mode = LocalGateway
+				in.Mode = gwmode.Local
 				in.Nodes = readyNodes(map[string][]string{"node-a": {"172.18.0.33"}})
 				old, newer := pod("ns1", "old", "10.244.1.5"), pod("ns2", "new", "10.244.1.5")
 				old.Created, newer.Created = time.Unix(100, 0), time.Unix(200, 0)
@@ -260,7 +262,7 @@ func TestDesiredLocalReady(t *testing.T) {
 			nodes[name] = n
 		}
 		return Input{
-			Mode: LocalGateway, ClusterSubnets: prefixes("10.244.0.0/16"), JoinSubnets: prefixes("100.64.0.0/16"), Nodes: nodes,
+			Mode: gwmode.Local, ClusterSubnets: prefixes("10.244.0.0/16"), JoinSubnets: prefixes("100.64.0.0/16"), Nodes: nodes,
 			EgressIPs: []EgressIP{e}, Now: now,
 		}
 	}
@@ -300,7 +302,7 @@ func TestDesiredLocalReady(t *testing.T) {
 		t.Errorf("both ready: got %+v, want both next hops", p)
 	}
 	shared := in(nil)
-	shared.Mode = SharedGateway
+	shared.Mode = gwmode.Shared
 	if p := Desired(shared).Policies[reroute]; p == nil || len(p.Nexthops) != 2 {
 		t.Errorf("shared mode ignores readiness: got %+v", p)
 	}
@@ -310,7 +312,7 @@ func TestDesiredLocalReady(t *testing.T) {
 // external_ids parse back to the key it is filed under.
 func TestDesiredExternalIDs(t *testing.T) {
 	st := Desired(Input{
-		Mode: SharedGateway, ClusterSubnets: prefixes("10.244.0.0/16"), JoinSubnets: prefixes("100.64.0.0/16"), Nodes: testNodes(),
+		Mode: gwmode.Shared, ClusterSubnets: prefixes("10.244.0.0/16"), JoinSubnets: prefixes("100.64.0.0/16"), Nodes: testNodes(),
 		EgressIPs: []EgressIP{{Name: "eip1", Assigned: []Assignment{assigned("node-a", "172.18.0.33")}, Pods: []Pod{pod("ns1", "p1", "10.244.1.5")}}},
 	})
 	check := func(k Key, ext map[string]string) {

@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/ovn-egressip/ovn-egressip/go-controller/pkg/egressip/gwmode"
 	"github.com/ovn-egressip/ovn-egressip/go-controller/pkg/nbdb"
 )
 
@@ -19,7 +20,7 @@ var testRouters = map[string]string{
 // sampleDesired: one EgressIP on node-a serving one pod (shared mode): 7 rows.
 func sampleDesired(node string) State {
 	return Desired(Input{
-		Mode: SharedGateway, ClusterSubnets: prefixes("10.244.0.0/16"), JoinSubnets: prefixes("100.64.0.0/16"), Nodes: testNodes(),
+		Mode: gwmode.Shared, ClusterSubnets: prefixes("10.244.0.0/16"), JoinSubnets: prefixes("100.64.0.0/16"), Nodes: testNodes(),
 		EgressIPs: []EgressIP{{Name: "eip1", Assigned: []Assignment{assigned(node, "172.18.0.33")}, Pods: []Pod{pod("ns1", "p1", "10.244.1.5")}}},
 	})
 }

@@ -5,6 +5,8 @@ import (
 	"slices"
 	"testing"
 	"time"
+
+	"github.com/ovn-egressip/ovn-egressip/go-controller/pkg/egressip/gwmode"
 )
 
 func TestLingers(t *testing.T) {
@@ -69,7 +71,7 @@ func TestRoutesLingerFallback(t *testing.T) {
 				nodes["node-a"].ReadyEgressIPs[ip] = true
 				e.Assigned = []Assignment{{Node: "node-a", IP: ip}}
 			}
-			in := Input{Mode: LocalGateway, ClusterSubnets: prefixes("10.244.0.0/16"), JoinSubnets: prefixes("100.64.0.0/16"), Nodes: nodes, Now: now}
+			in := Input{Mode: gwmode.Local, ClusterSubnets: prefixes("10.244.0.0/16"), JoinSubnets: prefixes("100.64.0.0/16"), Nodes: nodes, Now: now}
 			r := Routes(in, e)["ip4"]
 			if !slices.Equal(r.Nexthops, tc.wantHops) || r.Drop != tc.wantDrop {
 				t.Errorf("route %+v; want next hops %v, drop %v", r, tc.wantHops, tc.wantDrop)

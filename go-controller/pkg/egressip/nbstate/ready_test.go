@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ovn-egressip/ovn-egressip/go-controller/pkg/egressip/gwmode"
 	"github.com/ovn-egressip/ovn-egressip/go-controller/pkg/nbdb"
 )
 
@@ -19,7 +20,7 @@ func TestLocalReadinessHandshake(t *testing.T) {
 	const mgmtA, mgmtB, joinB = "10.244.1.2", "10.244.2.2", "100.64.0.3"
 	tests := []struct {
 		name          string
-		mode          Mode
+		mode          gwmode.Mode
 		assigned      []Assignment
 		ready         map[string][]string // node -> IPs it reports ready
 		absent        []string            // nodes without the annotation
@@ -61,14 +62,14 @@ func TestLocalReadinessHandshake(t *testing.T) {
 		{name: "a new holder without the annotation is never rerouted to",
 			assigned: []Assignment{assigned("node-b", "172.18.0.33")}, absent: []string{"node-b"}},
 		{name: "shared gateway mode ignores readiness",
-			mode: SharedGateway, assigned: []Assignment{assigned("node-b", "172.18.0.33")},
+			mode: gwmode.Shared, assigned: []Assignment{assigned("node-b", "172.18.0.33")},
 			inNB: []string{"100.64.0.2"}, want: []string{joinB}, rerouteChange: "update"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			mode := tc.mode
 			if mode == "" {
-				mode = LocalGateway
+				mode = gwmode.Local
 			}
 			nodes := readyNodes(tc.ready)
 			for _, name := range tc.absent {

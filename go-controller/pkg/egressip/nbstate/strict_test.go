@@ -3,6 +3,7 @@ package nbstate
 import (
 	"testing"
 
+	"github.com/ovn-egressip/ovn-egressip/go-controller/pkg/egressip/gwmode"
 	"github.com/ovn-egressip/ovn-egressip/go-controller/pkg/nbdb"
 )
 
@@ -11,7 +12,7 @@ import (
 // served-pods set, so the no-reroute policies still allow traffic inside the
 // cluster; with a holder it reroutes as usual; not strict: no row.
 func TestDesiredStrict(t *testing.T) {
-	for _, mode := range []Mode{SharedGateway, LocalGateway} {
+	for _, mode := range []gwmode.Mode{gwmode.Shared, gwmode.Local} {
 		in := Input{Mode: mode, ClusterSubnets: prefixes("10.244.0.0/16"), JoinSubnets: prefixes("100.64.0.0/16"), Nodes: readyNodes(nil)}
 		e := EgressIP{Name: "e", Strict: true, Pods: []Pod{pod("prod", "web", "10.244.1.5")}}
 		in.EgressIPs = []EgressIP{e}

@@ -6,6 +6,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/ovn-egressip/ovn-egressip/go-controller/pkg/egressip/gwmode"
 )
 
 // zoneNodes: three nodes with node-id style join IPs and transit switch IPs (interconnect layout).
@@ -51,7 +53,7 @@ func TestDesiredZone(t *testing.T) {
 	onNode2 := Assignment{Node: "node2", IP: netip.MustParseAddr(x)}
 	tests := []struct {
 		name      string
-		mode      Mode
+		mode      gwmode.Mode
 		zone      string
 		ready     map[string][]string
 		lingering map[string][]string
@@ -60,7 +62,7 @@ func TestDesiredZone(t *testing.T) {
 	}{
 		{
 			name: "pod zone, holder elsewhere and ready: reroute to its transit switch IP, no NAT here",
-			mode: SharedGateway, zone: "node1", ready: map[string][]string{"node2": {x}}, eip: eip(false, onNode2),
+			mode: gwmode.Shared, zone: "node1", ready: map[string][]string{"node2": {x}}, eip: eip(false, onNode2),
 			want: []string{
 				`address-set egressip_served_pods_v4 [10.244.1.3]`,
 				`policy ovn_cluster_router 100 reroute "ip4.src == 10.244.1.3" nexthops=[100.88.0.3]`,
@@ -68,12 +70,12 @@ func TestDesiredZone(t *testing.T) {
 		},
 		{
 			name: "pod zone, holder elsewhere not ready yet: no reroute (the pod leaves through its own node)",
-			mode: SharedGateway, zone: "node1", eip: eip(false, onNode2),
+			mode: gwmode.Shared, zone: "node1", eip: eip(false, onNode2),
 			want: []string{`address-set egressip_served_pods_v4 []`},
 		},
 		{
 			name: "pod zone, holder not ready, strict: drop",
-			mode: SharedGateway, zone: "node1", eip: eip(true, onNode2),
+			mode: gwmode.Shared, zone: "node1", eip: eip(true, onNode2),
 			want: []string{
 				`address-set egressip_served_pods_v4 [10.244.1.3]`,
 				`policy ovn_cluster_router 100 drop "ip4.src == 10.244.1.3"`,
@@ -81,7 +83,7 @@ func TestDesiredZone(t *testing.T) {
 		},
 		{
 			name: "holder zone: its own pod and the other zone's pod rerouted to its gateway router, SNAT for both",
-			mode: SharedGateway, zone: "node2", eip: eip(false, onNode2),
+			mode: gwmode.Shared, zone: "node2", eip: eip(false, onNode2),
 			want: []string{
 				`address-set egressip_served_pods_v4 [10.244.2.3]`,
 				`nat GR_node2 snat 172.18.0.50 <- 10.244.1.3`,
@@ -92,12 +94,12 @@ func TestDesiredZone(t *testing.T) {
 		},
 		{
 			name: "a zone neither holding nor running a served pod: no per-pod rows",
-			mode: SharedGateway, zone: "node3", ready: map[string][]string{"node2": {x}}, eip: eip(false, onNode2),
+			mode: gwmode.Shared, zone: "node3", ready: map[string][]string{"node2": {x}}, eip: eip(false, onNode2),
 			want: []string{`address-set egressip_served_pods_v4 []`},
 		},
 		{
 			name: "pod zone, new holder not ready, old holder lingering: rerouted to the old holder meanwhile",
-			mode: SharedGateway, zone: "node1", lingering: map[string][]string{"node3": {x}}, eip: eip(false, onNode2),
+			mode: gwmode.Shared, zone: "node1", lingering: map[string][]string{"node3": {x}}, eip: eip(false, onNode2),
 			want: []string{
 				`address-set egressip_served_pods_v4 [10.244.1.3]`,
 				`policy ovn_cluster_router 100 reroute "ip4.src == 10.244.1.3" nexthops=[100.88.0.4]`,
@@ -105,7 +107,7 @@ func TestDesiredZone(t *testing.T) {
 		},
 		{
 			name: "pod zone, new holder not ready, old holder's zone has not seen the move yet (still lists it ready): rerouted to the old holder",
-			mode: SharedGateway, zone: "node1", ready: map[string][]string{"node3": {x}}, eip: eip(false, onNode2),
+			mode: gwmode.Shared, zone: "node1", ready: map[string][]string{"node3": {x}}, eip: eip(false, onNode2),
 			want: []string{
 				`address-set egressip_served_pods_v4 [10.244.1.3]`,
 				`policy ovn_cluster_router 100 reroute "ip4.src == 10.244.1.3" nexthops=[100.88.0.4]`,
@@ -113,7 +115,7 @@ func TestDesiredZone(t *testing.T) {
 		},
 		{
 			name: "pod zone, new holder ready: the lingering old holder is no next hop any more",
-			mode: SharedGateway, zone: "node1", ready: map[string][]string{"node2": {x}}, lingering: map[string][]string{"node3": {x}},
+			mode: gwmode.Shared, zone: "node1", ready: map[string][]string{"node2": {x}}, lingering: map[string][]string{"node3": {x}},
 			eip: eip(false, onNode2),
 			want: []string{
 				`address-set egressip_served_pods_v4 [10.244.1.3]`,
@@ -122,7 +124,7 @@ func TestDesiredZone(t *testing.T) {
 		},
 		{
 			name: "old holder's zone while it lingers: keeps the SNAT and the reroute of every pod to its router",
-			mode: SharedGateway, zone: "node3", ready: map[string][]string{"node2": {x}}, lingering: map[string][]string{"node3": {x}},
+			mode: gwmode.Shared, zone: "node3", ready: map[string][]string{"node2": {x}}, lingering: map[string][]string{"node3": {x}},
 			eip: eip(false, onNode2),
 			want: []string{
 				`address-set egressip_served_pods_v4 []`,
@@ -134,7 +136,7 @@ func TestDesiredZone(t *testing.T) {
 		},
 		{
 			name: "local gateway mode, pod zone: reroute to the ready holder's transit switch IP",
-			mode: LocalGateway, zone: "node1", ready: map[string][]string{"node2": {x}}, eip: eip(false, onNode2),
+			mode: gwmode.Local, zone: "node1", ready: map[string][]string{"node2": {x}}, eip: eip(false, onNode2),
 			want: []string{
 				`address-set egressip_served_pods_v4 [10.244.1.3]`,
 				`policy ovn_cluster_router 100 reroute "ip4.src == 10.244.1.3" nexthops=[100.88.0.3]`,
@@ -142,7 +144,7 @@ func TestDesiredZone(t *testing.T) {
 		},
 		{
 			name: "local gateway mode, holder zone: every served pod to the management port, no NAT",
-			mode: LocalGateway, zone: "node2", ready: map[string][]string{"node2": {x}}, eip: eip(false, onNode2),
+			mode: gwmode.Local, zone: "node2", ready: map[string][]string{"node2": {x}}, eip: eip(false, onNode2),
 			want: []string{
 				`address-set egressip_served_pods_v4 [10.244.2.3]`,
 				`policy ovn_cluster_router 100 reroute "ip4.src == 10.244.1.3" nexthops=[10.244.2.2]`,
@@ -151,7 +153,7 @@ func TestDesiredZone(t *testing.T) {
 		},
 		{
 			name: "local gateway mode, old holder's zone while it lingers: the other zones' pods still to its management port",
-			mode: LocalGateway, zone: "node3", ready: map[string][]string{"node2": {x}}, lingering: map[string][]string{"node3": {x}},
+			mode: gwmode.Local, zone: "node3", ready: map[string][]string{"node2": {x}}, lingering: map[string][]string{"node3": {x}},
 			eip: eip(false, onNode2),
 			want: []string{
 				`address-set egressip_served_pods_v4 []`,
@@ -161,12 +163,12 @@ func TestDesiredZone(t *testing.T) {
 		},
 		{
 			name: "local gateway mode, holder zone, host rules not ready: nothing rerouted to it",
-			mode: LocalGateway, zone: "node2", eip: eip(false, onNode2),
+			mode: gwmode.Local, zone: "node2", eip: eip(false, onNode2),
 			want: []string{`address-set egressip_served_pods_v4 []`},
 		},
 		{
 			name: "a holder without a transit switch IP is no next hop for other zones",
-			mode: SharedGateway, zone: "node1", ready: map[string][]string{"node2": {x}}, eip: eip(false, onNode2),
+			mode: gwmode.Shared, zone: "node1", ready: map[string][]string{"node2": {x}}, eip: eip(false, onNode2),
 			want: []string{`address-set egressip_served_pods_v4 []`},
 		},
 	}
@@ -197,7 +199,7 @@ func TestDesiredZonesPartitionCentralized(t *testing.T) {
 	e := EgressIP{Name: "eip1", IPs: addrs(x, y),
 		Assigned: []Assignment{{Node: "node2", IP: netip.MustParseAddr(x)}, {Node: "node3", IP: netip.MustParseAddr(y)}},
 		Pods:     []Pod{zonePod("p1", "node1", "10.244.1.3"), zonePod("p2", "node2", "10.244.2.3"), zonePod("p3", "node3", "10.244.3.3")}}
-	base := Input{Mode: SharedGateway, ClusterSubnets: prefixes("10.244.0.0/16"), JoinSubnets: prefixes("100.64.0.0/16"), Nodes: nodes,
+	base := Input{Mode: gwmode.Shared, ClusterSubnets: prefixes("10.244.0.0/16"), JoinSubnets: prefixes("100.64.0.0/16"), Nodes: nodes,
 		EgressIPs: []EgressIP{e}}
 	central := Desired(base)
 	nats := map[string]int{}
@@ -262,7 +264,7 @@ func TestDesiredZoneLocalPublishedLinger(t *testing.T) {
 			nodes["node3"] = old
 			e := EgressIP{Name: "eip1", IPs: addrs(x), Strict: tc.strict, Assigned: []Assignment{{Node: "node2", IP: netip.MustParseAddr(x)}},
 				Pods: []Pod{zonePod("p1", "node1", "10.244.1.3")}}
-			in := Input{Mode: LocalGateway, Zone: "node1", ClusterSubnets: prefixes("10.244.0.0/16"), JoinSubnets: prefixes("100.64.0.0/16"),
+			in := Input{Mode: gwmode.Local, Zone: "node1", ClusterSubnets: prefixes("10.244.0.0/16"), JoinSubnets: prefixes("100.64.0.0/16"),
 				Nodes: nodes, EgressIPs: []EgressIP{e}, Now: tc.now}
 			var got string
 			for _, l := range egressRows(Desired(in)) {

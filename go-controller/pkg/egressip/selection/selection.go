@@ -1,6 +1,11 @@
 // Package selection decides which pods each EgressIP serves. It is the one
-// place this rule lives; the master (NB rows) and the node (host SNAT rules)
-// both call it, so they always agree. Everything here is pure: no clients, no clock.
+// place this rule lives: the master (NB rows), the node daemon (host SNAT rules)
+// and explain call it, and the master's and node daemon's pod informers keep
+// and react to the same pod fields (TrimPod, PodServingChanged). The rule gives
+// one answer for one set of objects; but the master and the node daemon each
+// read their own informer caches, so between an API change and both caches
+// seeing it they can disagree.
+// Everything here is pure: no clients, no clock.
 package selection
 
 import (
@@ -46,6 +51,11 @@ func PodServable(pod *corev1.Pod) bool {
 	}
 	return len(PodIPs(pod)) > 0
 }
+
+// ReasonInvalidSelector is the reason, in Events and logs, for an EgressIP whose
+// namespaceSelector or podSelector does not compile (Compile's error): it serves
+// no pod. The Event is the master's (cluster manager's) alone; node daemons log it.
+const ReasonInvalidSelector = "InvalidSelector"
 
 // Selector is an EgressIP's compiled namespaceSelector AND podSelector.
 type Selector struct {
@@ -140,7 +150,8 @@ type compiled struct {
 // NewCompiler returns a Compiler that remembers nothing yet.
 func NewCompiler() *Compiler { return &Compiler{memo: map[string]compiled{}} }
 
-// Compile is Compile, remembered per EgressIP name until its selectors change.
+// Compile returns what the function Compile returns for eip, compiling only when
+// eip's selectors differ from the last ones compiled under its name.
 func (c *Compiler) Compile(eip *egressipv1.EgressIP) (Selector, error) {
 	if m, ok := c.memo[eip.Name]; ok && equality.Semantic.DeepEqual(m.namespace, eip.Spec.NamespaceSelector) &&
 		equality.Semantic.DeepEqual(m.pod, eip.Spec.PodSelector) {
@@ -151,7 +162,8 @@ func (c *Compiler) Compile(eip *egressipv1.EgressIP) (Selector, error) {
 	return sel, err
 }
 
-// Rank is Rank with c's memory; EgressIPs not in eips are forgotten.
+// Rank returns what the function Rank returns for eips, compiling through c
+// (Compiler.Compile); c forgets the EgressIPs not in eips.
 func (c *Compiler) Rank(eips []*egressipv1.EgressIP) Ranked {
 	r := Ranked{Errors: map[string]error{}, rank: map[string]int{}}
 	names := make(map[string]bool, len(eips))

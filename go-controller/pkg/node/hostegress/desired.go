@@ -67,12 +67,27 @@ type State struct {
 	Owners map[netip.Addr]selection.IPClaim
 }
 
+// Reasons of Problems: the reasons of the Warning Events the node daemon sends on
+// the EgressIP (the master sends Events of the same names about spec.egressIPs;
+// these are about a status item naming this node).
+const (
+	// ReasonInvalidEgressIP: the status item's egressIP is not an IP address.
+	ReasonInvalidEgressIP = "InvalidEgressIP"
+	// ReasonEgressIPConflict: another EgressIP also assigns the IP to this node, or
+	// the host already has the address (not added by us).
+	ReasonEgressIPConflict = "EgressIPConflict"
+	// ReasonEgressIPNotHostable: no interface of the node has a subnet containing the IP.
+	ReasonEgressIPNotHostable = "EgressIPNotHostable"
+)
+
 // Problem is an egress IP assigned to this node that cannot be (fully) served.
 type Problem struct {
 	EgressIP string // EgressIP object name
 	IP       string // the status item's egressIP, as written
-	Reason   string // CamelCase, for an Event
-	Message  string
+	// Reason is one of the Reason constants, or selection.ReasonInvalidSelector
+	// (logged only: the master sends that Event).
+	Reason  string
+	Message string
 }
 
 // Input is everything Compute looks at.
@@ -117,29 +132,29 @@ func Compute(in Input) (State, []Problem) {
 			}
 			ip, err := netip.ParseAddr(item.EgressIP)
 			if err != nil {
-				prob("InvalidEgressIP", "not an IP address")
+				prob(ReasonInvalidEgressIP, "not an IP address")
 				continue
 			}
 			ip = ip.Unmap()
 			if other, dup := claimedIP[ip]; dup {
-				prob("EgressIPConflict", "also assigned here by EgressIP %s; ignored", other)
+				prob(ReasonEgressIPConflict, "also assigned here by EgressIP %s; ignored", other)
 				continue
 			}
 			link, ok := egressLink(in.Host, ip)
 			if !ok {
-				prob("EgressIPNotHostable", "no interface of the node has a subnet containing it")
+				prob(ReasonEgressIPNotHostable, "no interface of the node has a subnet containing it")
 				continue
 			}
 			claimedIP[ip] = eip.Name
 			if l, has := foreign[ip]; has {
-				prob("EgressIPConflict", "the host already has this address on %s (not added by us); it is left alone", l)
+				prob(ReasonEgressIPConflict, "the host already has this address on %s (not added by us); it is left alone", l)
 			} else {
 				st.Addresses = append(st.Addresses, Address{IP: ip, LinkIndex: link.Index, Link: link.Name, EgressIP: eip.Name})
 			}
 			defIdx, hasDef := in.Host.DefaultRouteLink(ip.Is4())
 			policy := !hasDef || defIdx != link.Index
 			if err := served.Errors[eip.Name]; err != nil {
-				prob("InvalidSelector", "%v", err)
+				prob(selection.ReasonInvalidSelector, "%v", err)
 				continue
 			}
 			for _, pod := range served.Served[eip.Name] {

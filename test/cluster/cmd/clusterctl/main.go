@@ -30,6 +30,8 @@ import (
 	"github.com/go-logr/logr"
 	"github.com/ovn-egressip/ovn-egressip/test/cluster"
 	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
+
+	"github.com/ovn-egressip/ovn-egressip/go-controller/pkg/egressip/gwmode"
 )
 
 func main() {
@@ -89,7 +91,7 @@ func cmdUp(ctx context.Context, args []string) error {
 	fs := flag.NewFlagSet("up", flag.ExitOnError)
 	state := stateFlag(fs)
 	nodes := fs.Int("nodes", atoi(env("CLUSTER_NODES", "3")), "number of nodes ($CLUSTER_NODES)")
-	mode := fs.String("gateway-mode", env("GATEWAY_MODE", cluster.GatewayShared), "shared or local ($GATEWAY_MODE)")
+	mode := fs.String("gateway-mode", env("GATEWAY_MODE", string(gwmode.Shared)), "shared or local ($GATEWAY_MODE)")
 	family := fs.String("ip-family", env("CLUSTER_IP_FAMILY", cluster.FamilyIPv4), "ipv4, ipv6 or dual ($CLUSTER_IP_FAMILY)")
 	nb := fs.String("nb", env("CLUSTER_NB", cluster.NBStandalone), "NB database: standalone or raft (3-member RAFT cluster) ($CLUSTER_NB)")
 	layout := fs.String("layout", env("CLUSTER_LAYOUT", cluster.LayoutCentralized),
@@ -102,7 +104,7 @@ func cmdUp(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
-	cfg := cluster.Config{StateDir: *state, Nodes: *nodes, GatewayMode: *mode, IPFamily: *family, NB: *nb, Helper: self,
+	cfg := cluster.Config{StateDir: *state, Nodes: *nodes, GatewayMode: gwmode.Mode(*mode), IPFamily: *family, NB: *nb, Helper: self,
 		Kubelets: *kubelets, Layout: *layout}
 	if !*quiet {
 		cfg.Logf = func(f string, a ...any) { fmt.Printf(f+"\n", a...) }
