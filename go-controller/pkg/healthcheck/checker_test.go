@@ -492,7 +492,7 @@ func TestCheckerCutOffNodeIsHard(t *testing.T) {
 			}
 			events <- ok
 		},
-		OnHold:   func(string, int, int) { mu.Lock(); holds++; mu.Unlock() },
+		OnHold: func(string, int, int) { mu.Lock(); holds++; mu.Unlock() },
 		Observe: func(node string, ok bool, took time.Duration) {
 			mu.Lock()
 			defer mu.Unlock()
@@ -531,22 +531,40 @@ func TestCheckerLoneSilentNodeIsHeld(t *testing.T) {
 	silent := silentAddr(t)
 	holds := make(chan int, 16)
 	var mu sync.Mutex
-	rounds := 0
+	// run counts the failed rounds in a row that were not late (a late round, on a loaded machine, is a soft
+	// failure by design and starts the count of hard ones again); atHold is run when n1 is held.
+	rounds, run, atHold := 0, 0, -1
 	c := NewChecker(CheckerConfig{
 		Port: 9107, Interval: 20 * time.Millisecond, Timeout: 50 * time.Millisecond,
 		FailureThreshold: 2, SlowThreshold: 50,
 		Targets:  func() []Target { return []Target{{Node: "n1", Addr: silent}} },
 		OnChange: func(node string, ok bool) { t.Errorf("reachability of %s changed to %v", node, ok) },
-		OnHold:   func(_ string, failed, _ int) { holds <- failed },
-		Observe:  func(string, bool, time.Duration) { mu.Lock(); rounds++; mu.Unlock() },
+		OnHold: func(_ string, failed, _ int) {
+			mu.Lock()
+			atHold = run
+			mu.Unlock()
+			holds <- failed
+		},
+		Observe: func(_ string, _ bool, took time.Duration) {
+			mu.Lock()
+			defer mu.Unlock()
+			rounds++
+			run++
+			if took > 75*time.Millisecond { // 1.5 times the timeout: late
+				run = 0
+			}
+		},
 	})
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	go c.Run(ctx)
 	select {
 	case n := <-holds:
-		if n != 2 {
-			t.Fatalf("held after %d failed rounds, want 2", n)
+		mu.Lock()
+		hard := atHold
+		mu.Unlock()
+		if hard != 2 {
+			t.Fatalf("held after %d hard rounds in a row (%d failed rounds in all), want 2", hard, n)
 		}
 	case <-time.After(5 * time.Second):
 		t.Fatal("the lone silent node was never held")
