@@ -86,8 +86,12 @@ type ICPhase struct {
 	// Moved egress IPs (status before and after).
 	Moved int
 	// PodAdd (pod-add): per pod, from its status write with its IP returning until its
-	// zone (samplePods) converged; APIWrites: how long that write took.
+	// zone (samplePods) converged; APIWrites: how long that write took. Empty when
+	// that zone is simulated.
 	PodAdd, APIWrites []time.Duration
+	// SimPublished: from the change to the last write of the harness' simulated
+	// zones' egress-ips-snat-ready the change caused (0: none).
+	SimPublished time.Duration
 }
 
 // ZonePhase is what one sampled zone did in a phase.
@@ -135,8 +139,12 @@ const (
 // String renders r: per phase, the cluster manager's line, one line per sampled zone and the end to end figure.
 func (r ICResult) String() string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "SCALE-IC %d nodes (one zone each), %d pods, %d EgressIPs (%d egress IPs); real zones sampled: %s (holder lost in node-loss, takes IPs in node-loss, pods only); the other %d zones simulated\n",
-		r.Config.Nodes, r.Pods, r.EgressIPs, r.EgressIPAddrs, strings.Join(r.Sample, ", "), r.Config.Nodes-len(r.Sample))
+	var sample []string
+	for _, n := range r.Sample {
+		sample = append(sample, n+" ("+sampleRole(n)+")")
+	}
+	fmt.Fprintf(&b, "SCALE-IC %d nodes (one zone each), %d pods, %d EgressIPs (%d egress IPs); real zones sampled: %s; the other %d zones simulated\n",
+		r.Config.Nodes, r.Pods, r.EgressIPs, r.EgressIPAddrs, strings.Join(sample, ", "), r.Config.Nodes-len(r.Sample))
 	fmt.Fprintf(&b, "SCALE-IC targets: node-loss last zone converged <= %v; pod-add p99 in its zone <= %v; zone controller heap at 20,000 pods <= %d MiB; cluster manager's status writes done <= %v after its decision; per-zone cost flat from 5,000 to 50,000 pods\n",
 		targetNodeLoss, targetPodAddP99, targetZoneHeap, targetCMStatus)
 	fmt.Fprintf(&b, "(converged: from the change's last API write to the zone's last NB event before it was found converged; NB txns and syncs: the zone controller's metrics; rows: owned in its NB after the phase; largest: rows one NB transaction of the phase changed; heap: go_memstats_heap_inuse_bytes after the phase, and the largest seen during it)\n")
@@ -162,6 +170,10 @@ func (r ICResult) String() string {
 		fmt.Fprintf(&b, "%-10s %-8s %s; %v status updates, %v syncs, %d egress IPs moved; heap %.1f MiB\n", p.Name, "cm", status, p.StatusUpdates, p.Syncs, p.Moved, p.CM.HeapInuse/mib)
 		switch p.Name {
 		case "pod-add":
+			if len(p.PodAdd) == 0 {
+				fmt.Fprintf(&b, "%-10s %-8s pods added one at a time on %s; not measured: its zone is simulated\n", p.Name, "e2e", cluster.NodeName(samplePods))
+				break
+			}
 			fmt.Fprintf(&b, "%-10s %-8s %d pods one at a time on %s, status with IP written -> its zone converged: p50 %v, p99 %v (target %v), max %v (the status write itself: p50 %v); slowest: %s\n",
 				p.Name, "e2e", len(p.PodAdd), cluster.NodeName(samplePods), pct(p.PodAdd, 50), pct(p.PodAdd, 99), targetPodAddP99, pct(p.PodAdd, 100), pct(p.APIWrites, 50), slowest(p.PodAdd, 3))
 		case "node-loss":
@@ -175,6 +187,19 @@ func (r ICResult) String() string {
 	}
 	fmt.Fprintf(&b, "SCALE-IC cluster manager, largest heap seen in the run: %.1f MiB; zone controllers' target %d MiB at 20,000 pods\n", r.CMPeak.HeapInuse/mib, targetZoneHeap)
 	return b.String()
+}
+
+// sampleRole is what the sampled zone of node does in the run ("" for another node).
+func sampleRole(node string) string {
+	switch node {
+	case cluster.NodeName(sampleLost):
+		return "holder lost in node-loss"
+	case cluster.NodeName(sampleTaker):
+		return "takes IPs in node-loss"
+	case cluster.NodeName(samplePods):
+		return "pods only"
+	}
+	return ""
 }
 
 // slowest renders the n largest of ds with their 0-based positions ("#12 91ms").
@@ -236,6 +261,7 @@ type icHarness struct {
 
 	pubMu     sync.Mutex
 	published map[string]string // simulated node -> its snat-ready as last written
+	pubAt     time.Time         // when the last batch of those writes was done
 }
 
 // RunInterconnect lays out cfg in the interconnect layout and runs the phases:
@@ -345,7 +371,14 @@ func startIC(t testing.TB, cfg Config) (*icHarness, context.Context) {
 			delete(n.Labels, annotations.EgressAssignableLabel)
 		}
 	}
-	for _, idx := range []int{sampleLost, sampleTaker, samplePods} {
+	realZones := cfg.RealZones
+	if realZones == nil {
+		realZones = []int{sampleLost, sampleTaker, samplePods}
+	}
+	for _, idx := range realZones {
+		if idx < sampleLost || idx > samplePods {
+			t.Fatalf("scale-ic: real zone %d: not a sampled zone (%d..%d)", idx, sampleLost, samplePods)
+		}
 		z := &zoneWatch{node: h.nodes[idx-1], nbs: nbserver.Start(t)}
 		if err := cluster.WriteNBTopology(ctx, z.nbs.Addr, []cluster.NodeAddrs{z.node}, cluster.GatewayShared); err != nil {
 			t.Fatal(err)
@@ -718,6 +751,9 @@ func (ic *icHarness) publisher(ctx context.Context) {
 		if err := g.Wait(); err != nil && ctx.Err() == nil {
 			ic.t.Errorf("scale-ic: %v", err)
 		}
+		ic.pubMu.Lock()
+		ic.pubAt = time.Now()
+		ic.pubMu.Unlock()
 	}
 }
 
@@ -902,6 +938,11 @@ func (ic *icHarness) phase(ctx context.Context, name string, change func()) ICPh
 	at := ic.waitZones(ctx, name)
 	p := ICPhase{Name: name}
 	ic.finish(ctx, &p, m, start, at)
+	ic.pubMu.Lock()
+	if ic.pubAt.After(start) {
+		p.SimPublished = ic.pubAt.Sub(start)
+	}
+	ic.pubMu.Unlock()
 	return p
 }
 
@@ -923,8 +964,10 @@ func (ic *icHarness) podAdd(ctx context.Context) ICPhase {
 			ic.t.Fatalf("scale-ic: pod-add: %v", err)
 		}
 		at := ic.waitZones(ctx, p.Name)
-		p.PodAdd = append(p.PodAdd, max(0, at[zi].Sub(ipSet)))
-		p.APIWrites = append(p.APIWrites, write)
+		if zi >= 0 { // else that zone is simulated: the real ones only see the pod
+			p.PodAdd = append(p.PodAdd, max(0, at[zi].Sub(ipSet)))
+			p.APIWrites = append(p.APIWrites, write)
+		}
 	}
 	ic.finish(ctx, &p, m, m.at, nil)
 	return p

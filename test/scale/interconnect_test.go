@@ -8,7 +8,11 @@ import (
 	"github.com/ovn-egressip/ovn-egressip/test/cluster"
 )
 
-var benchICAddPods = flag.Int("scale.ic-add-pods", 50, "BenchmarkScaleInterconnect: pods added one at a time on the pods-only sampled zone's node (its subnet holds 251 pods)")
+var (
+	benchICAddPods = flag.Int("scale.ic-add-pods", 50, "BenchmarkScaleInterconnect: pods added one at a time on the pods-only sampled zone's node (its subnet holds 251 pods)")
+	benchICAlone   = flag.Bool("scale.ic-alone", false, "BenchmarkScaleInterconnect: then run the phases once per sampled zone, that zone the only real one, and print each zone's figures alone and the bound they imply (three more runs)")
+	benchICCentral = flag.Bool("scale.ic-centralized", false, "BenchmarkScaleInterconnect: then run make scale's centralized master at the same sizes (no floor) and print its figures beside (one more run)")
+)
 
 // TestScaleInterconnectSmall runs every interconnect phase at a small size (in
 // CI): 12 nodes (3 real zones), 12 EgressIPs with 2 egress IPs each, 120 pods; 2
@@ -84,6 +88,11 @@ func TestScaleInterconnectSmall(t *testing.T) {
 //
 //	make scale-ic                                                                    (5,000 pods)
 //	make scale-ic SCALE_FLAGS='-scale.namespaces=200 -scale.pods-per-namespace=100'  (20,000 pods)
+//
+// -scale.ic-alone adds three runs, each with one real sampled zone, and prints
+// their figures and the bound they imply for zones on their own nodes;
+// -scale.ic-centralized adds a run of the centralized master (make scale) at the
+// same sizes and prints it beside.
 func BenchmarkScaleInterconnect(b *testing.B) {
 	for i := 0; i < b.N; i++ {
 		cfg := benchConfig()
@@ -110,5 +119,20 @@ func BenchmarkScaleInterconnect(b *testing.B) {
 		}
 		b.ReportMetric(heap/mib, "zone-peak-heap-inuse-MiB")
 		b.ReportMetric(res.CMPeak.HeapInuse/mib, "cm-peak-heap-inuse-MiB")
+		if *benchICAlone {
+			alone := RunInterconnectAlone(b, cfg)
+			fmt.Print(alone.String())
+			bd := alone.Bound()
+			b.ReportMetric(bd.NodeLoss.Seconds()*1000, "alone-bound-node-loss-ms")
+			b.ReportMetric(bd.PodAddP99.Seconds()*1000, "alone-pod-add-p99-ms")
+			b.ReportMetric(bd.HeapMiB, "alone-zone-peak-heap-inuse-MiB")
+		}
+		if *benchICCentral {
+			c := cfg
+			c.FloorRuns = -1
+			cres := Run(b, c)
+			fmt.Print("SCALE-IC centralized: make scale's master (one NB for every node) on the same sizes, its own run after this one\n" + cres.String())
+			fmt.Print(centralizedLine(res, cres))
+		}
 	}
 }
