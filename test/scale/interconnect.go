@@ -32,6 +32,7 @@ import (
 	"fmt"
 	"net/netip"
 	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
@@ -929,15 +930,47 @@ func (ic *icHarness) finish(ctx context.Context, p *ICPhase, m icMark, start tim
 	}
 }
 
+// profile, when SCALE_IC_PROFILE_DIR names a directory, starts every process'
+// CPU profile over the phase's first SCALE_CPU_PROFILE_SECONDS (default 3) and
+// returns what saves their heap profiles (after a GC) at the phase's end: files
+// <phase>-<process>.cpu and .heap there (a diagnosis, not a measurement: the
+// profiles cost the processes some CPU).
+func (ic *icHarness) profile(ctx context.Context, name string) func() {
+	dir := os.Getenv("SCALE_IC_PROFILE_DIR")
+	if dir == "" {
+		return func() {}
+	}
+	d := 3 * time.Second
+	if v, err := time.ParseDuration(os.Getenv("SCALE_CPU_PROFILE_SECONDS") + "s"); err == nil && v >= time.Second {
+		d = v
+	}
+	names := []string{"cm"}
+	for _, z := range ic.zones {
+		names = append(names, z.node.Name)
+	}
+	for i, p := range ic.procs() {
+		p.cpuProfile(ctx, ic.t, d, filepath.Join(dir, name+"-"+names[i]+".cpu"))
+	}
+	return func() {
+		for i, p := range ic.procs() {
+			if err := p.saveHeapProfile(ctx, filepath.Join(dir, name+"-"+names[i]+".heap")); err != nil {
+				ic.t.Logf("scale-ic: heap profile of %s: %v", names[i], err)
+			}
+		}
+	}
+}
+
 // phase runs change and measures until every sampled zone converged.
 func (ic *icHarness) phase(ctx context.Context, name string, change func()) ICPhase {
 	ic.t.Helper()
 	m := ic.mark(ctx, name)
+	heapProfiles := ic.profile(ctx, name)
 	change()
 	start := time.Now()
 	at := ic.waitZones(ctx, name)
 	p := ICPhase{Name: name}
 	ic.finish(ctx, &p, m, start, at)
+	heapProfiles()
 	ic.pubMu.Lock()
 	if ic.pubAt.After(start) {
 		p.SimPublished = ic.pubAt.Sub(start)
@@ -952,6 +985,7 @@ func (ic *icHarness) podAdd(ctx context.Context) ICPhase {
 	ic.t.Helper()
 	p := ICPhase{Name: "pod-add"}
 	m := ic.mark(ctx, p.Name)
+	defer ic.profile(ctx, p.Name)()
 	zi := slices.IndexFunc(ic.zones, func(z *zoneWatch) bool { return z.node.Index == samplePods })
 	for i := 0; i < ic.cfg.AddPods; i++ {
 		s, ok := ic.freshSlotOn(samplePods - 1)
