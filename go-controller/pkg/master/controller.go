@@ -10,7 +10,6 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
 	"k8s.io/client-go/informers"
 	corelisters "k8s.io/client-go/listers/core/v1"
@@ -42,7 +41,7 @@ type controller struct {
 	eips       eiplisters.EgressIPLister
 	nodes      corelisters.NodeLister
 	namespaces corelisters.NamespaceLister
-	pods       corelisters.PodLister
+	pods       podStore
 	synced     []cache.InformerSynced
 
 	queue workqueue.TypedRateLimitingInterface[string]
@@ -110,7 +109,8 @@ func newController(s settings, nb nbClient, m *metrics, kubeInf informers.Shared
 	if err := podInformer.Informer().SetTransform(slimPod); err != nil {
 		return nil, err
 	}
-	c.eips, c.nodes, c.namespaces, c.pods = eipInformer.Lister(), nodeInformer.Lister(), nsInformer.Lister(), podInformer.Lister()
+	c.eips, c.nodes, c.namespaces = eipInformer.Lister(), nodeInformer.Lister(), nsInformer.Lister()
+	c.pods = podStore{idx: podInformer.Informer().GetIndexer()}
 
 	handlers := []struct {
 		inf     cache.SharedIndexInformer
@@ -312,29 +312,11 @@ func nodeChanged(old, new any) bool {
 
 // podChanged reports whether a pod update can change whether or how it is served.
 func podChanged(old, new any) bool {
-	o, n := old.(*corev1.Pod), new.(*corev1.Pod)
+	o, n := asPod(old), asPod(new)
+	if o == nil || n == nil {
+		return true
+	}
 	return !maps.Equal(o.Labels, n.Labels) || o.Spec.HostNetwork != n.Spec.HostNetwork || o.Spec.NodeName != n.Spec.NodeName ||
 		o.Status.Phase != n.Status.Phase || o.Status.PodIP != n.Status.PodIP ||
 		!reflect.DeepEqual(o.Status.PodIPs, n.Status.PodIPs)
-}
-
-// slimPod keeps only the pod fields the master reads, to keep the cache small in
-// large clusters.
-func slimPod(obj any) (any, error) {
-	p, ok := obj.(*corev1.Pod)
-	if !ok {
-		return obj, nil
-	}
-	return &corev1.Pod{
-		TypeMeta:   p.TypeMeta,
-		ObjectMeta: metaSlim(p),
-		Spec:       corev1.PodSpec{HostNetwork: p.Spec.HostNetwork, NodeName: p.Spec.NodeName},
-		Status:     corev1.PodStatus{Phase: p.Status.Phase, PodIP: p.Status.PodIP, PodIPs: p.Status.PodIPs},
-	}, nil
-}
-
-func metaSlim(p *corev1.Pod) (m metav1.ObjectMeta) {
-	m.Name, m.Namespace, m.UID, m.ResourceVersion = p.Name, p.Namespace, p.UID, p.ResourceVersion
-	m.Labels, m.DeletionTimestamp, m.CreationTimestamp = p.Labels, p.DeletionTimestamp, p.CreationTimestamp
-	return m
 }
