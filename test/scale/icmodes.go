@@ -15,7 +15,6 @@ package scale
 import (
 	"fmt"
 	"strings"
-	"testing"
 	"time"
 
 	"github.com/ovn-egressip/ovn-egressip/test/cluster"
@@ -25,19 +24,6 @@ import (
 type ICAlone struct {
 	// Runs, in sample order (sampleLost, sampleTaker, samplePods).
 	Runs []ICResult
-}
-
-// RunInterconnectAlone runs RunInterconnect once per sampled zone with cfg, that
-// zone the only real one.
-func RunInterconnectAlone(t testing.TB, cfg Config) ICAlone {
-	t.Helper()
-	var a ICAlone
-	for _, idx := range []int{sampleLost, sampleTaker, samplePods} {
-		c := cfg
-		c.RealZones = []int{idx}
-		a.Runs = append(a.Runs, RunInterconnect(t, c))
-	}
-	return a
 }
 
 // alone is the zone's phase of a run in which it was the only real zone.

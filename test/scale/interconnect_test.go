@@ -94,45 +94,58 @@ func TestScaleInterconnectSmall(t *testing.T) {
 // -scale.ic-centralized adds a run of the centralized master (make scale) at the
 // same sizes and prints it beside.
 func BenchmarkScaleInterconnect(b *testing.B) {
-	for i := 0; i < b.N; i++ {
-		cfg := benchConfig()
-		cfg.AddPods = *benchICAddPods
-		res := RunInterconnect(b, cfg)
+	cfg := benchConfig()
+	cfg.AddPods = *benchICAddPods
+	// Each run is a sub-benchmark: its environment (API server, NB servers,
+	// processes) stops before the next run starts.
+	var res ICResult
+	b.Run("zones", func(b *testing.B) {
+		res = RunInterconnect(b, cfg)
 		// Printed, not logged: go test cuts a benchmark's log after a few lines.
 		fmt.Print(res.String())
-		for _, p := range res.Phases {
-			if p.Name != "no-op" && p.Name != "pod-add" {
-				b.ReportMetric(p.EndToEnd.Seconds()*1000, p.Name+"-e2e-ms")
-			}
+		reportIC(b, res)
+	})
+	if *benchICAlone {
+		var alone ICAlone
+		for _, idx := range []int{sampleLost, sampleTaker, samplePods} {
+			b.Run("alone-"+cluster.NodeName(idx), func(b *testing.B) {
+				c := cfg
+				c.RealZones = []int{idx}
+				alone.Runs = append(alone.Runs, RunInterconnect(b, c))
+			})
 		}
-		loss := res.Phase("node-loss")
-		b.ReportMetric((loss.StatusLast-loss.StatusFirst).Seconds()*1000, "node-loss-cm-status-ms")
-		if add := res.Phase("pod-add"); len(add.PodAdd) > 0 {
-			b.ReportMetric(pct(add.PodAdd, 50).Seconds()*1000, "pod-add-p50-ms")
-			b.ReportMetric(pct(add.PodAdd, 99).Seconds()*1000, "pod-add-p99-ms")
-		}
-		var heap float64
-		for _, p := range res.Phases {
-			for _, z := range p.Zones {
-				heap = max(heap, z.Peak.HeapInuse, z.Mem.HeapInuse)
-			}
-		}
-		b.ReportMetric(heap/mib, "zone-peak-heap-inuse-MiB")
-		b.ReportMetric(res.CMPeak.HeapInuse/mib, "cm-peak-heap-inuse-MiB")
-		if *benchICAlone {
-			alone := RunInterconnectAlone(b, cfg)
-			fmt.Print(alone.String())
-			bd := alone.Bound()
-			b.ReportMetric(bd.NodeLoss.Seconds()*1000, "alone-bound-node-loss-ms")
-			b.ReportMetric(bd.PodAddP99.Seconds()*1000, "alone-pod-add-p99-ms")
-			b.ReportMetric(bd.HeapMiB, "alone-zone-peak-heap-inuse-MiB")
-		}
-		if *benchICCentral {
+		fmt.Print(alone.String())
+	}
+	if *benchICCentral {
+		b.Run("centralized", func(b *testing.B) {
 			c := cfg
 			c.FloorRuns = -1
 			cres := Run(b, c)
 			fmt.Print("SCALE-IC centralized: make scale's master (one NB for every node) on the same sizes, its own run after this one\n" + cres.String())
 			fmt.Print(centralizedLine(res, cres))
+		})
+	}
+}
+
+// reportIC reports the run's figures as benchmark metrics.
+func reportIC(b *testing.B, res ICResult) {
+	for _, p := range res.Phases {
+		if p.Name != "no-op" && p.Name != "pod-add" {
+			b.ReportMetric(p.EndToEnd.Seconds()*1000, p.Name+"-e2e-ms")
 		}
 	}
+	loss := res.Phase("node-loss")
+	b.ReportMetric((loss.StatusLast-loss.StatusFirst).Seconds()*1000, "node-loss-cm-status-ms")
+	if add := res.Phase("pod-add"); len(add.PodAdd) > 0 {
+		b.ReportMetric(pct(add.PodAdd, 50).Seconds()*1000, "pod-add-p50-ms")
+		b.ReportMetric(pct(add.PodAdd, 99).Seconds()*1000, "pod-add-p99-ms")
+	}
+	var heap float64
+	for _, p := range res.Phases {
+		for _, z := range p.Zones {
+			heap = max(heap, z.Peak.HeapInuse, z.Mem.HeapInuse)
+		}
+	}
+	b.ReportMetric(heap/mib, "zone-peak-heap-inuse-MiB")
+	b.ReportMetric(res.CMPeak.HeapInuse/mib, "cm-peak-heap-inuse-MiB")
 }
