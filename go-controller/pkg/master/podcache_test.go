@@ -5,10 +5,17 @@ import (
 	"testing"
 	"unsafe"
 
+	"github.com/prometheus/client_golang/prometheus"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/informers"
+	kubefake "k8s.io/client-go/kubernetes/fake"
 	"k8s.io/client-go/tools/cache"
+
+	eipfake "github.com/ovn-egressip/ovn-egressip/go-controller/pkg/crd/egressip/v1/apis/clientset/versioned/fake"
+	eipinformers "github.com/ovn-egressip/ovn-egressip/go-controller/pkg/crd/egressip/v1/apis/informers/externalversions"
+	"github.com/ovn-egressip/ovn-egressip/go-controller/pkg/egressip/nbstate"
 )
 
 func fullPod(ns, name, node, ip string) *corev1.Pod {
@@ -81,5 +88,42 @@ func TestCachedPod(t *testing.T) {
 	same, _ := slimPod(relabelled)
 	if !podChanged(cp, moved) || podChanged(cp, same) {
 		t.Errorf("podChanged: node moved %v (want true), annotation only %v (want false)", podChanged(cp, moved), podChanged(cp, same))
+	}
+}
+
+// TestClusterManagerCachesNoPods: the cluster manager writes no NB rows, so it
+// starts no pod or namespace informer (every pod of the cluster, and a sync on
+// each pod event, for nothing); a master and a zone controller do.
+func TestClusterManagerCachesNoPods(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		s     settings
+		cache bool
+	}{
+		{"cluster manager", settings{mode: nbstate.SharedGateway, interconnect: true, noNB: true, Params: Params{Role: RoleClusterManager}}, false},
+		{"zone", settings{mode: nbstate.SharedGateway, interconnect: true, Params: Params{Role: RoleZone, Zone: "node1"}}, true},
+		{"master", settings{mode: nbstate.SharedGateway}, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			tc.s.Reachability = newFakeReach()
+			kubeInf := informers.NewSharedInformerFactory(kubefake.NewSimpleClientset(), 0)
+			eipInf := eipinformers.NewSharedInformerFactory(eipfake.NewSimpleClientset(), 0)
+			if _, err := newController(tc.s, nil, newMetrics(prometheus.NewRegistry()), kubeInf, eipInf); err != nil {
+				t.Fatal(err)
+			}
+			stop := make(chan struct{})
+			kubeInf.Start(stop)
+			defer func() {
+				close(stop)
+				kubeInf.Shutdown() // waits for the informers, which stop with stop
+			}()
+			started := kubeInf.WaitForCacheSync(stop)
+			_, pods := started[reflect.TypeOf(&corev1.Pod{})]
+			_, nss := started[reflect.TypeOf(&corev1.Namespace{})]
+			_, nodes := started[reflect.TypeOf(&corev1.Node{})]
+			if pods != tc.cache || nss != tc.cache || !nodes {
+				t.Errorf("informers started: pods %v, namespaces %v, nodes %v; want %v, %v, true", pods, nss, nodes, tc.cache, tc.cache)
+			}
+		})
 	}
 }
