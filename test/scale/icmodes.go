@@ -44,7 +44,7 @@ type ICBound struct {
 	// NodeLoss: the last zone converged, max(Lost, Taker + PodsOwn, Pods). The pods
 	// zone reroutes to the taker's moved IPs once the taker lists them SNAT-ready;
 	// alone, it waited for simulated holders instead, so its own share is its
-	// convergence minus the harness' last snat-ready write (PodsOwn).
+	// convergence minus the harness' last snat-ready write before it (PodsOwn).
 	NodeLoss, Lost, Taker, Pods, PodsOwn time.Duration
 	// PodAddP50, PodAddP99: the pods zone alone.
 	PodAddP50, PodAddP99 time.Duration
@@ -113,7 +113,7 @@ func (a ICAlone) String() string {
 	fmt.Fprintf(&b, "SCALE-IC alone bound for zones on their own nodes: node-loss last zone converged <= %v = max(holder lost %v, taker %v + the pods zone's own %v, pods zone %v) (target %v); pod-add in its zone p50 %v, p99 %v (target %v); zone controller heap <= %.1f MiB (target %d MiB at 20,000 pods); cluster manager first -> last status change %v (target %v)\n",
 		r100(bd.NodeLoss), r100(bd.Lost), r100(bd.Taker), r100(bd.PodsOwn), r100(bd.Pods), targetNodeLoss, bd.PodAddP50, bd.PodAddP99, targetPodAddP99,
 		bd.HeapMiB, targetZoneHeap, r100(bd.CMStatus), targetCMStatus)
-	b.WriteString("(the pods zone's own: its convergence alone minus the harness' last snat-ready write for the simulated holders)\n")
+	b.WriteString("(the pods zone's own: its convergence alone minus the harness' last snat-ready write for the simulated holders before it)\n")
 	return b.String()
 }
 

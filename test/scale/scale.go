@@ -164,8 +164,12 @@ const mib = 1 << 20
 func (r Result) String() string {
 	var b strings.Builder
 	fp := r.Floor
-	fmt.Fprintf(&b, "SCALE %d nodes, %d pods, %d EgressIPs (%d egress IPs), %d NB rows owned (%d policies, %d SNATs, %d address sets)\n",
-		r.Config.Nodes, r.Pods, r.EgressIPs, r.EgressIPAddrs, r.NBRows, fp.Policies, fp.NATs, fp.AddressSets)
+	rows := "" // counted by the floor
+	if len(r.FloorSeen) > 0 {
+		rows = fmt.Sprintf(" (%d policies, %d SNATs, %d address sets)", fp.Policies, fp.NATs, fp.AddressSets)
+	}
+	fmt.Fprintf(&b, "SCALE %d nodes, %d pods, %d EgressIPs (%d egress IPs), %d NB rows owned%s\n",
+		r.Config.Nodes, r.Pods, r.EgressIPs, r.EgressIPAddrs, r.NBRows, rows)
 	fmt.Fprintf(&b, "SCALE memory: master after assign: %s; master, largest seen in the run: %s; harness heap in use %.1f MiB (its own process)\n",
 		r.Master, r.MasterPeak, float64(r.HarnessHeapInuse)/mib)
 	if len(r.MasterStagePeaks) > 0 {
