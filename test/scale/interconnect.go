@@ -33,6 +33,7 @@ import (
 	"fmt"
 	"net/netip"
 	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
@@ -89,8 +90,13 @@ type ICPhase struct {
 	// Moved egress IPs (status before and after).
 	Moved int
 	// PodAdd (pod-add): per pod, from its status write with its IP returning until its
-	// zone (samplePods) converged; APIWrites: how long that write took.
+	// zone (samplePods) converged; APIWrites: how long that write took. Empty when
+	// that zone is simulated.
 	PodAdd, APIWrites []time.Duration
+	// SimPublished: from the change to the last batch of the harness' writes of
+	// the simulated zones' egress-ips-snat-ready done before the pods-only zone
+	// converged (0: none, or that zone is simulated).
+	SimPublished time.Duration
 }
 
 // ZonePhase is what one sampled zone did in a phase.
@@ -138,8 +144,12 @@ const (
 // String renders r: per phase, the cluster manager's line, one line per sampled zone and the end to end figure.
 func (r ICResult) String() string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "SCALE-IC %d nodes (one zone each), %d pods, %d EgressIPs (%d egress IPs); real zones sampled: %s (holder lost in node-loss, takes IPs in node-loss, pods only); the other %d zones simulated\n",
-		r.Config.Nodes, r.Pods, r.EgressIPs, r.EgressIPAddrs, strings.Join(r.Sample, ", "), r.Config.Nodes-len(r.Sample))
+	var sample []string
+	for _, n := range r.Sample {
+		sample = append(sample, n+" ("+sampleRole(n)+")")
+	}
+	fmt.Fprintf(&b, "SCALE-IC %d nodes (one zone each), %d pods, %d EgressIPs (%d egress IPs); real zones sampled: %s; the other %d zones simulated\n",
+		r.Config.Nodes, r.Pods, r.EgressIPs, r.EgressIPAddrs, strings.Join(sample, ", "), r.Config.Nodes-len(r.Sample))
 	fmt.Fprintf(&b, "SCALE-IC targets: node-loss last zone converged <= %v; pod-add p99 in its zone <= %v; zone controller heap at 20,000 pods <= %d MiB; cluster manager's status writes done <= %v after its decision; per-zone cost flat from 5,000 to 50,000 pods\n",
 		targetNodeLoss, targetPodAddP99, targetZoneHeap, targetCMStatus)
 	fmt.Fprintf(&b, "(converged: from the change's last API write to the zone's last NB event before it was found converged; NB txns and syncs: the zone controller's metrics; rows: owned in its NB after the phase; largest: rows one NB transaction of the phase changed; heap: go_memstats_heap_inuse_bytes after the phase, and the largest seen during it)\n")
@@ -165,6 +175,10 @@ func (r ICResult) String() string {
 		fmt.Fprintf(&b, "%-10s %-8s %s; %v status updates, %v syncs, %d egress IPs moved; heap %.1f MiB\n", p.Name, "cm", status, p.StatusUpdates, p.Syncs, p.Moved, p.CM.HeapInuse/mib)
 		switch p.Name {
 		case "pod-add":
+			if len(p.PodAdd) == 0 {
+				fmt.Fprintf(&b, "%-10s %-8s pods added one at a time on %s; not measured: its zone is simulated\n", p.Name, "e2e", cluster.NodeName(samplePods))
+				break
+			}
 			fmt.Fprintf(&b, "%-10s %-8s %d pods one at a time on %s, status with IP written -> its zone converged: p50 %v, p99 %v (target %v), max %v (the status write itself: p50 %v); slowest: %s\n",
 				p.Name, "e2e", len(p.PodAdd), cluster.NodeName(samplePods), pct(p.PodAdd, 50), pct(p.PodAdd, 99), targetPodAddP99, pct(p.PodAdd, 100), pct(p.APIWrites, 50), slowest(p.PodAdd, 3))
 		case "node-loss":
@@ -178,6 +192,19 @@ func (r ICResult) String() string {
 	}
 	fmt.Fprintf(&b, "SCALE-IC cluster manager, largest heap seen in the run: %.1f MiB; zone controllers' target %d MiB at 20,000 pods\n", r.CMPeak.HeapInuse/mib, targetZoneHeap)
 	return b.String()
+}
+
+// sampleRole is what the sampled zone of node does in the run ("" for another node).
+func sampleRole(node string) string {
+	switch node {
+	case cluster.NodeName(sampleLost):
+		return "holder lost in node-loss"
+	case cluster.NodeName(sampleTaker):
+		return "takes IPs in node-loss"
+	case cluster.NodeName(samplePods):
+		return "pods only"
+	}
+	return ""
 }
 
 // slowest renders the n largest of ds with their 0-based positions ("#12 91ms").
@@ -239,6 +266,7 @@ type icHarness struct {
 
 	pubMu     sync.Mutex
 	published map[string]string // simulated node -> its snat-ready as last written
+	pubTimes  []time.Time       // when each batch of those writes was done
 }
 
 // RunInterconnect lays out cfg in the interconnect layout and runs the phases:
@@ -348,7 +376,14 @@ func startIC(t testing.TB, cfg Config) (*icHarness, context.Context) {
 			delete(n.Labels, annotations.EgressAssignableLabel)
 		}
 	}
-	for _, idx := range []int{sampleLost, sampleTaker, samplePods} {
+	realZones := cfg.RealZones
+	if realZones == nil {
+		realZones = []int{sampleLost, sampleTaker, samplePods}
+	}
+	for _, idx := range realZones {
+		if idx < sampleLost || idx > samplePods {
+			t.Fatalf("scale-ic: real zone %d: not a sampled zone (%d..%d)", idx, sampleLost, samplePods)
+		}
 		z := &zoneWatch{node: h.nodes[idx-1], nbs: nbserver.Start(t)}
 		if err := cluster.WriteNBTopology(ctx, z.nbs.Addr, []cluster.NodeAddrs{z.node}, gwmode.Shared); err != nil {
 			t.Fatal(err)
@@ -699,6 +734,9 @@ func (ic *icHarness) publisher(ctx context.Context) {
 		if err := g.Wait(); err != nil && ctx.Err() == nil {
 			ic.t.Errorf("scale-ic: %v", err)
 		}
+		ic.pubMu.Lock()
+		ic.pubTimes = append(ic.pubTimes, time.Now())
+		ic.pubMu.Unlock()
 	}
 }
 
@@ -874,15 +912,56 @@ func (ic *icHarness) finish(ctx context.Context, p *ICPhase, m icMark, start tim
 	}
 }
 
+// profile, when SCALE_IC_PROFILE_DIR names a directory, starts every process'
+// CPU profile over the phase's first SCALE_CPU_PROFILE_SECONDS (default 3) and
+// returns what saves their heap profiles (after a GC) at the phase's end: files
+// <phase>-<process>.cpu and .heap there (a diagnosis, not a measurement: the
+// profiles cost the processes some CPU).
+func (ic *icHarness) profile(ctx context.Context, name string) func() {
+	dir := os.Getenv("SCALE_IC_PROFILE_DIR")
+	if dir == "" {
+		return func() {}
+	}
+	d := 3 * time.Second
+	if v, err := time.ParseDuration(os.Getenv("SCALE_CPU_PROFILE_SECONDS") + "s"); err == nil && v >= time.Second {
+		d = v
+	}
+	names := []string{"cm"}
+	for _, z := range ic.zones {
+		names = append(names, z.node.Name)
+	}
+	for i, p := range ic.procs() {
+		p.cpuProfile(ctx, ic.t, d, filepath.Join(dir, name+"-"+names[i]+".cpu"))
+	}
+	return func() {
+		for i, p := range ic.procs() {
+			if err := p.saveHeapProfile(ctx, filepath.Join(dir, name+"-"+names[i]+".heap")); err != nil {
+				ic.t.Logf("scale-ic: heap profile of %s: %v", names[i], err)
+			}
+		}
+	}
+}
+
 // phase runs change and measures until every sampled zone converged.
 func (ic *icHarness) phase(ctx context.Context, name string, change func()) ICPhase {
 	ic.t.Helper()
 	m := ic.mark(ctx, name)
+	heapProfiles := ic.profile(ctx, name)
 	change()
 	start := time.Now()
 	at := ic.waitZones(ctx, name)
 	p := ICPhase{Name: name}
 	ic.finish(ctx, &p, m, start, at)
+	heapProfiles()
+	if zi := slices.IndexFunc(ic.zones, func(z *zoneWatch) bool { return z.node.Index == samplePods }); zi >= 0 {
+		ic.pubMu.Lock()
+		for _, t := range ic.pubTimes {
+			if t.After(start) && !t.After(at[zi]) {
+				p.SimPublished = max(p.SimPublished, t.Sub(start))
+			}
+		}
+		ic.pubMu.Unlock()
+	}
 	return p
 }
 
@@ -892,6 +971,7 @@ func (ic *icHarness) podAdd(ctx context.Context) ICPhase {
 	ic.t.Helper()
 	p := ICPhase{Name: "pod-add"}
 	m := ic.mark(ctx, p.Name)
+	defer ic.profile(ctx, p.Name)()
 	zi := slices.IndexFunc(ic.zones, func(z *zoneWatch) bool { return z.node.Index == samplePods })
 	for i := 0; i < ic.cfg.AddPods; i++ {
 		s, ok := ic.freshSlotOn(samplePods - 1)
@@ -904,8 +984,10 @@ func (ic *icHarness) podAdd(ctx context.Context) ICPhase {
 			ic.t.Fatalf("scale-ic: pod-add: %v", err)
 		}
 		at := ic.waitZones(ctx, p.Name)
-		p.PodAdd = append(p.PodAdd, max(0, at[zi].Sub(ipSet)))
-		p.APIWrites = append(p.APIWrites, write)
+		if zi >= 0 { // else that zone is simulated: the real ones only see the pod
+			p.PodAdd = append(p.PodAdd, max(0, at[zi].Sub(ipSet)))
+			p.APIWrites = append(p.APIWrites, write)
+		}
 	}
 	ic.finish(ctx, &p, m, m.at, nil)
 	return p

@@ -8,7 +8,11 @@ import (
 	"github.com/ovn-egressip/ovn-egressip/test/cluster"
 )
 
-var benchICAddPods = flag.Int("scale.ic-add-pods", 50, "BenchmarkScaleInterconnect: pods added one at a time on the pods-only sampled zone's node (its subnet holds 251 pods)")
+var (
+	benchICAddPods = flag.Int("scale.ic-add-pods", 50, "BenchmarkScaleInterconnect: pods added one at a time on the pods-only sampled zone's node (its subnet holds 251 pods)")
+	benchICAlone   = flag.Bool("scale.ic-alone", false, "BenchmarkScaleInterconnect: then run the phases once per sampled zone, that zone the only real one, and print each zone's figures alone and the bound they imply (three more runs)")
+	benchICCentral = flag.Bool("scale.ic-centralized", false, "BenchmarkScaleInterconnect: then run make scale's centralized master at the same sizes (no floor) and print its figures beside (one more run)")
+)
 
 // TestScaleInterconnectSmall runs every interconnect phase at a small size (in
 // CI): 12 nodes (3 real zones), 12 EgressIPs with 2 egress IPs each, 120 pods; 2
@@ -84,31 +88,64 @@ func TestScaleInterconnectSmall(t *testing.T) {
 //
 //	make scale-ic                                                                    (5,000 pods)
 //	make scale-ic SCALE_FLAGS='-scale.namespaces=200 -scale.pods-per-namespace=100'  (20,000 pods)
+//
+// -scale.ic-alone adds three runs, each with one real sampled zone, and prints
+// their figures and the bound they imply for zones on their own nodes;
+// -scale.ic-centralized adds a run of the centralized master (make scale) at the
+// same sizes and prints it beside.
 func BenchmarkScaleInterconnect(b *testing.B) {
-	for i := 0; i < b.N; i++ {
-		cfg := benchConfig()
-		cfg.AddPods = *benchICAddPods
-		res := RunInterconnect(b, cfg)
+	cfg := benchConfig()
+	cfg.AddPods = *benchICAddPods
+	// Each run is a sub-benchmark: its environment (API server, NB servers,
+	// processes) stops before the next run starts.
+	var res ICResult
+	b.Run("zones", func(b *testing.B) {
+		res = RunInterconnect(b, cfg)
 		// Printed, not logged: go test cuts a benchmark's log after a few lines.
 		fmt.Print(res.String())
-		for _, p := range res.Phases {
-			if p.Name != "no-op" && p.Name != "pod-add" {
-				b.ReportMetric(p.EndToEnd.Seconds()*1000, p.Name+"-e2e-ms")
-			}
+		reportIC(b, res)
+	})
+	if *benchICAlone {
+		var alone ICAlone
+		for _, idx := range []int{sampleLost, sampleTaker, samplePods} {
+			b.Run("alone-"+cluster.NodeName(idx), func(b *testing.B) {
+				c := cfg
+				c.RealZones = []int{idx}
+				alone.Runs = append(alone.Runs, RunInterconnect(b, c))
+			})
 		}
-		loss := res.Phase("node-loss")
-		b.ReportMetric((loss.StatusLast-loss.StatusFirst).Seconds()*1000, "node-loss-cm-status-ms")
-		if add := res.Phase("pod-add"); len(add.PodAdd) > 0 {
-			b.ReportMetric(pct(add.PodAdd, 50).Seconds()*1000, "pod-add-p50-ms")
-			b.ReportMetric(pct(add.PodAdd, 99).Seconds()*1000, "pod-add-p99-ms")
-		}
-		var heap float64
-		for _, p := range res.Phases {
-			for _, z := range p.Zones {
-				heap = max(heap, z.Peak.HeapInuse, z.Mem.HeapInuse)
-			}
-		}
-		b.ReportMetric(heap/mib, "zone-peak-heap-inuse-MiB")
-		b.ReportMetric(res.CMPeak.HeapInuse/mib, "cm-peak-heap-inuse-MiB")
+		fmt.Print(alone.String())
 	}
+	if *benchICCentral {
+		b.Run("centralized", func(b *testing.B) {
+			c := cfg
+			c.FloorRuns = -1
+			cres := Run(b, c)
+			fmt.Print("SCALE-IC centralized: make scale's master (one NB for every node) on the same sizes, its own run after this one\n" + cres.String())
+			fmt.Print(centralizedLine(res, cres))
+		})
+	}
+}
+
+// reportIC reports the run's figures as benchmark metrics.
+func reportIC(b *testing.B, res ICResult) {
+	for _, p := range res.Phases {
+		if p.Name != "no-op" && p.Name != "pod-add" {
+			b.ReportMetric(p.EndToEnd.Seconds()*1000, p.Name+"-e2e-ms")
+		}
+	}
+	loss := res.Phase("node-loss")
+	b.ReportMetric((loss.StatusLast-loss.StatusFirst).Seconds()*1000, "node-loss-cm-status-ms")
+	if add := res.Phase("pod-add"); len(add.PodAdd) > 0 {
+		b.ReportMetric(pct(add.PodAdd, 50).Seconds()*1000, "pod-add-p50-ms")
+		b.ReportMetric(pct(add.PodAdd, 99).Seconds()*1000, "pod-add-p99-ms")
+	}
+	var heap float64
+	for _, p := range res.Phases {
+		for _, z := range p.Zones {
+			heap = max(heap, z.Peak.HeapInuse, z.Mem.HeapInuse)
+		}
+	}
+	b.ReportMetric(heap/mib, "zone-peak-heap-inuse-MiB")
+	b.ReportMetric(res.CMPeak.HeapInuse/mib, "cm-peak-heap-inuse-MiB")
 }

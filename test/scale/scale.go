@@ -66,12 +66,15 @@ type Config struct {
 	LostNodes int
 	// ChurnPods are deleted and as many created (same namespaces) in the pod-churn phase.
 	ChurnPods int
-	// FloorRuns is how many times the raw floor is measured (0 = 3; the median is compared).
+	// FloorRuns is how many times the raw floor is measured (0 = 3, negative = none; the median is compared).
 	FloorRuns int
 	// Ovnkube is the ovnkube binary to run as the master ("" = build this checkout's).
 	Ovnkube string
 	// Timeout bounds each phase (default 5 min).
 	Timeout time.Duration
+	// RealZones (interconnect layout) are the sampled zones run for real, by node
+	// index (sampleLost, sampleTaker, samplePods); the others are simulated. Nil: all three.
+	RealZones []int
 }
 
 // Phase is what one phase measured.
@@ -162,8 +165,12 @@ const mib = 1 << 20
 func (r Result) String() string {
 	var b strings.Builder
 	fp := r.Floor
-	fmt.Fprintf(&b, "SCALE %d nodes, %d pods, %d EgressIPs (%d egress IPs), %d NB rows owned (%d policies, %d SNATs, %d address sets)\n",
-		r.Config.Nodes, r.Pods, r.EgressIPs, r.EgressIPAddrs, r.NBRows, fp.Policies, fp.NATs, fp.AddressSets)
+	rows := "" // counted by the floor
+	if len(r.FloorSeen) > 0 {
+		rows = fmt.Sprintf(" (%d policies, %d SNATs, %d address sets)", fp.Policies, fp.NATs, fp.AddressSets)
+	}
+	fmt.Fprintf(&b, "SCALE %d nodes, %d pods, %d EgressIPs (%d egress IPs), %d NB rows owned%s\n",
+		r.Config.Nodes, r.Pods, r.EgressIPs, r.EgressIPAddrs, r.NBRows, rows)
 	fmt.Fprintf(&b, "SCALE memory: master after assign: %s; master, largest seen in the run: %s; harness heap in use %.1f MiB (its own process)\n",
 		r.Master, r.MasterPeak, float64(r.HarnessHeapInuse)/mib)
 	if len(r.MasterStagePeaks) > 0 {
@@ -191,17 +198,19 @@ func (r Result) String() string {
 		}
 		fmt.Fprintf(&b, "SCALE %-10s %v\n", "", p.CPU)
 	}
-	var runs []string
-	for _, d := range r.FloorSeen {
-		runs = append(runs, d.Round(time.Millisecond).String())
+	if len(r.FloorSeen) > 0 {
+		var runs []string
+		for _, d := range r.FloorSeen {
+			runs = append(runs, d.Round(time.Millisecond).String())
+		}
+		ratio := "n/a"
+		if fp.Seen > 0 {
+			ratio = fmt.Sprintf("%.2f", float64(r.Phase("assign").Converged)/float64(fp.Seen))
+		}
+		fmt.Fprintf(&b, "SCALE %-10s the assign phase's %d rows by plain libovsdb in ONE transaction (%d ops) into a fresh NB: ops built in %v, committed after %v, all in an NB monitor after %v (machine CPU meanwhile %v; median of runs %s); assign / floor = %s\n",
+			"floor", fp.Policies+fp.NATs+fp.AddressSets, fp.Ops, fp.Build.Round(time.Millisecond), fp.Commit.Round(time.Millisecond),
+			fp.Seen.Round(time.Millisecond), fp.Machine.Round(10*time.Millisecond), strings.Join(runs, " "), ratio)
 	}
-	ratio := "n/a"
-	if fp.Seen > 0 {
-		ratio = fmt.Sprintf("%.2f", float64(r.Phase("assign").Converged)/float64(fp.Seen))
-	}
-	fmt.Fprintf(&b, "SCALE %-10s the assign phase's %d rows by plain libovsdb in ONE transaction (%d ops) into a fresh NB: ops built in %v, committed after %v, all in an NB monitor after %v (machine CPU meanwhile %v; median of runs %s); assign / floor = %s\n",
-		"floor", fp.Policies+fp.NATs+fp.AddressSets, fp.Ops, fp.Build.Round(time.Millisecond), fp.Commit.Round(time.Millisecond),
-		fp.Seen.Round(time.Millisecond), fp.Machine.Round(10*time.Millisecond), strings.Join(runs, " "), ratio)
 	if mf := r.MoveFloor; mf.Seen > 0 {
 		var runs []string
 		for _, d := range r.MoveFloorSeen {
@@ -346,10 +355,12 @@ func Run(t testing.TB, cfg Config) Result {
 		res.FloorSeen = append(res.FloorSeen, f.Seen)
 		res.MoveFloorSeen = append(res.MoveFloorSeen, f.Move.Seen)
 	}
-	sort.Slice(floors, func(i, j int) bool { return floors[i].Move.Seen < floors[j].Move.Seen })
-	res.MoveFloor = floors[len(floors)/2].Move
-	sort.Slice(floors, func(i, j int) bool { return floors[i].Seen < floors[j].Seen })
-	res.Floor = floors[len(floors)/2]
+	if len(floors) > 0 {
+		sort.Slice(floors, func(i, j int) bool { return floors[i].Move.Seen < floors[j].Move.Seen })
+		res.MoveFloor = floors[len(floors)/2].Move
+		sort.Slice(floors, func(i, j int) bool { return floors[i].Seen < floors[j].Seen })
+		res.Floor = floors[len(floors)/2]
+	}
 	res.DroppedEvents = h.nb.drops.Load()
 	res.MasterPeak = h.master.peak()
 	res.MasterStagePeaks = h.master.peaksByStage()

@@ -41,7 +41,7 @@ type controller struct {
 	eips       eiplisters.EgressIPLister
 	nodes      corelisters.NodeLister
 	namespaces corelisters.NamespaceLister
-	pods       corelisters.PodLister
+	pods       podStore
 	synced     []cache.InformerSynced
 
 	queue workqueue.TypedRateLimitingInterface[string]
@@ -104,29 +104,21 @@ func newController(s settings, nb nbClient, m *metrics, kubeInf informers.Shared
 	c.compiler = selection.NewCompiler()
 	eipInformer := eipInf.K8s().V1().EgressIPs()
 	nodeInformer := kubeInf.Core().V1().Nodes()
-	nsInformer := kubeInf.Core().V1().Namespaces()
-	podInformer := kubeInf.Core().V1().Pods()
-	if err := podInformer.Informer().SetTransform(selection.TrimPod); err != nil {
-		return nil, err
-	}
-	c.eips, c.nodes, c.namespaces, c.pods = eipInformer.Lister(), nodeInformer.Lister(), nsInformer.Lister(), podInformer.Lister()
-
-	handlers := []struct {
-		inf     cache.SharedIndexInformer
-		changed func(old, new any) bool
-		mark    func(key string) // records what changed (nil: read whole at every sync)
-		batch   time.Duration    // how long the sync waits for more events of this kind
-	}{
+	c.eips, c.nodes = eipInformer.Lister(), nodeInformer.Lister()
+	handlers := []informerHandler{
 		{eipInformer.Informer(), c.eipChanged, nil, 0},
 		// Node changes come in bursts (a drain, a rollout, several nodes unlabelled
 		// by one command) and each moves every egress IP of its node: one sync for
 		// the burst moves them all in one transaction instead of one sync after the
 		// other. A failed node is found by the health check, which is not delayed.
 		{nodeInformer.Informer(), nodeChanged, nil, nodeEventBatch},
-		{nsInformer.Informer(), func(old, new any) bool {
-			return !maps.Equal(old.(*corev1.Namespace).Labels, new.(*corev1.Namespace).Labels)
-		}, c.markNamespace, 0},
-		{podInformer.Informer(), selection.PodServingChanged, c.markPod, 0},
+	}
+	if !s.noNB {
+		podHandlers, err := c.podInformers(kubeInf)
+		if err != nil {
+			return nil, err
+		}
+		handlers = append(handlers, podHandlers...)
 	}
 	for _, h := range handlers {
 		changed, mark, batch := h.changed, h.mark, h.batch
@@ -156,6 +148,32 @@ func newController(s settings, nb nbClient, m *metrics, kubeInf informers.Shared
 		c.synced = append(c.synced, h.inf.HasSynced)
 	}
 	return c, nil
+}
+
+// informerHandler is how one informer's events reach the queue.
+type informerHandler struct {
+	inf     cache.SharedIndexInformer
+	changed func(old, new any) bool
+	mark    func(key string) // records what changed (nil: read whole at every sync)
+	batch   time.Duration    // how long the sync waits for more events of this kind
+}
+
+// podInformers wires the namespace and pod informers, which only planning NB rows
+// reads: the cluster manager (no NB) neither caches pods nor syncs on their events.
+func (c *controller) podInformers(kubeInf informers.SharedInformerFactory) ([]informerHandler, error) {
+	nsInformer := kubeInf.Core().V1().Namespaces()
+	podInformer := kubeInf.Core().V1().Pods()
+	if err := podInformer.Informer().SetTransform(slimPod); err != nil {
+		return nil, err
+	}
+	c.namespaces = nsInformer.Lister()
+	c.pods = podStore{idx: podInformer.Informer().GetIndexer()}
+	return []informerHandler{
+		{nsInformer.Informer(), func(old, new any) bool {
+			return !maps.Equal(old.(*corev1.Namespace).Labels, new.(*corev1.Namespace).Labels)
+		}, c.markNamespace, 0},
+		{podInformer.Informer(), podChanged, c.markPod, 0},
+	}, nil
 }
 
 // eipChanged: every EgressIP update is an event except this master's own status write (statusMemory.ownWrite).

@@ -46,23 +46,15 @@ type podCache interface {
 
 // listerCache is the informers' podCache.
 type listerCache struct {
-	pods       corelisters.PodLister
+	pods       podStore
 	namespaces corelisters.NamespaceLister
 }
 
-func (l listerCache) Pod(ns, name string) (*corev1.Pod, error) {
-	p, err := l.pods.Pods(ns).Get(name)
-	if apierrors.IsNotFound(err) {
-		return nil, nil
-	}
-	return p, err
-}
+func (l listerCache) Pod(ns, name string) (*corev1.Pod, error) { return l.pods.get(ns, name) }
 
-func (l listerCache) Pods() ([]*corev1.Pod, error) { return l.pods.List(labels.Everything()) }
+func (l listerCache) Pods() ([]*corev1.Pod, error) { return l.pods.list("") }
 
-func (l listerCache) PodsIn(ns string) ([]*corev1.Pod, error) {
-	return l.pods.Pods(ns).List(labels.Everything())
-}
+func (l listerCache) PodsIn(ns string) ([]*corev1.Pod, error) { return l.pods.list(ns) }
 
 func (l listerCache) Namespace(name string) (*corev1.Namespace, error) {
 	ns, err := l.namespaces.Get(name)

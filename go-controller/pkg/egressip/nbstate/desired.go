@@ -216,9 +216,17 @@ func Routes(in Input, e EgressIP) map[string]Route {
 			local[Family(a.IP)] = append(local[Family(a.IP)], h)
 		}
 	}
+	// The lingering holders are a fallback, read only for a family without a holder:
+	// finding them looks at every node for each IP of e (every sync, every EgressIP).
 	var lingering map[string][]Holder
+	lingeringRead := false
+	lingeringOf := func(fam string) []Holder {
+		if !lingeringRead {
+			lingering, lingeringRead = lingeringHolders(in, e), true
+		}
+		return lingering[fam]
+	}
 	if in.Zone != "" {
-		lingering = lingeringHolders(in, e)
 		if zn, ok := in.Nodes[in.Zone]; ok {
 			for _, ip := range e.IPs {
 				if !zn.LingeringEgressIPs[ip] || slices.Contains(e.Assigned, Assignment{Node: in.Zone, IP: ip}) {
@@ -244,8 +252,8 @@ func Routes(in Input, e EgressIP) map[string]Route {
 			} else if e.Strict {
 				r.Drop = true
 			}
-		case len(lingering[fam]) > 0:
-			r.Nexthops = sortedHops(lingering[fam])
+		case in.Zone != "" && len(lingeringOf(fam)) > 0:
+			r.Nexthops = sortedHops(lingeringOf(fam))
 		case e.Strict:
 			r.Drop = true
 		}

@@ -10,11 +10,12 @@ package selection
 
 import (
 	"fmt"
+	"maps"
 	"net/netip"
+	"slices"
 	"sort"
 
 	corev1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/api/equality"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 
@@ -153,13 +154,21 @@ func NewCompiler() *Compiler { return &Compiler{memo: map[string]compiled{}} }
 // Compile returns what the function Compile returns for eip, compiling only when
 // eip's selectors differ from the last ones compiled under its name.
 func (c *Compiler) Compile(eip *egressipv1.EgressIP) (Selector, error) {
-	if m, ok := c.memo[eip.Name]; ok && equality.Semantic.DeepEqual(m.namespace, eip.Spec.NamespaceSelector) &&
-		equality.Semantic.DeepEqual(m.pod, eip.Spec.PodSelector) {
+	if m, ok := c.memo[eip.Name]; ok && sameSelector(m.namespace, eip.Spec.NamespaceSelector) && sameSelector(m.pod, eip.Spec.PodSelector) {
 		return m.sel, m.err
 	}
 	sel, err := Compile(eip)
 	c.memo[eip.Name] = compiled{namespace: *eip.Spec.NamespaceSelector.DeepCopy(), pod: *eip.Spec.PodSelector.DeepCopy(), sel: sel, err: err}
 	return sel, err
+}
+
+// sameSelector is equality.Semantic.DeepEqual of two label selectors (nil and
+// empty alike), without reflection: Rank compares every EgressIP's on every sync.
+func sameSelector(a, b metav1.LabelSelector) bool {
+	return maps.Equal(a.MatchLabels, b.MatchLabels) && slices.EqualFunc(a.MatchExpressions, b.MatchExpressions,
+		func(x, y metav1.LabelSelectorRequirement) bool {
+			return x.Key == y.Key && x.Operator == y.Operator && slices.Equal(x.Values, y.Values)
+		})
 }
 
 // Rank returns what the function Rank returns for eips, compiling through c

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	egressipv1 "github.com/ovn-egressip/ovn-egressip/go-controller/pkg/crd/egressip/v1"
@@ -205,5 +206,30 @@ func TestCompilerFollowsSelectorChanges(t *testing.T) {
 	c.Rank([]*egressipv1.EgressIP{b})
 	if _, ok := c.memo["a"]; ok || len(c.memo) != 1 {
 		t.Fatalf("memory after a is gone: %v", c.memo)
+	}
+}
+
+// TestSameSelector: the Compiler's comparison is equality.Semantic's: nil and
+// empty alike, any other difference counts.
+func TestSameSelector(t *testing.T) {
+	req := func(op metav1.LabelSelectorOperator, vals ...string) metav1.LabelSelectorRequirement {
+		return metav1.LabelSelectorRequirement{Key: "k", Operator: op, Values: vals}
+	}
+	base := metav1.LabelSelector{MatchLabels: map[string]string{"a": "1"}, MatchExpressions: []metav1.LabelSelectorRequirement{req(metav1.LabelSelectorOpIn, "x")}}
+	for _, tc := range []struct {
+		a, b metav1.LabelSelector
+		want bool
+	}{
+		{metav1.LabelSelector{}, metav1.LabelSelector{MatchLabels: map[string]string{}, MatchExpressions: []metav1.LabelSelectorRequirement{}}, true},
+		{base, *base.DeepCopy(), true},
+		{base, metav1.LabelSelector{MatchLabels: map[string]string{"a": "2"}, MatchExpressions: base.MatchExpressions}, false},
+		{base, metav1.LabelSelector{MatchLabels: base.MatchLabels, MatchExpressions: []metav1.LabelSelectorRequirement{req(metav1.LabelSelectorOpNotIn, "x")}}, false},
+		{base, metav1.LabelSelector{MatchLabels: base.MatchLabels, MatchExpressions: []metav1.LabelSelectorRequirement{req(metav1.LabelSelectorOpIn, "x", "y")}}, false},
+		{metav1.LabelSelector{MatchExpressions: []metav1.LabelSelectorRequirement{req(metav1.LabelSelectorOpExists)}},
+			metav1.LabelSelector{MatchExpressions: []metav1.LabelSelectorRequirement{req(metav1.LabelSelectorOpExists, []string{}...)}}, true},
+	} {
+		if got := sameSelector(tc.a, tc.b); got != tc.want || got != equality.Semantic.DeepEqual(tc.a, tc.b) {
+			t.Errorf("sameSelector(%v, %v) = %v; want %v (equality.Semantic)", tc.a, tc.b, got, tc.want)
+		}
 	}
 }
