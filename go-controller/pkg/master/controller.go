@@ -113,7 +113,7 @@ func newController(s settings, nb nbClient, m *metrics, kubeInf informers.Shared
 		// other. A failed node is found by the health check, which is not delayed.
 		{nodeInformer.Informer(), nodeChanged, nil, nodeEventBatch},
 	}
-	if !s.noNB {
+	if s.Role != RoleClusterManager { // the cluster manager writes no rows: it reads no pod or namespace
 		podHandlers, err := c.podInformers(kubeInf)
 		if err != nil {
 			return nil, err
