@@ -19,17 +19,7 @@ func TestInterconnectZoneNBDown(t *testing.T) {
 	}
 	ic := newICEnv(t, gwmode.Shared)
 	cm := ic.cm
-	cm.create(icNode(1, true))
-	cm.create(icNode(2, true))
-	cm.create(icNode(3, false))
-	cm.create(namespace("prod", prodNS))
-	cm.create(icPod("prod", "web1", "10.244.1.5", "node1", web))
-	cm.create(icPod("prod", "web2", "10.244.3.6", "node3", web))
-	ic.startCM()
-	const linger = 500 * time.Millisecond
-	for _, name := range []string{"node1", "node2", "node3"} {
-		ic.startZone(name, linger)
-	}
+	ic.startWebPods(500 * time.Millisecond)
 	cm.create(egressIP("eip-prod", 0, []string{"172.18.0.33"}, prodNS, web))
 	cm.expectStatus("eip-prod", "172.18.0.33@node1")
 	z1, z2, z3 := ic.zones["node1"], ic.zones["node2"], ic.zones["node3"]

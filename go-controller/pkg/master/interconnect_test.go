@@ -68,6 +68,25 @@ func icPod(ns, name, ip, node string, labels map[string]string) *corev1.Pod {
 	return p
 }
 
+// startWebPods creates node1 and node2 (egress-assignable) and node3, namespace prod with web1 on node1 (10.244.1.5),
+// web2 on node3 (10.244.3.6) and extra, then starts the cluster manager and the three zone controllers.
+func (ic *icEnv) startWebPods(linger time.Duration, extra ...*corev1.Pod) {
+	cm := ic.cm
+	cm.create(icNode(1, true))
+	cm.create(icNode(2, true))
+	cm.create(icNode(3, false))
+	cm.create(namespace("prod", prodNS))
+	cm.create(icPod("prod", "web1", "10.244.1.5", "node1", web))
+	cm.create(icPod("prod", "web2", "10.244.3.6", "node3", web))
+	for _, p := range extra {
+		cm.create(p)
+	}
+	ic.startCM()
+	for _, name := range []string{"node1", "node2", "node3"} {
+		ic.startZone(name, linger)
+	}
+}
+
 // annotation reads one annotation of a Node.
 func (ic *icEnv) annotation(node, key string) string {
 	n, err := ic.cm.kube.CoreV1().Nodes().Get(context.Background(), node, metav1.GetOptions{})
@@ -89,18 +108,8 @@ func TestInterconnect(t *testing.T) {
 	}
 	ic := newICEnv(t, gwmode.Shared)
 	cm := ic.cm
-	cm.create(icNode(1, true))
-	cm.create(icNode(2, true))
-	cm.create(icNode(3, false))
-	cm.create(namespace("prod", prodNS))
-	cm.create(icPod("prod", "web1", "10.244.1.5", "node1", web))
-	cm.create(icPod("prod", "web2", "10.244.3.6", "node3", web))
-	cm.create(icPod("prod", "db", "10.244.2.7", "node2", map[string]string{"app": "db"}))
-	ic.startCM()
 	const linger = 1500 * time.Millisecond
-	for _, name := range []string{"node1", "node2", "node3"} {
-		ic.startZone(name, linger)
-	}
+	ic.startWebPods(linger, icPod("prod", "db", "10.244.2.7", "node2", map[string]string{"app": "db"}))
 
 	cm.create(egressIP("eip-prod", 0, []string{"172.18.0.33"}, prodNS, web))
 	cm.expectStatus("eip-prod", "172.18.0.33@node1")
