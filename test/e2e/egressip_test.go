@@ -100,8 +100,7 @@ func hasExactly(items []egressipv1.EgressIPStatusItem, ips []string) bool {
 // dual-stack, one EgressIP holds one IP of each family and serves both families of the same pods).
 //
 // In the interconnect layout (one OVN zone per node, a cluster manager and a zone controller per node) the same
-// cases run in IPv4 and dual-stack clusters, both modes (explain reading every zone's NB; cases 9-11 with
-// E2E_MATRIX=full).
+// cases run in IPv4 and dual-stack clusters, both modes (explain reading every zone's NB).
 func TestEgressIP(t *testing.T) {
 	for _, layout := range e2eLayouts() {
 		fams := []string{cluster.FamilyIPv4, cluster.FamilyIPv6, cluster.FamilyDual}
@@ -359,14 +358,7 @@ func runEgressIPCases(t *testing.T, layout string, mode gwmode.Mode, family stri
 		}
 	})
 
-	if e.interconnect() && os.Getenv("E2E_MATRIX") != "full" {
-		// They passed in interconnect runs of their own (E2E_LAYOUTS=interconnect), but case 9 failed in CI's full
-		// sequence after its zone controller restart, without a message; until that is understood they run with
-		// make test-matrix only.
-		t.Log("cases 9-11 in the interconnect layout run with E2E_MATRIX=full (make test-matrix)")
-	} else {
-		runOperatorCases(t, e, mode)
-	}
+	runOperatorCases(t, e, mode)
 
 	t.Run("12-a-node-cannot-pull-egress-ips-to-itself", func(t *testing.T) {
 		e.t = t

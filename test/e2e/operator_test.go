@@ -68,6 +68,37 @@ func (e *env) explainText(args ...string) string {
 	return string(out)
 }
 
+// servedByOneHolder lists what an explain report of an EgressIP with one IP, serving only pod, says that is not so:
+// the IP held, the pod served and Ready computed True. Each item names the field and its value (the report's pointer
+// fields printed with %+v are addresses, which say nothing).
+func servedByOneHolder(r master.EgressIPReport, pod string) []string {
+	var bad []string
+	if len(r.IPs) != 1 || r.IPs[0].Holder == "" {
+		bad = append(bad, fmt.Sprintf("ips %+v, want one with a holder", r.IPs))
+	}
+	if len(r.Served) != 1 || r.Served[0].Pod != pod {
+		bad = append(bad, fmt.Sprintf("served %+v, want only %s", r.Served, pod))
+	}
+	switch {
+	case r.Computed == nil:
+		bad = append(bad, "no computed Ready")
+	case r.Computed.Status != metav1.ConditionTrue:
+		bad = append(bad, fmt.Sprintf("computed Ready %s (%s: %s)", r.Computed.Status, r.Computed.Reason, r.Computed.Message))
+	}
+	return bad
+}
+
+// nbDiff says how an explain report's NB rows differ from what they should be ("" when as desired).
+func nbDiff(r master.EgressIPReport) string {
+	switch {
+	case r.NB == nil:
+		return "no nb report"
+	case len(r.NB.Missing)+len(r.NB.Extra) != 0:
+		return fmt.Sprintf("nb missing %q, extra %q", r.NB.Missing, r.NB.Extra)
+	}
+	return ""
+}
+
 func (e *env) podIP(ns, name string) netip.Addr {
 	e.t.Helper()
 	p, err := e.c.Client().CoreV1().Pods(ns).Get(context.Background(), name, metav1.GetOptions{})
@@ -162,10 +193,28 @@ func runOperatorCases(t *testing.T, e *env, mode gwmode.Mode) {
 		t.Logf("kubectl get eip:\n%s", e.kubectl("", "get", "eip"))
 
 		var r master.EgressIPReport
-		e.explain(&r, "second")
-		if len(r.IPs) != 1 || r.IPs[0].Holder == "" || len(r.Served) != 1 || r.Served[0].Pod != "prod/db1" ||
-			len(r.NB.Missing)+len(r.NB.Extra) != 0 || r.Computed.Status != metav1.ConditionTrue {
-			t.Errorf("explain second: %+v", r)
+		report := e.explain(&r, "second")
+		if bad := servedByOneHolder(r, "prod/db1"); len(bad) > 0 {
+			t.Errorf("explain second, once Ready: %s\n%s", strings.Join(bad, "; "), report)
+		}
+		// Its rows as desired in every zone. In the interconnect layout in shared gateway mode a zone whose node
+		// released an egress IP keeps serving that IP, for any EgressIP that asks for it, for the release linger and
+		// then 2 s more after it stops listing it (docs/interconnect.md, "Moves across zones"). Those last 2 s are the
+		// zone's own clock, which explain cannot read: it shows such rows as extra meanwhile. eipB was prod's, on
+		// another node, in case 2, a few seconds ago: the comparison settles within the linger and those 2 s.
+		if diff := nbDiff(r); diff != "" {
+			t.Logf("explain second, once Ready: %s; waiting for it to settle", diff)
+			start := time.Now()
+			if waitfor.Until(context.Background(), 10*time.Second, 200*time.Millisecond, func() (bool, error) {
+				report = e.explain(&r, "second")
+				diff = nbDiff(r)
+				return diff == "", nil
+			}) != nil {
+				t.Errorf("explain second, 10s after Ready: %s\n%s", diff, report)
+				e.explainText("second")
+			} else {
+				t.Logf("explain second: rows as desired in every zone %s later", time.Since(start).Round(time.Millisecond))
+			}
 		}
 		servedOther := map[string]string{}
 		for _, p := range r.ServedOther {
@@ -220,6 +269,12 @@ func runOperatorCases(t *testing.T, e *env, mode gwmode.Mode) {
 			stopWriter, startWriter = func() { e.stopNode("node1", syscall.SIGTERM) }, func() { e.startNode("node1") }
 		}
 		stopWriter()
+		writerDown := true
+		defer func() {
+			if writerDown { // this case failed meanwhile: the cases after it need the writer
+				startWriter()
+			}
+		}()
 		dbIP := e.podIP("prod", "db1").String()
 		out, err := exec.Command("ovn-nbctl", "--db="+nb, "--no-leader-only", "--bare", "--columns=_uuid", "find",
 			"Logical_Router_Policy", `external_ids:"k8s.ovn.org/pod"="prod/db1"`).CombinedOutput()
@@ -243,6 +298,7 @@ func runOperatorCases(t *testing.T, e *env, mode gwmode.Mode) {
 		}
 		e.explainText("second")
 		startWriter()
+		writerDown = false
 		e.eventually("prod", "db1", egressB)
 		e.explain(&r, "second")
 		if len(r.NB.Missing) != 0 {
