@@ -41,15 +41,18 @@ func TestLingerFallbackAcrossMasterRestart(t *testing.T) {
 	inLingerLayouts(t, func(t *testing.T, layout string) { lingerAcrossRestart(t, layout, false) })
 }
 
-// TestLingerReusedPodIP: EgressIPs prod (eipA) and dev (eipB), both pinned to node2 by their nodeSelector; prod
-// serves web1 on node1. prod's IP moves to node3 (its nodeSelector edited), so node2 keeps web1's rule to eipA for
-// its release linger. Within that linger web1 is deleted and a new pod object of namespace dev is given its IP
-// (cluster.PodSpec.IP); dev serves it through node2. Then node2 is unlabelled: dev's IP has nowhere to go and lingers
-// on node2 beside prod's, so node2 keeps two released rule sets for one pod IP while OVN reroutes the new pod there.
-// The new pod is probed every 50 ms from its start, across both lingers and past their ends: none of its requests
-// may leave with prod's eipA (of two released rule sets for one pod IP, the node keeps those of the pod object owning
-// the IP now: docs/egressip.md, "Host side"). eipA sorts before eipB: a node that picks by egress IP alone keeps
-// the deleted pod's rule.
+// TestLingerReusedPodIP: EgressIPs prod (eipA) and dev (eipB), both pinned to node2 (the one egress-assignable node)
+// by their nodeSelector; prod serves web1 on node1. prod's IP moves off node2 (its nodeSelector edited to name node3,
+// which may not hold egress IPs), so node2 keeps web1's rule to eipA for its release linger. Within that linger web1
+// is deleted and a new pod object of namespace dev is given its IP (cluster.PodSpec.IP); dev serves it through node2.
+// Then node2 is unlabelled: dev's IP has nowhere to go and lingers on node2 beside prod's, so node2 keeps two
+// released rule sets for one pod IP while OVN reroutes the new pod there. The new pod is probed every 50 ms from its
+// start, across both lingers and past their ends: none of its requests may leave with prod's eipA (of two released
+// rule sets for one pod IP, the node keeps those of the pod object owning the IP now: docs/egressip.md, "Host
+// side"). eipA sorts before eipB: a node that picks by egress IP alone keeps the deleted pod's rule.
+// prod's IP goes to no node rather than to node3 so that such a request is seen: the external host keeps reaching
+// eipA at node2, where the connection's SNAT is; had a new holder announced eipA, the server's answer would go there
+// and the request would fail instead (the guard drops it).
 func TestLingerReusedPodIP(t *testing.T) {
 	inLingerLayouts(t, lingerReusedPodIP)
 }
@@ -191,6 +194,7 @@ func checkLingerFallback(t *testing.T, e *env, layout string, r lingerRun) {
 		len(early), otherSources(early, r.start, r.egress), len(wrong), otherSources(wrong, r.start, r.egress))
 	fmt.Print(line)
 	recordResult(t, line)
+	t.Logf("failed requests: %s", failedSpan(r.probes, r.start))
 	if ok == 0 {
 		t.Fatalf("no request reached the echo server with %s: the probes saw nothing", r.egress)
 	}
@@ -248,6 +252,20 @@ spec:
 `, name, ip, ns, node)
 }
 
+// failedSpan says when, relative to start, the failed probes were sent: the first and the last ("none" if none).
+func failedSpan(probes []probe, start time.Time) string {
+	var at []time.Duration
+	for _, pr := range probes {
+		if pr.err != nil {
+			at = append(at, pr.at.Sub(start).Round(time.Millisecond))
+		}
+	}
+	if len(at) == 0 {
+		return "none"
+	}
+	return fmt.Sprintf("%d from +%s to +%s", len(at), at[0], at[len(at)-1])
+}
+
 // probesWith are the probes that reached the echo server with a source keep accepts.
 func probesWith(probes []probe, keep func(netip.Addr) bool) []probe {
 	var out []probe
@@ -264,8 +282,8 @@ func lingerReusedPodIP(t *testing.T, layout string) {
 	old := e.prodWithWeb1()
 	e.kubectl("", "create", "namespace", "dev")
 	e.kubectl("", "label", "namespace", "dev", "env=dev")
-	e.labelAllAssignable()
 	on, to := e.assignable[0], e.assignable[1]
+	e.labelAssignable(on, true)
 	first, second := eipA[4], eipB[4]
 	firstAddr, secondAddr := netip.MustParseAddr(first), netip.MustParseAddr(second)
 	e.kubectl(pinnedEgressIP("prod", first, "prod", on), "apply", "-f", "-")
@@ -275,8 +293,11 @@ func lingerReusedPodIP(t *testing.T, layout string) {
 	e.eventually("prod", "web1", firstAddr)
 
 	start := time.Now()
-	e.kubectl(pinnedEgressIP("prod", first, "prod", to), "apply", "-f", "-") // prod's IP moves; web1's rule lingers on node2
-	e.waitStatus("prod", first+" moved to "+to, func(it []egressipv1.EgressIPStatusItem) bool { return holder(it, first) == to })
+	e.kubectl(pinnedEgressIP("prod", first, "prod", to), "apply", "-f", "-") // prod's IP leaves node2; web1's rule lingers there
+	e.waitStatus("prod", first+" off "+on, func(it []egressipv1.EgressIPStatusItem) bool { return len(it) == 0 })
+	// node2 took the release in while web1 was there (its rule to eipA lingers); a daemon that sees web1 deleted
+	// first has no rule of web1's left to keep.
+	e.waitNodeAnnotation(on, annotations.EgressIPsLingering, annotations.FormatEgressIPsReady(map[netip.Addr]bool{firstAddr: true}))
 	e.deletePod("prod", "web1")
 	reused := e.createPodAt("dev", "web1", "node1", web, old.IP)
 	if reused.IP != old.IP {
@@ -314,7 +335,8 @@ func lingerReusedPodIP(t *testing.T, layout string) {
 		otherSources(withFirst, start, netip.Addr{}))
 	fmt.Print(line)
 	recordResult(t, line)
-	t.Logf("timeline: prod's IP moved at +0, dev's IP released at +%s", released.Sub(start).Round(ms))
+	t.Logf("timeline: prod's IP left node2 at +0, dev's IP at +%s; failed requests: %s", released.Sub(start).Round(ms),
+		failedSpan(probes, start))
 	if len(probesWith(probes, func(a netip.Addr) bool { return a == secondAddr })) == 0 {
 		t.Fatalf("no request of dev/web1 reached the echo server with %s: the probes saw nothing", second)
 	}
