@@ -45,11 +45,13 @@ func TestLingerFallbackAcrossMasterRestart(t *testing.T) {
 // by their nodeSelector; prod serves web1 on node1. prod's IP moves off node2 (its nodeSelector edited to name node3,
 // which may not hold egress IPs), so node2 keeps web1's rule to eipA for its release linger. Within that linger web1
 // is deleted and a new pod object of namespace dev is given its IP (cluster.PodSpec.IP); dev serves it through node2.
-// Then node2 is unlabelled: dev's IP has nowhere to go and lingers on node2 beside prod's, so node2 keeps two
-// released rule sets for one pod IP while OVN reroutes the new pod there. The new pod is probed every 50 ms from its
-// start, across both lingers and past their ends: none of its requests may leave with prod's eipA (of two released
-// rule sets for one pod IP, the node keeps those of the pod object owning the IP now: docs/egressip.md, "Host
-// side"). eipA sorts before eipB: a node that picks by egress IP alone keeps the deleted pod's rule.
+// Then node2 is unlabelled: dev's IP has nowhere to go and lingers on node2 beside prod's, while OVN reroutes the new
+// pod there. The new pod is probed every 50 ms from its start, across both lingers and past their ends: none of its
+// requests may leave with prod's eipA (docs/egressip.md, "Host side": the released rules of a deleted pod object go
+// at once, and of two released rule sets for one pod IP the node keeps those of the pod object owning the IP now).
+// eipA sorts before eipB: a node that kept web1's rule and picked by egress IP alone sent the new pod out with eipA
+// for the rest of prod's linger; one that kept web1's rule until then sent its first requests, made before the node
+// had seen the new pod, out with eipA.
 // prod's IP goes to no node rather than to node3 so that such a request is seen: the external host keeps reaching
 // eipA at node2, where the connection's SNAT is; had a new holder announced eipA, the server's answer would go there
 // and the request would fail instead (the guard drops it).
