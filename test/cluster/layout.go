@@ -243,6 +243,19 @@ func PodIP(subnet netip.Prefix, n int) (netip.Addr, bool) {
 	return nthAddr(subnet.Addr(), uint32(n)+3), true
 }
 
+// podIndex is the n for which PodIP(subnet, n) is ip; false when ip is none of subnet's pod addresses.
+func podIndex(subnet netip.Prefix, ip netip.Addr) (int, bool) {
+	for n := 0; ; n++ {
+		a, ok := PodIP(subnet, n)
+		if !ok {
+			return 0, false
+		}
+		if a == ip {
+			return n, true
+		}
+	}
+}
+
 // ovnMAC is the OVN-Kubernetes convention for logical port MACs: 0a:58 followed by the IPv4 address bytes (for an
 // IPv6 address of this plan, bytes 3, 7, 13 and 15: the network, the node index and the host part, unique per port).
 func ovnMAC(ip netip.Addr) string { return macFor(0x0a, 0x58, ip) }

@@ -136,6 +136,18 @@ func TestPodIP(t *testing.T) {
 	if _, ok := PodIP(s, 251); ok {
 		t.Error("PodIP(251) should be out of the subnet's usable range")
 	}
+	// podIndex (PodSpec.IP) inverts PodIP, and knows no other address.
+	for _, n := range []int{0, 7, 250} {
+		ip, _ := PodIP(s, n)
+		if got, ok := podIndex(s, ip); !ok || got != n {
+			t.Errorf("podIndex(%s) = %d %v, want %d", ip, got, ok, n)
+		}
+	}
+	for _, ip := range []string{"10.244.2.2", "10.244.2.254", "10.244.3.3"} {
+		if n, ok := podIndex(s, netip.MustParseAddr(ip)); ok {
+			t.Errorf("podIndex(%s) = %d, want none (not a pod address of %s)", ip, n, s)
+		}
+	}
 }
 
 func TestInterfaceNamesFitTheKernelLimit(t *testing.T) {

@@ -28,6 +28,10 @@ type PodSpec struct {
 	Name      string
 	Node      string            // node1..nodeN
 	Labels    map[string]string // pod labels
+	// IP, when set, is the pod's primary address instead of the next free one: a pod address of the node's subnet
+	// (.3 and up) that no port has, such as a deleted pod's (a new pod object given the IP of one that is gone). The
+	// other families take the same host part.
+	IP netip.Addr
 }
 
 // Pod is a created pod.
@@ -71,7 +75,7 @@ func (c *Cluster) CreatePod(ctx context.Context, spec PodSpec) (*Pod, error) {
 	if _, err := c.cs.CoreV1().Pods(spec.Namespace).Create(ctx, obj, metav1.CreateOptions{}); err != nil {
 		return nil, fmt.Errorf("create pod %s/%s: %w", spec.Namespace, spec.Name, err)
 	}
-	if err := c.plumbPod(ctx, node, pod); err != nil {
+	if err := c.plumbPod(ctx, node, pod, spec.IP); err != nil {
 		_ = c.DeletePod(context.WithoutCancel(ctx), spec.Namespace, spec.Name)
 		return nil, err
 	}
@@ -103,9 +107,9 @@ func podObject(spec PodSpec) *corev1.Pod {
 	}
 }
 
-// plumbPod wires a harness pod into OVN: its network namespace is created here.
-func (c *Cluster) plumbPod(ctx context.Context, node NodeAddrs, pod *Pod) error {
-	return c.attach(ctx, node, pod, "eth0", false)
+// plumbPod wires a harness pod into OVN: its network namespace is created here; ip is PodSpec.IP.
+func (c *Cluster) plumbPod(ctx context.Context, node NodeAddrs, pod *Pod, ip netip.Addr) error {
+	return c.attach(ctx, node, pod, "eth0", false, ip)
 }
 
 // AttachPod wires the existing network namespace netns (a name under /run/netns, e.g. a containerd sandbox's) into
@@ -120,15 +124,15 @@ func (c *Cluster) AttachPod(ctx context.Context, node, namespace, name, netns, i
 		return nil, err
 	}
 	pod := &Pod{Namespace: namespace, Name: name, Node: n.Name, Netns: netns, LSP: podLSP(namespace, name)}
-	if err := c.attach(ctx, n, pod, ifname, true); err != nil {
+	if err := c.attach(ctx, n, pod, ifname, true, netip.Addr{}); err != nil {
 		return nil, err
 	}
 	return pod, nil
 }
 
-// attach allocates the address and creates the LSP (under the cluster-wide allocation lock), then the veth into
-// pod.Netns (created unless netnsExists).
-func (c *Cluster) attach(ctx context.Context, node NodeAddrs, pod *Pod, ifname string, netnsExists bool) error {
+// attach allocates the address (want, when valid: PodSpec.IP) and creates the LSP (under the cluster-wide allocation
+// lock), then the veth into pod.Netns (created unless netnsExists).
+func (c *Cluster) attach(ctx context.Context, node NodeAddrs, pod *Pod, ifname string, netnsExists bool, want netip.Addr) error {
 	nb, err := c.nbConnFor(ctx, node.Name)
 	if err != nil {
 		return err
@@ -147,7 +151,15 @@ func (c *Cluster) attach(ctx context.Context, node NodeAddrs, pod *Pod, ifname s
 			return err
 		}
 		used := nb.usedIPs(sw)
-		for i := 0; ; i++ {
+		first := 0
+		if want.IsValid() {
+			i, ok := podIndex(node.Families[0].Subnet, want)
+			if !ok {
+				return fmt.Errorf("%s is not a pod address of node %s's subnet %s", want, node.Name, node.Families[0].Subnet)
+			}
+			first = i
+		}
+		for i := first; ; i++ {
 			pod.IPs = pod.IPs[:0]
 			free := true
 			for _, f := range node.Families {
@@ -160,6 +172,9 @@ func (c *Cluster) attach(ctx context.Context, node NodeAddrs, pod *Pod, ifname s
 			}
 			if free {
 				break
+			}
+			if want.IsValid() {
+				return fmt.Errorf("node %s: pod address %s is in use", node.Name, want)
 			}
 		}
 		pod.IP = pod.IPs[0]

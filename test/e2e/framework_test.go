@@ -477,9 +477,16 @@ func (e *env) expectSources(ns, pod string, want []netip.Addr) {
 
 func (e *env) createPod(ns, name, node string, labels map[string]string) *cluster.Pod {
 	e.t.Helper()
+	return e.createPodAt(ns, name, node, labels, netip.Addr{})
+}
+
+// createPodAt is createPod with the pod's primary address ip (cluster.PodSpec.IP: a free one, e.g. a deleted pod's);
+// an invalid ip takes the next free address.
+func (e *env) createPodAt(ns, name, node string, labels map[string]string, ip netip.Addr) *cluster.Pod {
+	e.t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	p, err := e.c.CreatePod(ctx, cluster.PodSpec{Namespace: ns, Name: name, Node: node, Labels: labels})
+	p, err := e.c.CreatePod(ctx, cluster.PodSpec{Namespace: ns, Name: name, Node: node, Labels: labels, IP: ip})
 	if err != nil {
 		e.t.Fatalf("create pod %s/%s: %v", ns, name, err)
 	}

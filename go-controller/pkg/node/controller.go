@@ -379,7 +379,7 @@ func (c *controller) syncHost(snap hostinfo.Snapshot, eips []*egressipv1.EgressI
 		c.seeded = true
 	}
 	rerouted, told := c.reroutedHere()
-	ready, err := c.p.host.Apply(c.withReleased(st, now, rerouted, told))
+	ready, err := c.p.host.Apply(c.withReleased(st, now, rerouted, told, hostegress.LivePods(pods)))
 	if err != nil {
 		return ready, fmt.Errorf("node %s: program egress IPs: %w", c.p.NodeName, err)
 	}
@@ -526,7 +526,11 @@ func heldAs(eips []*egressipv1.EgressIP, node string, until map[netip.Addr]time.
 // still names it: a reroute the master has not removed yet, or could not (it was
 // down), must not meet a node without SNAT rules. The end itself is published
 // (lingeringUntil) and the master reroutes here no longer than that.
-func (c *controller) withReleased(st hostegress.State, now time.Time, rerouted map[netip.Addr]bool, told bool) hostegress.State {
+//
+// The rules of pod objects that live does not report (deleted or completed) are
+// left out at once (hostegress.Released.Live): their IP may be a new pod's already.
+func (c *controller) withReleased(st hostegress.State, now time.Time, rerouted map[netip.Addr]bool, told bool,
+	live func(selection.IPClaim) bool) hostegress.State {
 	if c.p.ReleaseLinger < 0 {
 		return st
 	}
@@ -565,10 +569,10 @@ func (c *controller) withReleased(st hostegress.State, now time.Time, rerouted m
 				klog.InfoS("Egress IP linger ended but the master still reroutes it here; keeping its SNAT rules until it stops",
 					"node", c.p.NodeName, "ip", ip, "annotation", annotations.EgressIPsRerouted)
 			}
-			keep = append(keep, l.state)
+			keep = append(keep, l.state.Live(live))
 			continue
 		}
-		keep = append(keep, l.state)
+		keep = append(keep, l.state.Live(live))
 		if d := l.until.Sub(now); next == 0 || d < next {
 			next = d
 		}

@@ -119,3 +119,35 @@ func TestRestartedDaemonKeepsPublishedLinger(t *testing.T) {
 		return snatPods(st) == "10.244.1.4>172.18.0.60", snatPods(st)
 	})
 }
+
+// A released egress IP's SNAT rule for a pod object that is then deleted goes at once, not at the end of the linger:
+// the deleted pod sends nothing more, and its IP may be given to a new pod object that another EgressIP serves
+// before this node has seen that one. OVN reroutes the new pod here (that other EgressIP's holder or lingering node)
+// as soon as the master has seen it; meanwhile its traffic must not leave with the deleted pod's egress IP (issue 26
+// case c: the e2e TestLingerReusedPodIP saw a new pod's first request leave with it).
+func TestReleasedRuleOfDeletedPodGoes(t *testing.T) {
+	web := map[string]string{"app": "web"}
+	f := startLinger(t, GatewayModeLocal, time.Hour,
+		[]runtime.Object{testPod("a", web, "10.244.1.3"), testPod("b", web, "10.244.1.4")}, testEIP("eip1", "172.18.0.50"))
+	waitFor(t, "eip1 programmed", func() (bool, string) {
+		st, _ := f.host.last()
+		return len(st.Addresses) == 1 && snatPods(st) == "10.244.1.3>172.18.0.50,10.244.1.4>172.18.0.50", snatPods(st)
+	})
+	ctx := context.Background()
+	eip, _ := f.eips.K8sV1().EgressIPs().Get(ctx, "eip1", metav1.GetOptions{})
+	eip.Status.Items = nil
+	if _, err := f.eips.K8sV1().EgressIPs().Update(ctx, eip, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "released: the rules linger without the address", func() (bool, string) {
+		st, _ := f.host.last()
+		return len(st.Addresses) == 0 && snatPods(st) == "10.244.1.3>172.18.0.50,10.244.1.4>172.18.0.50", snatPods(st)
+	})
+	if err := f.kube.CoreV1().Pods("prod").Delete(ctx, "a", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the deleted pod's rule gone within the linger, the other pod's kept", func() (bool, string) {
+		st, _ := f.host.last()
+		return snatPods(st) == "10.244.1.4>172.18.0.50", snatPods(st)
+	})
+}

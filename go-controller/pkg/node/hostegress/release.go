@@ -3,6 +3,9 @@ package hostegress
 import (
 	"net/netip"
 	"slices"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
 
 	"github.com/ovn-egressip/ovn-egressip/go-controller/pkg/egressip/selection"
 )
@@ -74,6 +77,55 @@ func Release(prev, next State) map[netip.Addr]Released {
 		out[ip] = r
 	}
 	return out
+}
+
+// Live returns r without what it keeps for pod objects that live does not report (deleted, or completed): their
+// SNAT rules (by Owners; a rule without a recorded owner stays), the ip rules of those pod IPs, and the routes of
+// tables no remaining rule uses. Such a pod sends nothing more and the master no longer reroutes it, but its IP may
+// be given to a new pod object before this node has seen that one; the new pod's traffic, rerouted here for another
+// EgressIP, must not leave with the gone pod's egress IP.
+func (r Released) Live(live func(selection.IPClaim) bool) Released {
+	kept := map[netip.Addr]bool{}
+	var snat []SNAT
+	for _, s := range r.SNAT {
+		if c, ok := r.Owners[s.PodIP]; ok && !live(c) {
+			continue
+		}
+		kept[s.PodIP] = true
+		snat = append(snat, s)
+	}
+	if len(snat) == len(r.SNAT) {
+		return r
+	}
+	out := Released{SNAT: snat, Owners: r.Owners}
+	tables := map[int]bool{}
+	for _, rule := range r.Rules {
+		if kept[rule.PodIP] {
+			out.Rules = append(out.Rules, rule)
+			tables[rule.Table] = true
+		}
+	}
+	for _, rt := range r.Routes {
+		if tables[rt.Table] {
+			out.Routes = append(out.Routes, rt)
+		}
+	}
+	return out
+}
+
+// LivePods reports, for Released.Live, whether a pod object is among pods (same namespace, name and creation time)
+// and has not completed (phase Succeeded or Failed).
+func LivePods(pods []*corev1.Pod) func(selection.IPClaim) bool {
+	created := make(map[string]time.Time, len(pods))
+	for _, p := range pods {
+		if p.Status.Phase != corev1.PodSucceeded && p.Status.Phase != corev1.PodFailed {
+			created[p.Namespace+"/"+p.Name] = p.CreationTimestamp.Time
+		}
+	}
+	return func(c selection.IPClaim) bool {
+		t, ok := created[c.Namespace+"/"+c.Name]
+		return ok && t.Equal(c.Created)
+	}
 }
 
 // releasedOwners picks, for every pod IP that st has no SNAT rule for, which of

@@ -6,6 +6,9 @@ import (
 	"testing"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
 	"github.com/ovn-egressip/ovn-egressip/go-controller/pkg/egressip/selection"
 	"github.com/ovn-egressip/ovn-egressip/go-controller/pkg/node/hostinfo"
 )
@@ -157,5 +160,50 @@ func TestMergeTwoReleasedForOnePodIP(t *testing.T) {
 	b := Released{SNAT: []SNAT{{PodIP: podIP, EgressIPAddr: ip("172.18.0.71"), Link: "eth0", EgressIP: "b"}}}
 	if got := Merge(State{}, a, b); len(got.SNAT) != 1 || got.SNAT[0].EgressIP != "a" {
 		t.Errorf("without owners: merged %+v, want a's rule (the first)", got.SNAT)
+	}
+}
+
+// Live leaves out the released rules of pod objects that are gone or completed (their SNAT, their ip rules, and the
+// routes of tables nothing kept uses); rules without a recorded owner stay.
+func TestReleasedLive(t *testing.T) {
+	ip := netip.MustParseAddr
+	eip := ip("192.168.50.50")
+	gone, live, unowned := ip("10.244.1.3"), ip("10.244.1.4"), ip("10.244.1.5")
+	created := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	claim := func(name string) selection.IPClaim {
+		return selection.IPClaim{Namespace: "prod", Name: name, Created: created}
+	}
+	rt := func(table int) Route {
+		return Route{Table: table, Route: hostinfo.Route{Dst: netip.MustParsePrefix("192.168.50.0/24"), LinkIndex: 3, Scope: 253}}
+	}
+	snat := func(pod netip.Addr) SNAT { return SNAT{PodIP: pod, EgressIPAddr: eip, Link: "eth1", EgressIP: "b"} }
+	r := Released{
+		SNAT:   []SNAT{snat(gone), snat(live), snat(unowned)},
+		Rules:  []Rule{{PodIP: gone, Table: TableBase + 4}, {PodIP: live, Table: TableBase + 3}, {PodIP: unowned, Table: TableBase + 3}},
+		Routes: []Route{rt(TableBase + 3), rt(TableBase + 4)},
+		Owners: map[netip.Addr]selection.IPClaim{gone: claim("old"), live: claim("web")},
+	}
+	pods := LivePods([]*corev1.Pod{
+		{ObjectMeta: metav1.ObjectMeta{Namespace: "prod", Name: "web", CreationTimestamp: metav1.NewTime(created)}},
+		// the same name, created again: another pod object than the claim's
+		{ObjectMeta: metav1.ObjectMeta{Namespace: "prod", Name: "old", CreationTimestamp: metav1.NewTime(created.Add(time.Minute))}},
+	})
+	got := r.Live(pods)
+	want := Released{
+		SNAT:   []SNAT{snat(live), snat(unowned)},
+		Rules:  []Rule{{PodIP: live, Table: TableBase + 3}, {PodIP: unowned, Table: TableBase + 3}},
+		Routes: []Route{rt(TableBase + 3)},
+		Owners: r.Owners,
+	}
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("Live:\n got  %+v\n want %+v", got, want)
+	}
+	if all := r.Live(func(selection.IPClaim) bool { return true }); !reflect.DeepEqual(all, r) {
+		t.Errorf("Live with every pod object there: %+v, want r unchanged", all)
+	}
+	done := LivePods([]*corev1.Pod{{ObjectMeta: metav1.ObjectMeta{Namespace: "prod", Name: "web", CreationTimestamp: metav1.NewTime(created)},
+		Status: corev1.PodStatus{Phase: corev1.PodSucceeded}}})
+	if done(claim("web")) {
+		t.Error("a completed pod object is live, want not: it sends nothing more")
 	}
 }
