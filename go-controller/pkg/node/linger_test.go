@@ -127,7 +127,7 @@ func TestRestartedDaemonKeepsPublishedLinger(t *testing.T) {
 // case c: the e2e TestLingerReusedPodIP saw a new pod's first request leave with it).
 func TestReleasedRuleOfDeletedPodGoes(t *testing.T) {
 	web := map[string]string{"app": "web"}
-	f := startLinger(t, GatewayModeLocal, time.Hour,
+	f := startLinger(t, gwmode.Local, time.Hour,
 		[]runtime.Object{testPod("a", web, "10.244.1.3"), testPod("b", web, "10.244.1.4")}, testEIP("eip1", "172.18.0.50"))
 	waitFor(t, "eip1 programmed", func() (bool, string) {
 		st, _ := f.host.last()
