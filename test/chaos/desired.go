@@ -1,13 +1,10 @@
 package chaos
 
-// The product's own rule as a second opinion, from the same API objects and NB rows the checker read (one
-// master.ExplainInput per check, explainInput):
-//   - interconnect layout: what `ovnkube egressip explain` reports (master.ExplainEgressIP), which compares each
-//     zone's NB rows of an EgressIP with nbstate.Desired for that zone (Input.Zone). The checker's own rows
-//     (checker.go) are written from the docs; this one shows where the product's rule and its writers disagree. A
-//     row it finds missing or extra makes the check fail like the checker's own.
-//   - both layouts: what `ovnkube egressip explain --pod` says each probing pod's sources are (master.ExplainPod),
-//     compared by the harness with the sources its probes see after the check (probes_test.go).
+// A second opinion on the zones' rows, from the product's own rule (interconnect layout): what `ovnkube egressip
+// explain` reports (master.ExplainEgressIP), which compares each zone's NB rows of an EgressIP with nbstate.Desired
+// for that zone (Input.Zone), from the same API objects the checker read. The checker's own rows (checker.go) are
+// written from the docs; this one shows where the product's rule and its writers disagree. A row it finds missing
+// or extra makes the check fail like the checker's own.
 
 import (
 	"context"
@@ -32,7 +29,9 @@ func (c cutNodes) Reachable(node string) bool { return !c(node) }
 
 // explainInput is what explain reads, built from one read of the checker: the API objects, and each NB (nbs: ""
 // the one NB of the centralized layout, else each zone's by node name) with its gateway routers' own SNAT rows
-// (the source of pods not served, in shared gateway mode), as `ovnkube egressip explain` reads them.
+// (the source of pods not served, in shared gateway mode), as `ovnkube egressip explain` reads them. It serves
+// desiredOpinion, and explain --pod: the harness compares master.ExplainPod's sources of every probing pod with
+// what its probes see after the check (converge_test.go).
 func explainInput(ctx context.Context, mode string, nbs map[string]client.Client, isCut func(string) bool,
 	eips []egressipv1.EgressIP, nodes []corev1.Node, nss []corev1.Namespace, pods []corev1.Pod) (master.ExplainInput, error) {
 	in := master.ExplainInput{Mode: mode, ClusterSubnets: []netip.Prefix{netip.MustParsePrefix(cluster.ClusterCIDR)},
