@@ -22,10 +22,11 @@ import (
 	"github.com/ovn-egressip/ovn-egressip/test/cluster"
 )
 
-// cutNodes is the Reachability explain is given: every node but those whose links the harness cut.
-type cutNodes func(node string) bool
+// cutNodes is the Reachability explain is given: every node but those whose links the harness had cut when the
+// checker read the cluster (a set taken then: explain asks it later, with the harness' lock held).
+type cutNodes map[string]bool
 
-func (c cutNodes) Reachable(node string) bool { return !c(node) }
+func (c cutNodes) Reachable(node string) bool { return !c[node] }
 
 // explainInput is what explain reads, built from one read of the checker: the API objects, and each NB (nbs: ""
 // the one NB of the centralized layout, else each zone's by node name) with its gateway routers' own SNAT rows
@@ -35,8 +36,12 @@ func (c cutNodes) Reachable(node string) bool { return !c(node) }
 func explainInput(ctx context.Context, mode string, nbs map[string]client.Client, isCut func(string) bool,
 	eips []egressipv1.EgressIP, nodes []corev1.Node, nss []corev1.Namespace, pods []corev1.Pod) (master.ExplainInput, error) {
 	in := master.ExplainInput{Mode: mode, ClusterSubnets: []netip.Prefix{netip.MustParsePrefix(cluster.ClusterCIDR)},
-		JoinSubnets: []netip.Prefix{netip.MustParsePrefix(cluster.JoinCIDR)}, Reachable: cutNodes(isCut),
-		GatewaySNAT: map[string][]master.NATRow{}}
+		JoinSubnets: []netip.Prefix{netip.MustParsePrefix(cluster.JoinCIDR)}, GatewaySNAT: map[string][]master.NATRow{}}
+	cut := cutNodes{}
+	for _, n := range nodes {
+		cut[n.Name] = isCut(n.Name)
+	}
+	in.Reachable = cut
 	for i := range eips {
 		in.EgressIPs = append(in.EgressIPs, &eips[i])
 	}

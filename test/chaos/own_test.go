@@ -1,6 +1,7 @@
 package chaos
 
 import (
+	"context"
 	"errors"
 	"net/netip"
 	"strings"
@@ -11,6 +12,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	egressipv1 "github.com/ovn-egressip/ovn-egressip/go-controller/pkg/crd/egressip/v1"
+	"github.com/ovn-egressip/ovn-egressip/go-controller/pkg/egressip/annotations"
 	"github.com/ovn-egressip/ovn-egressip/go-controller/pkg/master"
 )
 
@@ -26,11 +28,13 @@ func ownFixture(ns1Team string) ([]egressipv1.EgressIP, []corev1.Namespace, []co
 		eip("eip2", "t2", true, []string{"172.18.0.70"}, "node3")}
 	nss := []corev1.Namespace{{ObjectMeta: metav1.ObjectMeta{Name: "ns1", Labels: map[string]string{"team": ns1Team}}},
 		{ObjectMeta: metav1.ObjectMeta{Name: "ns3", Labels: map[string]string{"team": "t4"}}}}
-	pod := func(ns, name, app, node string) corev1.Pod {
+	pod := func(ns, name, app, node, ip string) corev1.Pod {
 		return corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name, Labels: map[string]string{"app": app}},
-			Spec: corev1.PodSpec{NodeName: node}}
+			Spec: corev1.PodSpec{NodeName: node}, Status: corev1.PodStatus{Phase: corev1.PodRunning, PodIP: ip,
+				PodIPs: []corev1.PodIP{{IP: ip}}}}
 	}
-	return eips, nss, []corev1.Pod{pod("ns1", "p1", "web", "node1"), pod("ns1", "p2", "db", "node2"), pod("ns3", "p3", "web", "node3")}
+	return eips, nss, []corev1.Pod{pod("ns1", "p1", "web", "node1", "10.244.1.3"), pod("ns1", "p2", "db", "node2", "10.244.2.3"),
+		pod("ns3", "p3", "web", "node3", "10.244.3.3")}
 }
 
 // gr is each node's egress source in the fixture (its gateway router address: shared gateway mode).
@@ -143,5 +147,37 @@ func TestCompareExplain(t *testing.T) {
 	}
 	if h.explained != nil || h.quietSeen != nil {
 		t.Errorf("the answers were not dropped after the comparison")
+	}
+}
+
+// TestCloseWindowExplains: closing a window asks explain about every probing pod, with the input of the check's
+// read, while the harness holds its lock; explain's Reachability is a set taken at the read, not a call back into
+// the harness (which took the same lock: the first soak with explain hung in its setup).
+func TestCloseWindowExplains(t *testing.T) {
+	h := &harness{own: map[int]ownSources{}, pods: map[string]*podProbe{"ns1/p1": {}}, cut: map[string]bool{"node3": true}}
+	eips, nss, pods := ownFixture("t1")
+	labelled := map[string]string{annotations.EgressAssignableLabel: ""}
+	nodes := []corev1.Node{{ObjectMeta: metav1.ObjectMeta{Name: "node1", Labels: labelled}},
+		{ObjectMeta: metav1.ObjectMeta{Name: "node3", Labels: labelled}}}
+	in, err := explainInput(context.Background(), "shared", nil, h.isCut, eips, nodes, nss, pods)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if in.Reachable.Reachable("node3") || !in.Reachable.Reachable("node1") {
+		t.Errorf("explain's reachability: node3 (cut) %v, node1 %v", in.Reachable.Reachable("node3"), in.Reachable.Reachable("node1"))
+	}
+	h.openWindow()
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		h.closeWindow(verdict{explain: in})
+	}()
+	select {
+	case <-done:
+	case <-time.After(30 * time.Second):
+		t.Fatal("closeWindow did not return in 30 s (explain calling back into the harness' lock)")
+	}
+	if e, ok := h.explained["ns1/p1"]; !ok || e.err != nil || e.r.ServedBy != "eip1" {
+		t.Errorf("explained after the check: %+v", h.explained)
 	}
 }
