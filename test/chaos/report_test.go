@@ -39,7 +39,7 @@ func (h *harness) report() {
 	for _, f := range p.foreign {
 		h.logf("  %s", f)
 	}
-	h.logf("explain after each check vs the probes until the next change: pods agreeing %d, disagreeing %d, not compared (no probe arrived) %d",
+	h.logf("explain after each check vs the probes until the next change, per pod and check: agreeing %d, disagreeing %d, not compared (no probe arrived) %d",
 		ex.agree, ex.disagree, ex.none)
 	for _, d := range ex.details {
 		h.logf("  %s", d)
