@@ -56,6 +56,17 @@ type harness struct {
 	pending  []probeResult        // probes made inside the window, classified at convergence
 	expected map[string][]netip.Addr
 	probes   probeStat
+	// own are the own sources (own.go) of every state the harness read in each window, by window count (the
+	// converged state before it, the state after each change, the converged state that closed it); ownNow those of
+	// the last converged state.
+	own    map[int]ownSources
+	ownNow ownSources
+	// explained is explain's answer about each probing pod after the last check (at explainedAt), compared with
+	// quietSeen, the sources the pod's probes saw since, when the next window opens; explain counts the comparisons.
+	explained   map[string]podExplained
+	explainedAt time.Time
+	quietSeen   map[string]map[netip.Addr]int
+	explain     explainStat
 
 	faults      map[string]int
 	longest     map[string]time.Duration
@@ -106,7 +117,7 @@ func TestChaos(t *testing.T) {
 	}
 	defer results.Close()
 	h := &harness{t: t, ctx: ctx, c: c, rnd: rand.New(rand.NewSource(seed)), log: results,
-		sup: newSupervisor(logDir), cut: map[string]bool{}, pods: map[string]*podProbe{},
+		sup: newSupervisor(logDir), cut: map[string]bool{}, pods: map[string]*podProbe{}, own: map[int]ownSources{},
 		faults: map[string]int{}, longest: map[string]time.Duration{}, changeCount: map[string]int{}, samples: map[string][]sample{}}
 	t.Cleanup(func() {
 		h.stopProbes()

@@ -27,6 +27,7 @@ import (
 	"github.com/ovn-egressip/ovn-egressip/go-controller/pkg/egressip/annotations"
 	"github.com/ovn-egressip/ovn-egressip/go-controller/pkg/egressip/gwmode"
 	"github.com/ovn-egressip/ovn-egressip/go-controller/pkg/egressip/nbstate"
+	"github.com/ovn-egressip/ovn-egressip/go-controller/pkg/master"
 	"github.com/ovn-egressip/ovn-egressip/go-controller/pkg/nbdb"
 	"github.com/ovn-egressip/ovn-egressip/test/cluster"
 )
@@ -45,6 +46,10 @@ type verdict struct {
 	sources map[string][]netip.Addr
 	// rows is how many EgressIP rows (reroutes, SNATs, served-pods addresses) the NB databases must hold.
 	rows int
+	// own are each pod's own sources in the state read (own.go); explain is what explain reads of that state
+	// (desired.go). Both are set by a full check only.
+	own     ownSources
+	explain master.ExplainInput
 }
 
 func (v verdict) ok() bool { return len(v.statusErrs)+len(v.missing)+len(v.stale) == 0 }
@@ -206,6 +211,11 @@ func (k *checker) check(ctx context.Context, statusOnly bool) (verdict, error) {
 		}
 	}
 
+	v.own = k.ownFrom(eips.Items, nss.Items, pods.Items)
+	if v.explain, err = explainInput(ctx, k.c.GatewayMode(), k.nb, k.isCut, eips.Items, nodes.Items, nss.Items, pods.Items); err != nil {
+		return v, err
+	}
+
 	have := map[string]int{}
 	for zone, nb := range k.nb {
 		if err := k.nbRows(ctx, zone, nb, have); err != nil {
@@ -214,7 +224,7 @@ func (k *checker) check(ctx context.Context, statusOnly bool) (verdict, error) {
 	}
 	if ic {
 		checkZoneAnnotations(eips.Items, nodes.Items, k.isCut, &v)
-		if err := desiredOpinion(ctx, k.c.GatewayMode(), k.nb, eips.Items, nodes.Items, nss.Items, pods.Items, &v); err != nil {
+		if err := desiredOpinion(v.explain, eips.Items, &v); err != nil {
 			return v, err
 		}
 	}
@@ -237,6 +247,33 @@ func (k *checker) check(ctx context.Context, statusOnly bool) (verdict, error) {
 	sort.Strings(v.missing)
 	sort.Strings(v.stale)
 	return v, nil
+}
+
+// ownFrom is ownOf for one read of the API, with this cluster's addresses: each node's egress source, and in the
+// interconnect layout's shared gateway mode the holders' gateway router addresses (whyHolderGR).
+func (k *checker) ownFrom(eips []egressipv1.EgressIP, nss []corev1.Namespace, pods []corev1.Pod) ownSources {
+	var holderGR func(string) (netip.Addr, error)
+	if k.c.Layout() == cluster.LayoutInterconnect && k.c.GatewayMode() == gwmode.Shared {
+		holderGR = k.c.EgressSource // the gateway router's external IP in shared gateway mode
+	}
+	return ownOf(eips, nss, pods, k.c.EgressSource, holderGR)
+}
+
+// readOwn reads the API (EgressIPs, namespaces, pods) and returns every pod's own sources in it.
+func (k *checker) readOwn(ctx context.Context) (ownSources, error) {
+	eips, err := k.eip.K8sV1().EgressIPs().List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return nil, err
+	}
+	nss, err := k.kube.CoreV1().Namespaces().List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return nil, err
+	}
+	pods, err := k.kube.CoreV1().Pods("").List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return nil, err
+	}
+	return k.ownFrom(eips.Items, nss.Items, pods.Items), nil
 }
 
 // wantZoneRows adds the rows pod p served by e must have in the interconnect layout (docs/interconnect.md, "Which

@@ -5,6 +5,8 @@ package chaos
 import (
 	"context"
 	"fmt"
+	"maps"
+	"net/netip"
 	"slices"
 	"strings"
 	"time"
@@ -12,6 +14,7 @@ import (
 	"github.com/ovn-org/libovsdb/client"
 	"github.com/ovn-org/libovsdb/model"
 
+	"github.com/ovn-egressip/ovn-egressip/go-controller/pkg/master"
 	"github.com/ovn-egressip/ovn-egressip/go-controller/pkg/nbdb"
 	"github.com/ovn-egressip/ovn-egressip/test/nbserver"
 	"github.com/ovn-egressip/ovn-egressip/test/waitfor"
@@ -191,18 +194,78 @@ func (h *harness) countHostPending(v verdict) {
 	}
 }
 
+// openWindow opens a window (a change or fault to come): explain's answers after the last check are compared
+// with what the probes saw since, and the window's own sources start from the state before it (the last converged
+// one, or, while a window stays open after a check that failed, everything the open window allowed).
 func (h *harness) openWindow() {
 	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.compareExplain()
+	seed := h.ownNow.clone()
+	if h.window {
+		seed = h.own[h.windows].clone()
+	}
 	h.window = true
 	h.windows++
-	h.mu.Unlock()
+	h.own[h.windows] = seed
 }
 
-// closeWindow counts the probes of the window against the converged state's sources.
+// noteState adds every pod's own sources in the API as it is now (after a change of the harness) to the open
+// window's.
+func (h *harness) noteState() error {
+	var o ownSources
+	err := retry(h.ctx, func() error {
+		var err error
+		o, err = h.chk.readOwn(h.ctx)
+		return err
+	})
+	if err != nil {
+		return fmt.Errorf("read the state after a change: %w", err)
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.own[h.windows] == nil {
+		h.own[h.windows] = ownSources{}
+	}
+	h.own[h.windows].add(o)
+	return nil
+}
+
+// closeWindow counts the probes of the window against the converged state's sources, and against their own
+// sources in every state of the windows they overlapped: a probe that started in window g is held to the own
+// sources of windows g and later; one that started after the check that closed window g (in the quiet time, and
+// ended in a later window) to the converged state of that check and the later windows'. Then it asks explain about
+// every probing pod (compared when the next window opens).
 func (h *harness) closeWindow(v verdict) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
+	if h.own[h.windows] == nil {
+		h.own[h.windows] = ownSources{}
+	}
+	h.own[h.windows].add(v.own)
 	for _, r := range h.pending {
+		if r.err == nil {
+			allowed := ownSources{}
+			if !r.inWindow {
+				allowed.add(h.ownNow)
+			}
+			for g := r.gen; g <= h.windows; g++ {
+				if g > r.gen || r.inWindow {
+					allowed.add(h.own[g])
+				}
+			}
+			switch f := allowed.judge(r.pod, r.src); f {
+			case "":
+			case whyHolderGR:
+				h.probes.holderGRInside++
+				h.probes.foreign = append(h.probes.foreign, fmt.Sprintf("%s %s inside the window: source %s is %s (counted apart)",
+					r.start.Format("15:04:05.000"), r.pod, r.src, whyHolderGR))
+			default:
+				h.probes.foreignInside++
+				h.probes.foreign = append(h.probes.foreign, fmt.Sprintf("%s %s inside the window: %s",
+					r.start.Format("15:04:05.000"), r.pod, f))
+			}
+		}
 		switch {
 		case r.err != nil:
 			h.probes.failedInside++
@@ -214,5 +277,81 @@ func (h *harness) closeWindow(v verdict) {
 	}
 	h.pending = nil
 	h.expected = v.sources
+	h.ownNow = v.own
+	for g := range h.own {
+		if g < h.windows-1 { // a probe lasts at most 2.5 s: none in flight started before the previous window
+			delete(h.own, g)
+		}
+	}
 	h.window = false
+	h.explainAll(v.explain)
+}
+
+// podExplained is explain's answer about one pod after a check.
+type podExplained struct {
+	r   *master.PodReport
+	err error
+}
+
+// explainAll asks explain (master.ExplainPod, from the same read as the check) about every probing pod, and starts
+// collecting the sources their probes see until the next window opens. h.mu held.
+func (h *harness) explainAll(in master.ExplainInput) {
+	h.explained = map[string]podExplained{}
+	h.explainedAt = time.Now()
+	h.quietSeen = map[string]map[netip.Addr]int{}
+	for key := range h.pods {
+		ns, name, _ := strings.Cut(key, "/")
+		r, err := master.ExplainPod(in, ns, name)
+		h.explained[key] = podExplained{r: r, err: err}
+	}
+}
+
+// compareExplain compares explain's answer about each pod after the last check with the sources of the probes
+// that started and ended after it, before the next window: a disagreement is a source explain does not list, or
+// explain saying the traffic is dropped (strict, nothing carried) while probes arrived. A pod none of whose probes
+// arrived in that time is not compared (a failed probe there fails the test by itself). h.mu held.
+func (h *harness) compareExplain() {
+	for key, e := range h.explained {
+		seen := h.quietSeen[key]
+		if len(seen) == 0 {
+			h.explain.none++
+			continue
+		}
+		var srcs []string
+		for _, a := range slices.SortedFunc(maps.Keys(seen), func(a, b netip.Addr) int { return a.Compare(b) }) {
+			srcs = append(srcs, fmt.Sprintf("%s x%d", a, seen[a]))
+		}
+		var bad string
+		switch {
+		case e.err != nil:
+			bad = fmt.Sprintf("explain failed: %v", e.err)
+		case len(e.r.Sources) == 0:
+			bad = "explain says its traffic is dropped"
+		default:
+			for a := range seen {
+				if !slices.Contains(e.r.Sources, a.String()) {
+					bad = fmt.Sprintf("explain lists sources %v", e.r.Sources)
+				}
+			}
+		}
+		if bad == "" {
+			h.explain.agree++
+			continue
+		}
+		h.explain.disagree++
+		why := ""
+		if e.r != nil {
+			why = e.r.Why
+		}
+		h.explain.details = append(h.explain.details, fmt.Sprintf("after the check of %s, pod %s: %s; its probes saw %v (explain: %s)",
+			h.explainedAt.Format("15:04:05.000"), key, bad, srcs, why))
+	}
+	h.explained = nil
+	h.quietSeen = nil
+}
+
+// explainStat counts explain's answers compared with the probes after each check.
+type explainStat struct {
+	agree, disagree, none int
+	details               []string
 }

@@ -219,6 +219,9 @@ func (h *harness) changes(round int) []string {
 	var what []string
 	for i, n := 0, 1+h.rnd.Intn(3); i < n; i++ {
 		kind, err := h.change()
+		if err == nil {
+			err = h.noteState() // the window's own sources in this state too
+		}
 		if err != nil {
 			h.t.Fatalf("round %d: %s: %v", round, kind, err)
 		}

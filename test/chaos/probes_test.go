@@ -14,6 +14,10 @@ import (
 type probeStat struct {
 	ok, insideWindow, outsideWindow, failedInside, failedOutside int
 	outside                                                      []string // details of unexpected sources outside the window
+	// foreignInside and foreignOutside count probes whose source is not the pod's own (own.go), inside and outside
+	// windows; holderGRInside those inside a window whose source is only the documented moment of whyHolderGR.
+	foreignInside, foreignOutside, holderGRInside int
+	foreign                                       []string // details of the foreign (and holder GR) sources
 }
 
 type probeResult struct {
@@ -21,6 +25,9 @@ type probeResult struct {
 	start, end time.Time
 	src        netip.Addr
 	err        error
+	// inWindow and gen: whether a window was open when the probe started, and the count of windows opened by then.
+	inWindow bool
+	gen      int
 }
 
 type podProbe struct {
@@ -47,19 +54,36 @@ func (h *harness) startProbe(key string) {
 			h.mu.Unlock()
 			start := time.Now()
 			src, err := h.c.Request(h.ctx, ns, name, "tcp", 2*time.Second)
-			h.record(probeResult{pod: key, start: start, end: time.Now(), src: src, err: err}, inWindow, gen)
+			h.record(probeResult{pod: key, start: start, end: time.Now(), src: src, err: err, inWindow: inWindow, gen: gen})
 		}
 	}()
 }
 
 // record counts a probe. A probe that started and ended outside a window, with no window opened meanwhile (the
-// cluster seen converged, no change or fault since), must leave with the expected source.
-func (h *harness) record(r probeResult, startedInWindow bool, gen int) {
+// cluster seen converged, no change or fault since), must leave with the expected source, its own one (own.go) in
+// the converged state; its source is also what explain's answer after the check is compared with.
+func (h *harness) record(r probeResult) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	if startedInWindow || h.window || gen != h.windows || h.expected == nil {
+	if r.inWindow || h.window || r.gen != h.windows || h.expected == nil {
 		h.pending = append(h.pending, r)
 		return
+	}
+	if r.err == nil {
+		if f := h.ownNow.judge(r.pod, r.src); f != "" {
+			if f == whyHolderGR { // only a window may hold the documented moment
+				f = fmt.Sprintf("source %s is %s", r.src, whyHolderGR)
+			}
+			h.probes.foreignOutside++
+			h.probes.foreign = append(h.probes.foreign, fmt.Sprintf("%s %s outside the window: %s",
+				r.start.Format("15:04:05.000"), r.pod, f))
+		}
+		if h.explained != nil {
+			if h.quietSeen[r.pod] == nil {
+				h.quietSeen[r.pod] = map[netip.Addr]int{}
+			}
+			h.quietSeen[r.pod][r.src]++
+		}
 	}
 	switch {
 	case r.err != nil:

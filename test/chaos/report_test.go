@@ -30,10 +30,20 @@ func (h *harness) report() {
 	sort.Strings(chs)
 	h.logf("changes: %s", strings.Join(chs, ", "))
 	h.mu.Lock()
-	p := h.probes
+	p, ex := h.probes, h.explain
 	h.mu.Unlock()
 	h.logf("probes: %d as expected; unexpected source inside the window %d, outside the window %d; failed inside %d, outside %d",
 		p.ok, p.insideWindow, p.outsideWindow, p.failedInside, p.failedOutside)
+	h.logf("foreign sources (not the pod's own EgressIP's nor, where allowed, its node's): inside the window %d, outside %d; holder's gateway router address inside the window (documented, interconnect shared gateway) %d",
+		p.foreignInside, p.foreignOutside, p.holderGRInside)
+	for _, f := range p.foreign {
+		h.logf("  %s", f)
+	}
+	h.logf("explain after each check vs the probes until the next change, per pod and check: agreeing %d, disagreeing %d, not compared (no probe arrived) %d",
+		ex.agree, ex.disagree, ex.none)
+	for _, d := range ex.details {
+		h.logf("  %s", d)
+	}
 	h.logf("checks: %d, with stale/missing rows or wrong status: %d", h.checks, len(h.badCheck))
 	if b, err := os.ReadFile(filepath.Join(h.sup.dir, "ovnkube-"+h.leader+".log")); err == nil {
 		// The master's health check verdicts over every run of it (its log is appended to across restarts).
@@ -80,6 +90,12 @@ func (h *harness) report() {
 	h.sup.mu.Unlock()
 	for _, b := range h.badCheck {
 		h.t.Errorf("check failed: %s", b)
+	}
+	if p.foreignInside > 0 || p.foreignOutside > 0 {
+		h.t.Errorf("%d probes inside and %d outside the window left with a foreign source (listed above)", p.foreignInside, p.foreignOutside)
+	}
+	if ex.disagree > 0 {
+		h.t.Errorf("explain disagreed with the probes for %d pods after a check (listed above)", ex.disagree)
 	}
 	if p.outsideWindow > 0 || p.failedOutside > 0 {
 		h.t.Errorf("%d probes left with an unexpected source and %d failed outside the window: %v", p.outsideWindow,

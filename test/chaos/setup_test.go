@@ -62,6 +62,7 @@ func (h *harness) startOvnkube() {
 // serves whatever its pod selector (ns1, app=web), on node1 (no egress node: in the interconnect layout a zone
 // that reroutes over the transit switch) and node2 (an egress node), and two at random.
 func (h *harness) setup() {
+	h.openWindow() // the setup's own window: its probes are held to their own sources, not to a converged state
 	for i := 1; i <= namespaces; i++ {
 		h.must(h.ensureNamespace(fmt.Sprintf("ns%d", i), fmt.Sprintf("t%d", i)))
 	}
@@ -73,6 +74,7 @@ func (h *harness) setup() {
 	for i := 0; i < 2; i++ {
 		h.must(h.addPod())
 	}
+	h.must(h.noteState())
 	start := time.Now()
 	if v, ok := h.converge(false); !ok {
 		h.t.Fatalf("the initial state did not converge in %s: %v", *flagConverge, v)
