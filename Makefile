@@ -55,12 +55,12 @@ kubelet-demo: kubelet-images
 	@KUBELET=1 ./contrib/install-deps.sh
 	./contrib/kubelet/demo.sh
 
-# The same checks as a Go test (test/e2e/kubelet), and the Helm chart installed and upgraded on kubelets; a stage
-# of make test. It builds what it needs; E2E_KUBELETS=required makes a missing part fail instead of skip.
+# The same checks as a Go test (test/e2e/kubelet), and the Helm chart installed and upgraded on kubelets in each
+# layout (TestChartOnKubelets/centralized and /interconnect, each on a cluster of that layout); a stage of make test. It builds what it needs; E2E_KUBELETS=required makes a missing part fail instead of skip.
 kubelet-test: kubelet-images
 	@KUBELET=1 ./contrib/install-deps.sh
 	@KUBE_EXTRA="kubelet kube-controller-manager kube-scheduler" ./contrib/build-kube.sh >/dev/null
-	E2E_KUBELETS=required $(GO) test $(GOTEST_FLAGS) -timeout 15m -v -run 'Test(Manifests|Chart)OnKubelets' ./test/e2e/kubelet/
+	E2E_KUBELETS=required $(GO) test $(GOTEST_FLAGS) -timeout 25m -v -run 'Test(Manifests|Chart)OnKubelets' ./test/e2e/kubelet/
 
 generate: docs
 	./hack/update-codegen.sh

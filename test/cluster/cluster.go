@@ -20,6 +20,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ovn-org/libovsdb/model"
 	"golang.org/x/sync/errgroup"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
@@ -268,17 +269,14 @@ func upControlPlane(ctx context.Context, p paths, k pki, bins apiserver.Binaries
 func upOVN(ctx context.Context, p paths, mode gwmode.Mode, nbLayout, layout, helper string, waitHelper func() error, nodes []NodeAddrs, rootLinks []veth,
 	fams []int, kubelets bool, logf func(string, ...any)) error {
 	if layout == LayoutInterconnect {
-		if err := upInterconnectOVN(ctx, p, mode, nodes, fams, logf); err != nil {
+		if err := upInterconnectOVN(ctx, p, mode, nodes, fams, kubelets, logf); err != nil {
 			return err
 		}
 	} else {
 		if err := startOVNCentral(ctx, p, nbLayout); err != nil {
 			return fmt.Errorf("OVN central: %w", err)
 		}
-		rows := buildTopology(nodes, mode)
-		if kubelets {
-			rows = withServiceLB(rows, nodes, plans[fams[0]].apiServer.String())
-		}
+		rows := nbRows(layout, nodes, NodeAddrs{}, mode, kubelets, plans[fams[0]].apiServer.String())
 		if err := createRowsAt(ctx, p.nbAddress(nbLayout), rows); err != nil {
 			return fmt.Errorf("NB topology: %w", err)
 		}
@@ -350,6 +348,23 @@ func upOVN(ctx context.Context, p paths, mode gwmode.Mode, nbLayout, layout, hel
 	}
 	logf("node namespaces, management ports and external host up; echo server on %v port %d", extVeth(fams).CIDRs, EchoPort)
 	return nil
+}
+
+// nbRows are the NB rows bring-up writes into one NB: in the centralized layout the one NB's (every node; zone is
+// ignored), in the interconnect layout zone's own NB's (buildZoneTopology). In the kubelet mode they carry the
+// kubernetes Service's load balancer on the node switches of that NB (withServiceLB), so that a pod reaches the
+// apiserver in-cluster in either layout.
+func nbRows(layout string, nodes []NodeAddrs, zone NodeAddrs, mode gwmode.Mode, kubelets bool, apiserver string) []model.Model {
+	var rows []model.Model
+	if layout == LayoutInterconnect {
+		rows = buildZoneTopology(nodes, zone, mode)
+	} else {
+		rows = buildTopology(nodes, mode)
+	}
+	if kubelets {
+		rows = withServiceLB(rows, nodes, apiserver)
+	}
+	return rows
 }
 
 // rootVeths are the root namespace's ports: oeip-api on br-ex (APIServerIP, APIServerIP6) and oeip-host into OVN

@@ -220,12 +220,29 @@ func cniCheck(args *skel.CmdArgs) error {
 	if err != nil {
 		return err
 	}
-	owner, err := os.ReadFile(filepath.Join(paths{dir: conf.StateDir}.cniRecords(), "pod-"+ns+"_"+name))
+	p := paths{dir: conf.StateDir}
+	owner, err := os.ReadFile(filepath.Join(p.cniRecords(), "pod-"+ns+"_"+name))
 	if err != nil || strings.TrimSpace(string(owner)) != args.ContainerID {
 		return fmt.Errorf("pod %s/%s: sandbox %s is not wired", ns, name, args.ContainerID)
 	}
-	if !linkExists(podLink(ns, name)) {
+	st, err := readState(p)
+	if err != nil {
+		return fmt.Errorf("cluster in %s: %w", conf.StateDir, err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if !ovsLinkExists(ctx, ovsNodeOf(st.layout(), conf.Node), podLink(ns, name)) {
 		return fmt.Errorf("pod %s/%s: %s is missing", ns, name, podLink(ns, name))
 	}
 	return nil
+}
+
+// ovsLinkExists reports whether link, the OVS end of a veth, exists where attachPorts put it: in the root namespace
+// (ovsNode "", the centralized layout) or in ovsNode's chassis namespace (the interconnect layout).
+func ovsLinkExists(ctx context.Context, ovsNode, link string) bool {
+	if ovsNode == "" {
+		return linkExists(link)
+	}
+	_, err := run(ctx, "ip", "-n", ChassisNetnsName(ovsNode), "link", "show", "dev", link)
+	return err == nil
 }

@@ -2,12 +2,14 @@ package cluster
 
 import (
 	"encoding/json"
+	"slices"
 	"strings"
 	"testing"
 
 	"github.com/containernetworking/cni/pkg/skel"
 	"github.com/ovn-egressip/ovn-egressip/go-controller/pkg/egressip/gwmode"
 	"github.com/ovn-egressip/ovn-egressip/go-controller/pkg/nbdb"
+	"github.com/ovn-org/libovsdb/model"
 	corev1 "k8s.io/api/core/v1"
 )
 
@@ -120,5 +122,45 @@ func TestWithServiceLB(t *testing.T) {
 	}
 	if len(withLB) != 2 || !withLB["node1"] || !withLB["node2"] {
 		t.Errorf("switches with the load balancer: %v, want node1 and node2 only", withLB)
+	}
+}
+
+// In the kubelet mode every NB that holds a node switch has the kubernetes Service's load balancer on it: the one
+// NB of the centralized layout on every node switch, each zone's NB of the interconnect layout on its node's switch.
+func TestNBRowsServiceLBPerLayout(t *testing.T) {
+	nodes := testNodes(t, 3)
+	lbSwitches := func(rows []model.Model) []string {
+		lbs := map[string]bool{}
+		for _, r := range rows {
+			if lb, ok := r.(*nbdb.LoadBalancer); ok && lb.Vips["10.96.0.1:443"] == "172.18.0.1:6443" {
+				lbs[lb.UUID] = true
+			}
+		}
+		var out []string
+		for _, r := range rows {
+			if sw, ok := r.(*nbdb.LogicalSwitch); ok && slices.ContainsFunc(sw.LoadBalancer, func(u string) bool { return lbs[u] }) {
+				out = append(out, sw.Name)
+			}
+		}
+		slices.Sort(out)
+		return out
+	}
+	for _, tc := range []struct {
+		layout   string
+		zone     NodeAddrs
+		kubelets bool
+		want     []string
+	}{
+		{LayoutCentralized, NodeAddrs{}, true, []string{"node1", "node2", "node3"}},
+		{LayoutCentralized, NodeAddrs{}, false, nil},
+		{LayoutInterconnect, nodes[1], true, []string{"node2"}},
+		{LayoutInterconnect, nodes[0], true, []string{"node1"}},
+		{LayoutInterconnect, nodes[1], false, nil},
+	} {
+		rows := nbRows(tc.layout, nodes, tc.zone, gwmode.Local, tc.kubelets, "172.18.0.1")
+		if got := lbSwitches(rows); !slices.Equal(got, tc.want) {
+			t.Errorf("%s layout, zone %q, kubelets %v: switches with the kubernetes Service's load balancer %v, want %v",
+				tc.layout, tc.zone.Name, tc.kubelets, got, tc.want)
+		}
 	}
 }

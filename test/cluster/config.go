@@ -56,7 +56,7 @@ type Config struct {
 	IPFamily string
 	// NB is NBStandalone (default) or NBRaft (centralized layout only).
 	NB string
-	// Layout is LayoutCentralized (default) or LayoutInterconnect (standalone NB, no kubelets).
+	// Layout is LayoutCentralized (default) or LayoutInterconnect (standalone NB; with or without kubelets).
 	Layout string
 	// RepoRoot is the ovn-egressip checkout (for dist/crds and contrib/build-kube.sh); empty = found from the
 	// working directory.
@@ -119,8 +119,8 @@ func (c *Config) setDefaults() error {
 	if err := eitherOr(&c.Layout, "layout", LayoutCentralized, LayoutInterconnect); err != nil {
 		return err
 	}
-	if c.Layout == LayoutInterconnect && (c.NB != NBStandalone || c.Kubelets) {
-		return fmt.Errorf("cluster: the %s layout runs one standalone NB per zone and no kubelets", LayoutInterconnect)
+	if c.Layout == LayoutInterconnect && c.NB != NBStandalone {
+		return fmt.Errorf("cluster: the %s layout runs one standalone NB per zone", LayoutInterconnect)
 	}
 	if c.Logf == nil {
 		c.Logf = func(string, ...any) {}

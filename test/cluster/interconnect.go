@@ -290,10 +290,12 @@ func bindRemotePorts(ctx context.Context, p paths, nodes []NodeAddrs, local Node
 	return err
 }
 
-// upInterconnectOVN brings up the zones (databases, northd, NB topology, remote chassis), each node's chassis (its
-// own Open_vSwitch database and ovs-vswitchd in its chassis namespace, br-ex and br-tun: chassis.go), the root
-// namespace's ovs-vswitchd with br-ex (the external network), the underlay, and one ovn-controller per zone.
-func upInterconnectOVN(ctx context.Context, p paths, mode gwmode.Mode, nodes []NodeAddrs, fams []int, logf func(string, ...any)) error {
+// upInterconnectOVN brings up the zones (databases, northd, NB topology (nbRows: with the kubernetes Service's load
+// balancer in the kubelet mode), remote chassis), each node's chassis (its own Open_vSwitch database and
+// ovs-vswitchd in its chassis namespace, br-ex and br-tun: chassis.go), the root namespace's ovs-vswitchd with br-ex
+// (the external network), the underlay, and one ovn-controller per zone.
+func upInterconnectOVN(ctx context.Context, p paths, mode gwmode.Mode, nodes []NodeAddrs, fams []int, kubelets bool,
+	logf func(string, ...any)) error {
 	listen := plans[fams[0]].apiServer
 	jobs := []func(context.Context) error{func(ctx context.Context) error {
 		if err := startVswitchd(ctx, p); err != nil {
@@ -312,7 +314,7 @@ func upInterconnectOVN(ctx context.Context, p paths, mode gwmode.Mode, nodes []N
 			if err := startChassisOVS(ctx, p, n); err != nil {
 				return fmt.Errorf("chassis %s OVS: %w", n.Name, err)
 			}
-			if err := createRowsAt(ctx, "unix:"+p.zoneNBSock(n.Name), buildZoneTopology(nodes, n, mode)); err != nil {
+			if err := createRowsAt(ctx, "unix:"+p.zoneNBSock(n.Name), nbRows(LayoutInterconnect, nodes, n, mode, kubelets, listen.String())); err != nil {
 				return fmt.Errorf("zone %s NB topology: %w", n.Name, err)
 			}
 			if err := addRemoteChassis(ctx, p, nodes, n); err != nil {

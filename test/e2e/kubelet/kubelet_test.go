@@ -1,6 +1,7 @@
-// Package kubelet installs dist/manifests, and the Helm chart with helm install, on real kubelets (the local
-// cluster's kubelet mode, docs/images.md "Real kubelets") and checks what an admin would: the master and node pods
-// Running and Ready, a master holding the Lease, an EgressIP serving a pod that is a real container (the oeip-prober
+// Package kubelet installs dist/manifests, and the Helm chart with helm install in each layout, on real kubelets (the
+// local cluster's kubelet mode, docs/images.md "Real kubelets"; in the interconnect layout beside each node's own
+// zone NB) and checks what an admin would: the master (or cluster manager) and node pods Running and Ready, one of
+// them holding the Lease, an EgressIP serving a pod that is a real container (the oeip-prober
 // image, wired into OVN by the CNI plugin), and a roll of the daemons (`kubectl rollout restart` of the node
 // DaemonSet; a `helm upgrade` that changes a setting) during which no request of that pod leaves with another source.
 // It skips without root, without the kubelet, kube-controller-manager and kube-scheduler builds (about 11 minutes
@@ -37,23 +38,27 @@ const (
 	ns         = "ovn-egressip"
 	masterName = "ovnkube-egressip-master"
 	nodeDSName = "ovnkube-egressip-node"
+	// clusterManagerName is the chart's control-plane Deployment in the interconnect layout.
+	clusterManagerName = "ovnkube-egressip-cluster-manager"
 )
 
 // bed is the kubelet-mode local cluster of one test (local gateway mode: the node daemons program the egress IPs,
-// so their roll is what is checked).
+// so their roll is what is checked), in the OVN layout the test installs (cluster.LayoutCentralized or
+// cluster.LayoutInterconnect).
 type bed struct {
-	t    *testing.T
-	ctx  context.Context
-	c    *cluster.Cluster
-	cs   kubernetes.Interface
-	root string
-	mode gwmode.Mode
-	eips []string
+	t      *testing.T
+	ctx    context.Context
+	c      *cluster.Cluster
+	cs     kubernetes.Interface
+	root   string
+	mode   gwmode.Mode
+	layout string
+	eips   []string
 }
 
-// startBed brings up the kubelet-mode cluster, or skips the test without what it needs (fails, with
+// startBed brings up the kubelet-mode cluster in layout, or skips the test without what it needs (fails, with
 // E2E_KUBELETS=required: make kubelet-test, a stage of make test). It is torn down at cleanup.
-func startBed(t *testing.T) *bed {
+func startBed(t *testing.T, layout string) *bed {
 	skipf := t.Skipf
 	if os.Getenv("E2E_KUBELETS") == "required" {
 		skipf = t.Fatalf
@@ -81,13 +86,14 @@ func startBed(t *testing.T) *bed {
 			skipf("%s not installed (KUBELET=1 make install-deps)", tool)
 		}
 	}
-	b := &bed{t: t, root: root, mode: gwmode.Local, eips: []string{"172.18.0.33", "172.18.0.44"}}
+	b := &bed{t: t, root: root, mode: gwmode.Local, layout: layout, eips: []string{"172.18.0.33", "172.18.0.44"}}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	t.Cleanup(cancel)
 	b.ctx = ctx
 	state := t.TempDir()
 	t0 := time.Now()
-	c, err := cluster.Up(ctx, cluster.Config{StateDir: state, GatewayMode: b.mode, Kubelets: true, RepoRoot: root, Logf: t.Logf})
+	c, err := cluster.Up(ctx, cluster.Config{StateDir: state, GatewayMode: b.mode, Layout: layout, Kubelets: true,
+		RepoRoot: root, Logf: t.Logf})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -97,7 +103,7 @@ func startBed(t *testing.T) *bed {
 			t.Errorf("cluster down: %v", err)
 		}
 	})
-	t.Logf("cluster with kubelets up in %v", time.Since(t0).Round(time.Millisecond))
+	t.Logf("cluster with kubelets (%s layout) up in %v", layout, time.Since(t0).Round(time.Millisecond))
 	b.c, b.cs = c, c.Client()
 	return b
 }
@@ -119,16 +125,30 @@ func (b *bed) kubectl(args ...string) string {
 	return b.run(b.c.Kubectl(), args...)
 }
 
-// checkRunning waits for the master Deployment and the node DaemonSet to roll out, their pods to be Running and
-// Ready, and a master pod to hold the Lease.
+// controlPlane is the name of the Deployment that holds the Lease: the master (centralized layout) or the cluster
+// manager (interconnect layout).
+func (b *bed) controlPlane() string {
+	if b.layout == cluster.LayoutInterconnect {
+		return clusterManagerName
+	}
+	return masterName
+}
+
+// checkRunning waits for the control-plane Deployment (b.controlPlane) and the node DaemonSet to roll out, their
+// pods to be Running and Ready, and a control-plane pod to hold the Lease; it records how long after since (when
+// how began) the pods were Ready.
 func (b *bed) checkRunning(since time.Time, how string) {
 	t, ctx, cs := b.t, b.ctx, b.cs
 	t.Helper()
 	b.kubectl("-n", ns, "rollout", "status", "daemonset/"+nodeDSName, "--timeout=240s")
-	b.kubectl("-n", ns, "rollout", "status", "deployment/"+masterName, "--timeout=240s")
-	t.Logf("master Deployment and node DaemonSet ready %v after %s", time.Since(since).Round(time.Millisecond), how)
-	masters := runningReady(ctx, t, cs, "app="+masterName, 2)
-	runningReady(ctx, t, cs, "app="+nodeDSName, 3)
+	b.kubectl("-n", ns, "rollout", "status", "deployment/"+b.controlPlane(), "--timeout=240s")
+	ready := time.Since(since).Round(time.Millisecond)
+	masters := runningReady(ctx, t, cs, "app="+b.controlPlane(), 2)
+	nodes := runningReady(ctx, t, cs, "app="+nodeDSName, 3)
+	line := fmt.Sprintf("INSTALL (kubelets, %s, %s layout): %s: Deployment %s (%d pods) and DaemonSet %s (%d pods) Running and Ready %v after it began",
+		b.mode, b.layout, how, b.controlPlane(), len(masters), nodeDSName, len(nodes), ready)
+	t.Log(line)
+	recordResult(line)
 
 	// The Lease: held by one of the master pods (identity <hostname>_<pid>: the node's name, pid 1 in the container).
 	var holder string
@@ -139,14 +159,14 @@ func (b *bed) checkRunning(since time.Time, how string) {
 		}
 		return holder != "", nil
 	}); err != nil {
-		t.Fatal("no master holds the Lease ovn-egressip/ovn-egressip-master")
+		t.Fatalf("no %s pod holds the Lease ovn-egressip/ovn-egressip-master", b.controlPlane())
 	}
 	var masterIDs []string
 	for _, p := range masters {
 		masterIDs = append(masterIDs, p.Spec.NodeName+"_1")
 	}
 	if !slices.Contains(masterIDs, holder) {
-		t.Fatalf("Lease held by %q, not by a master pod (%v)", holder, masterIDs)
+		t.Fatalf("Lease held by %q, not by a %s pod (%v)", holder, b.controlPlane(), masterIDs)
 	}
 	t.Logf("Lease held by %s", holder)
 }
@@ -199,8 +219,8 @@ func (b *bed) underProbing(label, what string, change func()) {
 	time.Sleep(500 * time.Millisecond)
 	during := proberLog(ctx, t, cs)[n0:]
 	answered, other := countAnswered(during), countOther(during, b.eips)
-	line := fmt.Sprintf("%s (kubelets, %s): %s done in %v; %d requests (lost %d, other source %d)",
-		label, b.mode, what, took.Round(time.Millisecond), len(during), len(during)-answered, other)
+	line := fmt.Sprintf("%s (kubelets, %s, %s layout): %s done in %v; %d requests (lost %d, other source %d)",
+		label, b.mode, b.layout, what, took.Round(time.Millisecond), len(during), len(during)-answered, other)
 	t.Log(line)
 	recordResult(line)
 	if answered == 0 {
@@ -212,7 +232,7 @@ func (b *bed) underProbing(label, what string, change func()) {
 }
 
 func TestManifestsOnKubelets(t *testing.T) {
-	b := startBed(t)
+	b := startBed(t, cluster.LayoutCentralized)
 	// The manifests, with the two settings an admin gives this cluster (NB address, gateway mode).
 	dir := t.TempDir()
 	for _, f := range []string{"ovnkube-egressip.yaml", "directconn.yaml"} {
@@ -239,18 +259,30 @@ func TestManifestsOnKubelets(t *testing.T) {
 	})
 }
 
-// TestChartOnKubelets installs the Helm chart (centralized layout, the local cluster's NB address and gateway mode)
-// with helm install, then changes a setting with helm upgrade under probing: the master and node pods roll, and no
-// request of the served pod leaves with another source.
+// TestChartOnKubelets installs the Helm chart with helm install in each layout, on a kubelet-mode cluster of that
+// layout (gateway mode local): centralized with the cluster's NB address; interconnect with each DaemonSet pod's
+// zone NB socket (zoneValues). Then it changes a setting with helm upgrade under probing: the control-plane and node
+// pods roll, and no request of the served pod leaves with another source.
 func TestChartOnKubelets(t *testing.T) {
-	b := startBed(t)
+	for _, layout := range []string{cluster.LayoutCentralized, cluster.LayoutInterconnect} {
+		t.Run(layout, func(t *testing.T) { chartOnKubelets(t, layout) })
+	}
+}
+
+func chartOnKubelets(t *testing.T, layout string) {
+	b := startBed(t, layout)
 	helm, err := apiserver.Helm(b.root)
 	if err != nil {
 		t.Fatal(err)
 	}
 	const release = "ovnkube-egressip"
 	chart := filepath.Join(b.root, "dist", "helm", "ovnkube-egressip")
-	set := []string{"--set", "layout=centralized", "--set", "gatewayMode=" + string(b.mode), "--set", "nbAddress=" + b.c.NBTCPAddress()}
+	set := []string{"--set", "layout=" + layout, "--set", "gatewayMode=" + string(b.mode)}
+	if layout == cluster.LayoutInterconnect {
+		set = append(set, b.zoneValues()...)
+	} else {
+		set = append(set, "--set", "nbAddress="+b.c.NBTCPAddress())
+	}
 	// The local cluster applied the chart's access objects (ServiceAccounts, roles, admission policy) from
 	// dist/manifests with kubectl before it issued ovnkube's tokens: helm install takes them over (--take-ownership)
 	// and overrides kubectl's field ownership of them (--force-conflicts), as when adopting an install from
@@ -259,14 +291,31 @@ func TestChartOnKubelets(t *testing.T) {
 	b.run(helm, append([]string{"install", release, chart, "--namespace", ns, "--take-ownership", "--force-conflicts"}, set...)...)
 	b.checkRunning(t1, "helm install")
 	b.startServedPod()
-	b.underProbing("HELM UPGRADE", "helm upgrade --set logLevel=5 (2 master and 3 node daemon pods roll)", func() {
+	b.underProbing("HELM UPGRADE", "helm upgrade --set logLevel=5 (2 "+b.controlPlane()+" and 3 node daemon pods roll)", func() {
 		b.run(helm, append([]string{"upgrade", release, chart, "--namespace", ns, "--reuse-values"}, "--set", "logLevel=5")...)
 		b.kubectl("-n", ns, "rollout", "status", "daemonset/"+nodeDSName, "--timeout=300s")
-		b.kubectl("-n", ns, "rollout", "status", "deployment/"+masterName, "--timeout=300s")
+		b.kubectl("-n", ns, "rollout", "status", "deployment/"+b.controlPlane(), "--timeout=300s")
 	})
-	if out := b.kubectl("-n", ns, "get", "daemonset/"+nodeDSName, "-o", "jsonpath={.spec.template.spec.containers[0].command}"); !strings.Contains(out, "--loglevel=5") {
-		t.Fatalf("after helm upgrade --set logLevel=5 the node DaemonSet runs %s", out)
+	for _, obj := range []string{"daemonset/" + nodeDSName, "deployment/" + b.controlPlane()} {
+		if out := b.kubectl("-n", ns, "get", obj, "-o", "jsonpath={.spec.template.spec.containers[0].command}"); !strings.Contains(out, "--loglevel=5") {
+			t.Fatalf("after helm upgrade --set logLevel=5 %s runs %s", obj, out)
+		}
 	}
+}
+
+// zoneValues are the chart's interconnect settings for this cluster: every zone NB listens on the socket
+// <run>/<node>/<file> of the cluster's state directory, so zone.ovnRunDir is <run> (mounted at /var/run/ovn in the
+// DaemonSet pods) and zone.nbAddress names the pod's node with $(NODE_NAME), which the kubelet expands.
+func (b *bed) zoneValues() []string {
+	b.t.Helper()
+	sock := strings.TrimPrefix(b.c.ZoneNBAddress("node1"), "unix:")
+	run, file := filepath.Dir(filepath.Dir(sock)), filepath.Base(sock)
+	for _, n := range b.c.Nodes() {
+		if got, want := b.c.ZoneNBAddress(n.Name), "unix:"+filepath.Join(run, n.Name, file); got != want {
+			b.t.Fatalf("zone %s NB at %s, not %s: zone.nbAddress cannot name it with $(NODE_NAME)", n.Name, got, want)
+		}
+	}
+	return []string{"--set", "zone.ovnRunDir=" + run, "--set", "zone.nbAddress=unix:/var/run/ovn/$(NODE_NAME)/" + file}
 }
 
 // runningReady waits for want pods matching selector in ns, each Running and Ready, and returns them.
