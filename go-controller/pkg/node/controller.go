@@ -66,6 +66,9 @@ type controller struct {
 	// until when it stays (Params.ReleaseLinger).
 	computed hostegress.State
 	released map[netip.Addr]lingering
+	// unserved holds, by pod IP, the rules of pods on other nodes that an egress IP
+	// still held here stopped serving, until when they stay (keepUnserved).
+	unserved map[netip.Addr]lingering
 	// seeded: the first sync took over the linger the previous daemon run
 	// published (seedReleased).
 	seeded bool
@@ -379,7 +382,8 @@ func (c *controller) syncHost(snap hostinfo.Snapshot, eips []*egressipv1.EgressI
 		c.seeded = true
 	}
 	rerouted, told := c.reroutedHere()
-	ready, err := c.p.host.Apply(c.withReleased(st, now, rerouted, told, hostegress.LivePods(pods)))
+	ready, err := c.p.host.Apply(c.withReleased(st, now, rerouted, told, hostegress.LivePods(pods),
+		hostegress.RunsOn(pods, c.p.NodeName)))
 	if err != nil {
 		return ready, fmt.Errorf("node %s: program egress IPs: %w", c.p.NodeName, err)
 	}
@@ -527,10 +531,15 @@ func heldAs(eips []*egressipv1.EgressIP, node string, until map[netip.Addr]time.
 // down), must not meet a node without SNAT rules. The end itself is published
 // (lingeringUntil) and the master reroutes here no longer than that.
 //
-// The rules of pod objects that live does not report (deleted or completed) are
-// left out at once (hostegress.Released.Live): their IP may be a new pod's already.
+// The rules of pod objects that live does not report (deleted, completed, or their
+// IP a newer pod object's) are left out at once (hostegress.Released.Live): their
+// IP may be a new pod's already.
+//
+// A pod that an egress IP still held here stops serving keeps its rule for the
+// same linger when it runs on another node (local: whether it runs here), see
+// keepUnserved.
 func (c *controller) withReleased(st hostegress.State, now time.Time, rerouted map[netip.Addr]bool, told bool,
-	live func(selection.IPClaim) bool) hostegress.State {
+	live, local func(selection.IPClaim) bool) hostegress.State {
 	if c.p.ReleaseLinger < 0 {
 		return st
 	}
@@ -544,6 +553,7 @@ func (c *controller) withReleased(st hostegress.State, now time.Time, rerouted m
 				"node", c.p.NodeName, "ip", ip, "rules", len(r.SNAT), "for", c.p.ReleaseLinger)
 		}
 	}
+	unserved := hostegress.Unserved(c.computed, st)
 	c.computed = st
 	ips := make([]netip.Addr, 0, len(c.released))
 	for ip := range c.released {
@@ -577,6 +587,11 @@ func (c *controller) withReleased(st hostegress.State, now time.Time, rerouted m
 			next = d
 		}
 	}
+	pods, podsNext := c.keepUnserved(unserved, st, now, live, local)
+	keep = append(keep, pods...)
+	if podsNext > 0 && (next == 0 || podsNext < next) {
+		next = podsNext
+	}
 	if next > 0 {
 		c.queue.AddAfter(syncKey, next)
 	}
@@ -584,6 +599,56 @@ func (c *controller) withReleased(st hostegress.State, now time.Time, rerouted m
 		return st
 	}
 	return hostegress.Merge(st, keep...)
+}
+
+// keepUnserved records the rules of the pods that egress IPs still held here
+// stopped serving (hostegress.Unserved: the pod or its namespace relabelled, the
+// selector edited), and returns those that still linger, with the time to the
+// first end (0: none). Until the master has seen the change, OVN still reroutes
+// such a pod's traffic here, and it must not leave with the node's own address:
+// the rule of a pod on another node stays for Params.ReleaseLinger (past the
+// reroute, no traffic of that pod reaches this node), unless st serves the pod IP
+// again or live no longer reports its pod object. The rule of a pod running here
+// goes at once: in local gateway mode its traffic always crosses this host, and
+// would keep leaving with the egress IP after the master stopped serving it. The
+// end is not published (annotations.EgressIPsLingeringUntil): it lists egress
+// IPs, which the master makes next hops of the pods they serve, and these pods
+// are no longer theirs.
+func (c *controller) keepUnserved(unserved map[netip.Addr]hostegress.Released, st hostegress.State, now time.Time,
+	live, local func(selection.IPClaim) bool) ([]hostegress.Released, time.Duration) {
+	if c.unserved == nil {
+		c.unserved = map[netip.Addr]lingering{}
+	}
+	for podIP, r := range unserved {
+		owner, ok := r.Owners[podIP]
+		if _, has := c.unserved[podIP]; has || !ok || local(owner) {
+			continue
+		}
+		c.unserved[podIP] = lingering{state: r, until: now.Add(c.p.ReleaseLinger)}
+		klog.InfoS("Pod no longer served by an egress IP held here; keeping its SNAT rule while its traffic may still be rerouted here",
+			"node", c.p.NodeName, "pod", owner.Namespace+"/"+owner.Name, "podIP", podIP, "egressIP", r.SNAT[0].EgressIPAddr,
+			"for", c.p.ReleaseLinger)
+	}
+	served := map[netip.Addr]bool{}
+	for _, s := range st.SNAT {
+		served[s.PodIP] = true
+	}
+	ips := slices.SortedFunc(maps.Keys(c.unserved), netip.Addr.Compare)
+	var keep []hostegress.Released
+	next := time.Duration(0)
+	for _, ip := range ips {
+		l := c.unserved[ip]
+		r := l.state.Live(live)
+		if served[ip] || !now.Before(l.until) || len(r.SNAT) == 0 {
+			delete(c.unserved, ip)
+			continue
+		}
+		keep = append(keep, r)
+		if d := l.until.Sub(now); next == 0 || d < next {
+			next = d
+		}
+	}
+	return keep, next
 }
 
 // announceShared: in shared gateway mode an egress IP this node holds is a NAT
