@@ -382,8 +382,10 @@ func (c *controller) syncHost(snap hostinfo.Snapshot, eips []*egressipv1.EgressI
 		c.seeded = true
 	}
 	rerouted, told := c.reroutedHere()
-	ready, err := c.p.host.Apply(c.withReleased(st, now, rerouted, told, hostegress.LivePods(pods),
-		hostegress.RunsOn(pods, c.p.NodeName)))
+	ready, err := c.p.host.Apply(c.withReleased(st, now, rerouted, told, podFacts{
+		live: hostegress.LivePods(pods), local: hostegress.RunsOn(pods, c.p.NodeName),
+		servedWith: hostegress.ServedWith(eips, namespaces, pods),
+	}))
 	if err != nil {
 		return ready, fmt.Errorf("node %s: program egress IPs: %w", c.p.NodeName, err)
 	}
@@ -520,6 +522,25 @@ func heldAs(eips []*egressipv1.EgressIP, node string, until map[netip.Addr]time.
 	return out
 }
 
+// podFacts are what withReleased asks about the pod objects of the rules it keeps.
+type podFacts struct {
+	live       func(selection.IPClaim) bool             // listed, not completed, owns its IPs (hostegress.LivePods)
+	local      func(selection.IPClaim) bool             // runs on this node (hostegress.RunsOn)
+	servedWith func(selection.IPClaim, netip.Addr) bool // an EgressIP listing that IP serves it (hostegress.ServedWith)
+}
+
+// releasedLive is live for the rules released egress IP ip left behind. A pod
+// running here also needs an EgressIP listing ip to serve it still: when the IP
+// moved away, the pod's traffic crosses this host, and must leave with ip, until
+// the master reroutes it to the new holder; when the EgressIP was deleted, the IP
+// taken out of its spec or the pod no longer selected, the pod's traffic keeps
+// crossing this host after the master stopped serving it, and must not.
+func (pf podFacts) releasedLive(ip netip.Addr) func(selection.IPClaim) bool {
+	return func(c selection.IPClaim) bool {
+		return pf.live(c) && (!pf.local(c) || pf.servedWith(c, ip))
+	}
+}
+
 // withReleased records what egress IPs that were held here and are no longer held
 // in st leave behind, forgets what is held again or has lingered for
 // Params.ReleaseLinger, and returns st with the rest merged in (hostegress.Merge).
@@ -531,15 +552,15 @@ func heldAs(eips []*egressipv1.EgressIP, node string, until map[netip.Addr]time.
 // down), must not meet a node without SNAT rules. The end itself is published
 // (lingeringUntil) and the master reroutes here no longer than that.
 //
-// The rules of pod objects that live does not report (deleted, completed, or their
-// IP a newer pod object's) are left out at once (hostegress.Released.Live): their
-// IP may be a new pod's already.
+// The rules of pod objects that pf.live does not report (deleted, completed, or
+// their IP a newer pod object's) are left out at once (hostegress.Released.Live):
+// their IP may be a new pod's already; so are those of pods running here that no
+// EgressIP listing the released IP serves any more (podFacts.releasedLive).
 //
 // A pod that an egress IP still held here stops serving keeps its rule for the
-// same linger when it runs on another node (local: whether it runs here), see
-// keepUnserved.
+// same linger when it runs on another node, see keepUnserved.
 func (c *controller) withReleased(st hostegress.State, now time.Time, rerouted map[netip.Addr]bool, told bool,
-	live, local func(selection.IPClaim) bool) hostegress.State {
+	pf podFacts) hostegress.State {
 	if c.p.ReleaseLinger < 0 {
 		return st
 	}
@@ -579,15 +600,15 @@ func (c *controller) withReleased(st hostegress.State, now time.Time, rerouted m
 				klog.InfoS("Egress IP linger ended but the master still reroutes it here; keeping its SNAT rules until it stops",
 					"node", c.p.NodeName, "ip", ip, "annotation", annotations.EgressIPsRerouted)
 			}
-			keep = append(keep, l.state.Live(live))
+			keep = append(keep, l.state.Live(pf.releasedLive(ip)))
 			continue
 		}
-		keep = append(keep, l.state.Live(live))
+		keep = append(keep, l.state.Live(pf.releasedLive(ip)))
 		if d := l.until.Sub(now); next == 0 || d < next {
 			next = d
 		}
 	}
-	pods, podsNext := c.keepUnserved(unserved, st, now, live, local)
+	pods, podsNext := c.keepUnserved(unserved, st, now, pf)
 	keep = append(keep, pods...)
 	if podsNext > 0 && (next == 0 || podsNext < next) {
 		next = podsNext
@@ -615,13 +636,13 @@ func (c *controller) withReleased(st hostegress.State, now time.Time, rerouted m
 // IPs, which the master makes next hops of the pods they serve, and these pods
 // are no longer theirs.
 func (c *controller) keepUnserved(unserved map[netip.Addr]hostegress.Released, st hostegress.State, now time.Time,
-	live, local func(selection.IPClaim) bool) ([]hostegress.Released, time.Duration) {
+	pf podFacts) ([]hostegress.Released, time.Duration) {
 	if c.unserved == nil {
 		c.unserved = map[netip.Addr]lingering{}
 	}
 	for podIP, r := range unserved {
 		owner, ok := r.Owners[podIP]
-		if _, has := c.unserved[podIP]; has || !ok || local(owner) {
+		if _, has := c.unserved[podIP]; has || !ok || pf.local(owner) {
 			continue
 		}
 		c.unserved[podIP] = lingering{state: r, until: now.Add(c.p.ReleaseLinger)}
@@ -638,7 +659,7 @@ func (c *controller) keepUnserved(unserved map[netip.Addr]hostegress.Released, s
 	next := time.Duration(0)
 	for _, ip := range ips {
 		l := c.unserved[ip]
-		r := l.state.Live(live)
+		r := l.state.Live(pf.live)
 		if served[ip] || !now.Before(l.until) || len(r.SNAT) == 0 {
 			delete(c.unserved, ip)
 			continue

@@ -71,7 +71,7 @@ func unserve(t *testing.T, f *fixture, names ...string) hostegress.State {
 // A pod on another node that stops being served by an egress IP held here keeps its SNAT rule for the release
 // linger (OVN reroutes its traffic here until the master removes the reroute), and loses it at the linger's end.
 func TestUnservedRemotePodRuleLingers(t *testing.T) {
-	const linger = 2 * time.Second
+	const linger = 3 * time.Second
 	f := startLinger(t, gwmode.Local, linger, []runtime.Object{podOn("a", "node2", "10.244.2.3")}, webEIP())
 	waitFor(t, "eip1 programmed", func() (bool, string) {
 		st, _ := f.host.last()
@@ -126,4 +126,57 @@ func TestUnservedPodRuleGoesWithThePod(t *testing.T) {
 		st, _ := f.host.last()
 		return snatPods(st) == "10.244.2.9>172.18.0.50", snatPods(st)
 	})
+}
+
+// A released egress IP's rule for a pod running on this node stays while an EgressIP listing the IP still serves the
+// pod (the IP moved: the pod's traffic crosses this host until the master reroutes it to the new holder), and goes at
+// once when none does (the EgressIP deleted): the pod's traffic keeps crossing this host after the master stopped
+// serving it. A pod on another node keeps its rule for the linger in both cases.
+func TestReleasedRuleOfLocalPod(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		release func(ctx context.Context, f *fixture) error
+		want    string
+	}{
+		{name: "moved", want: "10.244.1.3>172.18.0.50,10.244.2.3>172.18.0.50",
+			release: func(ctx context.Context, f *fixture) error {
+				eip, err := f.eips.K8sV1().EgressIPs().Get(ctx, "eip1", metav1.GetOptions{})
+				if err != nil {
+					return err
+				}
+				eip.Status.Items[0].Node = "node2"
+				_, err = f.eips.K8sV1().EgressIPs().Update(ctx, eip, metav1.UpdateOptions{})
+				return err
+			}},
+		{name: "deleted", want: "10.244.2.3>172.18.0.50",
+			release: func(ctx context.Context, f *fixture) error {
+				return f.eips.K8sV1().EgressIPs().Delete(ctx, "eip1", metav1.DeleteOptions{})
+			}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			f := startLinger(t, gwmode.Local, time.Hour,
+				[]runtime.Object{podOn("a", "node1", "10.244.1.3"), podOn("b", "node2", "10.244.2.3")}, webEIP())
+			waitFor(t, "eip1 programmed", func() (bool, string) {
+				st, _ := f.host.last()
+				return len(st.Addresses) == 1 && snatPods(st) == "10.244.1.3>172.18.0.50,10.244.2.3>172.18.0.50", snatPods(st)
+			})
+			if err := tc.release(context.Background(), f); err != nil {
+				t.Fatal(err)
+			}
+			var first hostegress.State
+			waitFor(t, "a state without the address", func() (bool, string) {
+				f.host.mu.Lock()
+				defer f.host.mu.Unlock()
+				i := slices.IndexFunc(f.host.applied, func(st hostegress.State) bool { return len(st.Addresses) == 0 })
+				if i < 0 {
+					return false, "none yet"
+				}
+				first = f.host.applied[i]
+				return true, ""
+			})
+			if got := snatPods(first); got != tc.want {
+				t.Fatalf("first sync after the release: SNAT %q, want %q", got, tc.want)
+			}
+		})
+	}
 }

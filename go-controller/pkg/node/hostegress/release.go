@@ -6,6 +6,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 
+	egressipv1 "github.com/ovn-egressip/ovn-egressip/go-controller/pkg/crd/egressip/v1"
 	"github.com/ovn-egressip/ovn-egressip/go-controller/pkg/egressip/selection"
 )
 
@@ -170,6 +171,26 @@ func RunsOn(pods []*corev1.Pod, node string) func(selection.IPClaim) bool {
 	return func(c selection.IPClaim) bool {
 		p := find(c)
 		return p != nil && p.Spec.NodeName == node
+	}
+}
+
+// ServedWith reports whether a claim's pod object is served (selection.ServedPods) by an EgressIP whose spec lists
+// egress IP ip. The selection is computed at the first call.
+func ServedWith(eips []*egressipv1.EgressIP, namespaces map[string]*corev1.Namespace, pods []*corev1.Pod) func(selection.IPClaim, netip.Addr) bool {
+	var served map[netip.Addr][]func(selection.IPClaim) *corev1.Pod
+	return func(c selection.IPClaim, ip netip.Addr) bool {
+		if served == nil {
+			served = map[netip.Addr][]func(selection.IPClaim) *corev1.Pod{}
+			res := selection.ServedPods(eips, namespaces, pods)
+			for _, e := range eips {
+				for _, s := range e.Spec.EgressIPs {
+					if a, err := netip.ParseAddr(s); err == nil {
+						served[a.Unmap()] = append(served[a.Unmap()], podOf(res.Served[e.Name]))
+					}
+				}
+			}
+		}
+		return slices.ContainsFunc(served[ip], func(find func(selection.IPClaim) *corev1.Pod) bool { return find(c) != nil })
 	}
 }
 

@@ -9,6 +9,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	egressipv1 "github.com/ovn-egressip/ovn-egressip/go-controller/pkg/crd/egressip/v1"
 	"github.com/ovn-egressip/ovn-egressip/go-controller/pkg/egressip/selection"
 	"github.com/ovn-egressip/ovn-egressip/go-controller/pkg/node/hostinfo"
 )
@@ -102,5 +103,32 @@ func TestLivePodsOwnershipAndRunsOn(t *testing.T) {
 	on := RunsOn(pods, "node1")
 	if !on(claim("other", created)) || on(claim("new", created.Add(time.Minute))) || on(claim("other", created.Add(time.Hour))) {
 		t.Error("RunsOn(node1): want true for other (on node1) only, not for new (node2) nor another pod object named other")
+	}
+}
+
+// ServedWith: a pod object is served with an egress IP when the EgressIP serving it lists that IP in its spec.
+func TestServedWith(t *testing.T) {
+	created := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	ns := map[string]*corev1.Namespace{"prod": {ObjectMeta: metav1.ObjectMeta{Name: "prod", Labels: map[string]string{"env": "prod"}}}}
+	web := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "prod", Name: "web", CreationTimestamp: metav1.NewTime(created),
+		Labels: map[string]string{"app": "web"}},
+		Status: corev1.PodStatus{Phase: corev1.PodRunning, PodIP: "10.244.1.3", PodIPs: []corev1.PodIP{{IP: "10.244.1.3"}}}}
+	eip := &egressipv1.EgressIP{ObjectMeta: metav1.ObjectMeta{Name: "eip1"}, Spec: egressipv1.EgressIPSpec{
+		EgressIPs:         []string{"172.18.0.50"},
+		NamespaceSelector: metav1.LabelSelector{MatchLabels: map[string]string{"env": "prod"}},
+		PodSelector:       metav1.LabelSelector{MatchLabels: map[string]string{"app": "web"}}}}
+	served := ServedWith([]*egressipv1.EgressIP{eip}, ns, []*corev1.Pod{web})
+	c := selection.IPClaim{Namespace: "prod", Name: "web", Created: created}
+	if !served(c, netip.MustParseAddr("172.18.0.50")) {
+		t.Error("web with 172.18.0.50: false, want true (eip1 lists it and serves web)")
+	}
+	if served(c, netip.MustParseAddr("172.18.0.60")) {
+		t.Error("web with 172.18.0.60: true, want false (no EgressIP lists it)")
+	}
+	if served(selection.IPClaim{Namespace: "prod", Name: "web", Created: created.Add(time.Minute)}, netip.MustParseAddr("172.18.0.50")) {
+		t.Error("another pod object named web: true, want false")
+	}
+	if none := ServedWith(nil, ns, []*corev1.Pod{web}); none(c, netip.MustParseAddr("172.18.0.50")) {
+		t.Error("no EgressIP (deleted): true, want false")
 	}
 }
