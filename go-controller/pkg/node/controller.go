@@ -642,8 +642,8 @@ func (c *controller) keepUnserved(unserved map[netip.Addr]hostegress.Released, s
 	}
 	for podIP, r := range unserved {
 		owner, ok := r.Owners[podIP]
-		if _, has := c.unserved[podIP]; has || !ok || pf.local(owner) {
-			continue
+		if _, has := c.unserved[podIP]; has || !ok || pf.local(owner) || !pf.live(owner) {
+			continue // a pod here, or gone: its rule goes at once
 		}
 		c.unserved[podIP] = lingering{state: r, until: now.Add(c.p.ReleaseLinger)}
 		klog.InfoS("Pod no longer served by an egress IP held here; keeping its SNAT rule while its traffic may still be rerouted here",
