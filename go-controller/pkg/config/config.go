@@ -73,7 +73,8 @@ type Config struct {
 	// NodeResyncInterval is how often the node daemon re-applies host state to repair drift.
 	NodeResyncInterval time.Duration
 	// NodeReleaseLinger is how long a node keeps the SNAT rules of an egress IP that
-	// moved away (local gateway mode); 0 turns it off.
+	// moved away, and of a pod on another node an egress IP held here stops serving
+	// (local gateway mode); 0 turns it off.
 	NodeReleaseLinger time.Duration
 	// MetricsBindAddress is host:port for /metrics ("" = no metrics server).
 	MetricsBindAddress string
@@ -163,7 +164,7 @@ func Flags() []cli.Flag {
 		&cli.DurationFlag{Name: FlagReachabilityTimeout, Value: DefaultReachabilityTimeout, Usage: "total timeout of one egress node health probe (0 disables the check: every node is reachable); a node is unreachable after two probes in a row its kernel did not answer either (or that its health server refused), or after ten slow answers in a row; 75ms with an interval of 25ms fails a cut node over in about 175 ms where the master's path to the nodes is short and quiet (docs/egressip.md, \"Health check timings\")"},
 		&cli.DurationFlag{Name: FlagReachabilityPeriod, Value: DefaultReachabilityInterval, Usage: "interval between egress node health probes"},
 		&cli.DurationFlag{Name: FlagNodeResync, Value: 30 * time.Second, Usage: "how often the node re-applies its egress host state (repairs drift)"},
-		&cli.DurationFlag{Name: FlagNodeReleaseLinger, Value: 5 * time.Second, Usage: "local gateway mode: how long the SNAT rules of an egress IP that moved to another node stay (traffic still rerouted here leaves with the egress IP); 0 = not at all"},
+		&cli.DurationFlag{Name: FlagNodeReleaseLinger, Value: 5 * time.Second, Usage: "local gateway mode: how long the SNAT rules of an egress IP that moved to another node stay, and the rule of a pod on another node that an egress IP held here stops serving (traffic still rerouted here leaves with the egress IP); 0 = not at all"},
 		&cli.StringFlag{Name: FlagMetricsBindAddress, Usage: "`HOST:PORT` to serve Prometheus /metrics, /healthz and /readyz on (default: off)"},
 		&cli.BoolFlag{Name: FlagEnablePprof, Aliases: []string{"metrics-enable-pprof"}, Usage: "serve Go's /debug/pprof/ profiles, unauthenticated, on --" + FlagPprofBindAddress},
 		&cli.StringFlag{Name: FlagPprofBindAddress, Value: DefaultPprofBindAddress, Usage: "with --" + FlagEnablePprof + ": `HOST:PORT` of the profiles (loopback by default: anyone who reaches it can read the process' memory)"},

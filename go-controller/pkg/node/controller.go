@@ -66,6 +66,9 @@ type controller struct {
 	// until when it stays (Params.ReleaseLinger).
 	computed hostegress.State
 	released map[netip.Addr]lingering
+	// unserved holds, by pod IP, the rules of pods on other nodes that an egress IP
+	// still held here stopped serving, until when they stay (keepUnserved).
+	unserved map[netip.Addr]lingering
 	// seeded: the first sync took over the linger the previous daemon run
 	// published (seedReleased).
 	seeded bool
@@ -379,7 +382,10 @@ func (c *controller) syncHost(snap hostinfo.Snapshot, eips []*egressipv1.EgressI
 		c.seeded = true
 	}
 	rerouted, told := c.reroutedHere()
-	ready, err := c.p.host.Apply(c.withReleased(st, now, rerouted, told, hostegress.LivePods(pods)))
+	ready, err := c.p.host.Apply(c.withReleased(st, now, rerouted, told, podFacts{
+		live: hostegress.LivePods(pods), local: hostegress.RunsOn(pods, c.p.NodeName),
+		servedWith: hostegress.ServedWith(eips, namespaces, pods),
+	}))
 	if err != nil {
 		return ready, fmt.Errorf("node %s: program egress IPs: %w", c.p.NodeName, err)
 	}
@@ -516,6 +522,25 @@ func heldAs(eips []*egressipv1.EgressIP, node string, until map[netip.Addr]time.
 	return out
 }
 
+// podFacts are what withReleased asks about the pod objects of the rules it keeps.
+type podFacts struct {
+	live       func(selection.IPClaim) bool             // listed, not completed, owns its IPs (hostegress.LivePods)
+	local      func(selection.IPClaim) bool             // runs on this node (hostegress.RunsOn)
+	servedWith func(selection.IPClaim, netip.Addr) bool // an EgressIP listing that IP serves it (hostegress.ServedWith)
+}
+
+// releasedLive is live for the rules released egress IP ip left behind. A pod
+// running here also needs an EgressIP listing ip to serve it still: when the IP
+// moved away, the pod's traffic crosses this host, and must leave with ip, until
+// the master reroutes it to the new holder; when the EgressIP was deleted, the IP
+// taken out of its spec or the pod no longer selected, the pod's traffic keeps
+// crossing this host after the master stopped serving it, and must not.
+func (pf podFacts) releasedLive(ip netip.Addr) func(selection.IPClaim) bool {
+	return func(c selection.IPClaim) bool {
+		return pf.live(c) && (!pf.local(c) || pf.servedWith(c, ip))
+	}
+}
+
 // withReleased records what egress IPs that were held here and are no longer held
 // in st leave behind, forgets what is held again or has lingered for
 // Params.ReleaseLinger, and returns st with the rest merged in (hostegress.Merge).
@@ -527,10 +552,15 @@ func heldAs(eips []*egressipv1.EgressIP, node string, until map[netip.Addr]time.
 // down), must not meet a node without SNAT rules. The end itself is published
 // (lingeringUntil) and the master reroutes here no longer than that.
 //
-// The rules of pod objects that live does not report (deleted or completed) are
-// left out at once (hostegress.Released.Live): their IP may be a new pod's already.
+// The rules of pod objects that pf.live does not report (deleted, completed, or
+// their IP a newer pod object's) are left out at once (hostegress.Released.Live):
+// their IP may be a new pod's already; so are those of pods running here that no
+// EgressIP listing the released IP serves any more (podFacts.releasedLive).
+//
+// A pod that an egress IP still held here stops serving keeps its rule for the
+// same linger when it runs on another node, see keepUnserved.
 func (c *controller) withReleased(st hostegress.State, now time.Time, rerouted map[netip.Addr]bool, told bool,
-	live func(selection.IPClaim) bool) hostegress.State {
+	pf podFacts) hostegress.State {
 	if c.p.ReleaseLinger < 0 {
 		return st
 	}
@@ -544,6 +574,7 @@ func (c *controller) withReleased(st hostegress.State, now time.Time, rerouted m
 				"node", c.p.NodeName, "ip", ip, "rules", len(r.SNAT), "for", c.p.ReleaseLinger)
 		}
 	}
+	unserved := hostegress.Unserved(c.computed, st)
 	c.computed = st
 	ips := make([]netip.Addr, 0, len(c.released))
 	for ip := range c.released {
@@ -569,13 +600,18 @@ func (c *controller) withReleased(st hostegress.State, now time.Time, rerouted m
 				klog.InfoS("Egress IP linger ended but the master still reroutes it here; keeping its SNAT rules until it stops",
 					"node", c.p.NodeName, "ip", ip, "annotation", annotations.EgressIPsRerouted)
 			}
-			keep = append(keep, l.state.Live(live))
+			keep = append(keep, l.state.Live(pf.releasedLive(ip)))
 			continue
 		}
-		keep = append(keep, l.state.Live(live))
+		keep = append(keep, l.state.Live(pf.releasedLive(ip)))
 		if d := l.until.Sub(now); next == 0 || d < next {
 			next = d
 		}
+	}
+	pods, podsNext := c.keepUnserved(unserved, st, now, pf)
+	keep = append(keep, pods...)
+	if podsNext > 0 && (next == 0 || podsNext < next) {
+		next = podsNext
 	}
 	if next > 0 {
 		c.queue.AddAfter(syncKey, next)
@@ -584,6 +620,56 @@ func (c *controller) withReleased(st hostegress.State, now time.Time, rerouted m
 		return st
 	}
 	return hostegress.Merge(st, keep...)
+}
+
+// keepUnserved records the rules of the pods that egress IPs still held here
+// stopped serving (hostegress.Unserved: the pod or its namespace relabelled, the
+// selector edited), and returns those that still linger, with the time to the
+// first end (0: none). Until the master has seen the change, OVN still reroutes
+// such a pod's traffic here, and it must not leave with the node's own address:
+// the rule of a pod on another node stays for Params.ReleaseLinger (past the
+// reroute, no traffic of that pod reaches this node), unless st serves the pod IP
+// again or live no longer reports its pod object. The rule of a pod running here
+// goes at once: in local gateway mode its traffic always crosses this host, and
+// would keep leaving with the egress IP after the master stopped serving it. The
+// end is not published (annotations.EgressIPsLingeringUntil): it lists egress
+// IPs, which the master makes next hops of the pods they serve, and these pods
+// are no longer theirs.
+func (c *controller) keepUnserved(unserved map[netip.Addr]hostegress.Released, st hostegress.State, now time.Time,
+	pf podFacts) ([]hostegress.Released, time.Duration) {
+	if c.unserved == nil {
+		c.unserved = map[netip.Addr]lingering{}
+	}
+	for podIP, r := range unserved {
+		owner, ok := r.Owners[podIP]
+		if _, has := c.unserved[podIP]; has || !ok || pf.local(owner) || !pf.live(owner) {
+			continue // a pod here, or gone: its rule goes at once
+		}
+		c.unserved[podIP] = lingering{state: r, until: now.Add(c.p.ReleaseLinger)}
+		klog.InfoS("Pod no longer served by an egress IP held here; keeping its SNAT rule while its traffic may still be rerouted here",
+			"node", c.p.NodeName, "pod", owner.Namespace+"/"+owner.Name, "podIP", podIP, "egressIP", r.SNAT[0].EgressIPAddr,
+			"for", c.p.ReleaseLinger)
+	}
+	served := map[netip.Addr]bool{}
+	for _, s := range st.SNAT {
+		served[s.PodIP] = true
+	}
+	ips := slices.SortedFunc(maps.Keys(c.unserved), netip.Addr.Compare)
+	var keep []hostegress.Released
+	next := time.Duration(0)
+	for _, ip := range ips {
+		l := c.unserved[ip]
+		r := l.state.Live(pf.live)
+		if served[ip] || !now.Before(l.until) || len(r.SNAT) == 0 {
+			delete(c.unserved, ip)
+			continue
+		}
+		keep = append(keep, r)
+		if d := l.until.Sub(now); next == 0 || d < next {
+			next = d
+		}
+	}
+	return keep, next
 }
 
 // announceShared: in shared gateway mode an egress IP this node holds is a NAT

@@ -3,10 +3,10 @@ package hostegress
 import (
 	"net/netip"
 	"slices"
-	"time"
 
 	corev1 "k8s.io/api/core/v1"
 
+	egressipv1 "github.com/ovn-egressip/ovn-egressip/go-controller/pkg/crd/egressip/v1"
 	"github.com/ovn-egressip/ovn-egressip/go-controller/pkg/egressip/selection"
 )
 
@@ -44,12 +44,36 @@ func (st State) Holds(ip netip.Addr) bool {
 // holds, what it leaves behind: those rules, the ip rules of their pod IPs, and the
 // routes of those rules' tables, as prev had them.
 func Release(prev, next State) map[netip.Addr]Released {
+	return leftBehind(prev, func(s SNAT) (netip.Addr, bool) {
+		return s.EgressIPAddr, !next.Holds(s.EgressIPAddr)
+	})
+}
+
+// Unserved returns, for every pod IP that prev SNATs to an egress IP next still
+// holds and that next has no SNAT rule for (the pod object stopped being served
+// here: relabelled, its namespace relabelled, the selector edited), what its rule
+// leaves behind, as Release does for an egress IP, keyed by pod IP.
+func Unserved(prev, next State) map[netip.Addr]Released {
+	served := map[netip.Addr]bool{}
+	for _, s := range next.SNAT {
+		served[s.PodIP] = true
+	}
+	return leftBehind(prev, func(s SNAT) (netip.Addr, bool) {
+		return s.PodIP, !served[s.PodIP] && next.Holds(s.EgressIPAddr)
+	})
+}
+
+// leftBehind groups the SNAT rules of prev that key selects, by its key, each
+// group with the owners of its pod IPs, the ip rules of those pod IPs and the
+// routes of those rules' tables, as prev had them.
+func leftBehind(prev State, key func(SNAT) (netip.Addr, bool)) map[netip.Addr]Released {
 	out := map[netip.Addr]Released{}
 	for _, s := range prev.SNAT {
-		if next.Holds(s.EgressIPAddr) {
+		k, ok := key(s)
+		if !ok {
 			continue
 		}
-		r := out[s.EgressIPAddr]
+		r := out[k]
 		r.SNAT = append(r.SNAT, s)
 		if c, ok := prev.Owners[s.PodIP]; ok {
 			if r.Owners == nil {
@@ -62,9 +86,9 @@ func Release(prev, next State) map[netip.Addr]Released {
 				r.Rules = append(r.Rules, rule)
 			}
 		}
-		out[s.EgressIPAddr] = r
+		out[k] = r
 	}
-	for ip, r := range out {
+	for k, r := range out {
 		tables := map[int]bool{}
 		for _, rule := range r.Rules {
 			tables[rule.Table] = true
@@ -74,7 +98,7 @@ func Release(prev, next State) map[netip.Addr]Released {
 				r.Routes = append(r.Routes, rt)
 			}
 		}
-		out[ip] = r
+		out[k] = r
 	}
 	return out
 }
@@ -113,18 +137,75 @@ func (r Released) Live(live func(selection.IPClaim) bool) Released {
 	return out
 }
 
-// LivePods reports, for Released.Live, whether a pod object is among pods (same namespace, name and creation time)
-// and has not completed (phase Succeeded or Failed).
+// LivePods reports, for Released.Live, whether a pod object is among pods (same namespace, name and creation time),
+// has not completed (phase Succeeded or Failed) and still owns each of its IPs among the pods not completed
+// (selection.Owners): an IP that a newer pod object has is no longer the claim's (its sandbox is gone).
 func LivePods(pods []*corev1.Pod) func(selection.IPClaim) bool {
-	created := make(map[string]time.Time, len(pods))
+	var running []*corev1.Pod
+	var claims []selection.IPClaim
 	for _, p := range pods {
 		if p.Status.Phase != corev1.PodSucceeded && p.Status.Phase != corev1.PodFailed {
-			created[p.Namespace+"/"+p.Name] = p.CreationTimestamp.Time
+			running = append(running, p)
+			claims = append(claims, selection.ClaimOf(p))
 		}
 	}
+	owners := selection.Owners(claims)
+	find := podOf(running)
 	return func(c selection.IPClaim) bool {
-		t, ok := created[c.Namespace+"/"+c.Name]
-		return ok && t.Equal(c.Created)
+		p := find(c)
+		if p == nil {
+			return false
+		}
+		for _, ip := range selection.PodIPs(p) {
+			if i, ok := owners[ip]; ok && running[i] != p {
+				return false
+			}
+		}
+		return true
+	}
+}
+
+// RunsOn reports whether the pod object of a claim is among pods and runs on node.
+func RunsOn(pods []*corev1.Pod, node string) func(selection.IPClaim) bool {
+	find := podOf(pods)
+	return func(c selection.IPClaim) bool {
+		p := find(c)
+		return p != nil && p.Spec.NodeName == node
+	}
+}
+
+// ServedWith reports whether a claim's pod object is served (selection.ServedPods) by an EgressIP whose spec lists
+// egress IP ip. The selection is computed at the first call.
+func ServedWith(eips []*egressipv1.EgressIP, namespaces map[string]*corev1.Namespace, pods []*corev1.Pod) func(selection.IPClaim, netip.Addr) bool {
+	var served map[netip.Addr][]func(selection.IPClaim) *corev1.Pod
+	return func(c selection.IPClaim, ip netip.Addr) bool {
+		if served == nil {
+			served = map[netip.Addr][]func(selection.IPClaim) *corev1.Pod{}
+			res := selection.ServedPods(eips, namespaces, pods)
+			for _, e := range eips {
+				for _, s := range e.Spec.EgressIPs {
+					if a, err := netip.ParseAddr(s); err == nil {
+						served[a.Unmap()] = append(served[a.Unmap()], podOf(res.Served[e.Name]))
+					}
+				}
+			}
+		}
+		return slices.ContainsFunc(served[ip], func(find func(selection.IPClaim) *corev1.Pod) bool { return find(c) != nil })
+	}
+}
+
+// podOf finds a claim's pod object among pods: the same namespace, name and creation time.
+func podOf(pods []*corev1.Pod) func(selection.IPClaim) *corev1.Pod {
+	byName := make(map[string]*corev1.Pod, len(pods))
+	for _, p := range pods {
+		byName[p.Namespace+"/"+p.Name] = p
+	}
+	return func(c selection.IPClaim) *corev1.Pod {
+		p, ok := byName[c.Namespace+"/"+c.Name]
+		if !ok || !p.CreationTimestamp.Time.Equal(c.Created) {
+			return nil
+		}
+		return p
 	}
 }
 
@@ -134,12 +215,9 @@ func LivePods(pods []*corev1.Pod) func(selection.IPClaim) bool {
 // the IP gets), then the first. A pod IP reused by a new pod object leaves with
 // its own EgressIP's released address, not with the one a deleted pod object's
 // EgressIP left behind.
-func releasedOwners(st State, hasSNAT map[netip.Addr]bool, released []Released) map[netip.Addr]int {
+func releasedOwners(hasSNAT map[netip.Addr]bool, released []Released) map[netip.Addr]int {
 	out := map[netip.Addr]int{}
 	for i, rel := range released {
-		if len(rel.SNAT) > 0 && st.Holds(rel.SNAT[0].EgressIPAddr) {
-			continue
-		}
 		for _, s := range rel.SNAT {
 			if hasSNAT[s.PodIP] {
 				continue
@@ -159,11 +237,11 @@ func releasedOwners(st State, hasSNAT map[netip.Addr]bool, released []Released) 
 	return out
 }
 
-// Merge returns st plus the released state of egress IPs st does not hold: their
-// SNAT rules for pod IPs st has no rule for (what st wants wins; among released
-// states, the one of the pod object owning the IP now: releasedOwners), the ip
-// rules of those pod IPs, and the routes of tables st does not fill itself. No
-// address is added. The result is sorted like Compute's.
+// Merge returns st plus released states (Release, Unserved; the caller passes only
+// what still lingers): their SNAT rules for pod IPs st has no rule for (what st
+// wants wins; among released states, the one of the pod object owning the IP now:
+// releasedOwners), the ip rules of those pod IPs, and the routes of tables st does
+// not fill itself. No address is added. The result is sorted like Compute's.
 func Merge(st State, released ...Released) State {
 	out := State{
 		Addresses: append([]Address(nil), st.Addresses...),
@@ -184,11 +262,8 @@ func Merge(st State, released ...Released) State {
 		ownTables[r.Table] = true
 	}
 	addedTables := map[int]bool{}
-	winner := releasedOwners(st, hasSNAT, released)
+	winner := releasedOwners(hasSNAT, released)
 	for i, rel := range released {
-		if len(rel.SNAT) > 0 && st.Holds(rel.SNAT[0].EgressIPAddr) {
-			continue // held again: st has it all
-		}
 		lingering := map[netip.Addr]bool{}
 		for _, s := range rel.SNAT {
 			if hasSNAT[s.PodIP] || winner[s.PodIP] != i {
