@@ -174,13 +174,13 @@ type explainState struct {
 	res      assign.Result
 	problems map[string][]assign.Problem
 	assignIn map[string]assign.EgressIP
+	rank     selection.Ranked
+	ns       map[string]*corev1.Namespace
+	served   selection.Result
 	// kept are the spec IPs each EgressIP keeps, as the sync plans its routes with
 	// them (keptIPs over the status in the API): their lingering holders are its
 	// fallback, those of an IP another EgressIP keeps are not.
-	kept   map[string][]netip.Addr
-	rank   selection.Ranked
-	ns     map[string]*corev1.Namespace
-	served selection.Result
+	kept map[string][]netip.Addr
 	// rows are the rows the sync plans, by zone ("": the centralized master's),
 	// for the zones planRows was asked.
 	rows map[string]nbstate.State
