@@ -177,6 +177,10 @@ type explainState struct {
 	rank     selection.Ranked
 	ns       map[string]*corev1.Namespace
 	served   selection.Result
+	// kept are the spec IPs each EgressIP keeps, as the sync plans its routes with
+	// them (keptIPs over the status in the API): their lingering holders are its
+	// fallback, those of an IP another EgressIP keeps are not.
+	kept map[string][]netip.Addr
 	// rows are the rows the sync plans, by zone ("": the centralized master's),
 	// for the zones planRows was asked.
 	rows map[string]nbstate.State
@@ -207,6 +211,7 @@ func newExplainState(in ExplainInput) *explainState {
 		ae = append(ae, a)
 	}
 	st.res = assign.Assign(ae, an)
+	st.kept = keptIPs(in.EgressIPs, st.nbNodes)
 	for _, p := range st.res.Problems {
 		st.problems[p.EgressIP] = append(st.problems[p.EgressIP], p)
 	}
@@ -356,8 +361,7 @@ func (st *explainState) programmed(r *EgressIPReport, eip *egressipv1.EgressIP) 
 		r.Hosts = st.hosts(eip)
 		// Either layout: the linger each node daemon published (nbstate.Lingers).
 		nbIn := nbstate.Input{Mode: st.mode, ClusterSubnets: in.ClusterSubnets, JoinSubnets: in.JoinSubnets, Nodes: st.nbNodes, Now: st.now()}
-		ne := toNB(eip.Name, eip.Status.Items)
-		ne.IPs = specIPs(eip)
+		ne := routeInput(eip, st.kept)
 		for _, fam := range nbstate.Families(in.ClusterSubnets) {
 			for _, l := range lingerReports(nbIn, ne, fam) {
 				r.Notes = append(r.Notes, l.String()+": while no holder of its family is ready, the pods are rerouted there")
@@ -704,8 +708,7 @@ func servedWhy(eips []*egressipv1.EgressIP, eip *egressipv1.EgressIP, ns *corev1
 func (st *explainState) podSources(r *PodReport, eip *egressipv1.EgressIP) {
 	in := st.in
 	nbIn := nbstate.Input{Mode: st.mode, ClusterSubnets: in.ClusterSubnets, JoinSubnets: in.JoinSubnets, Nodes: st.nbNodes, Now: st.now()}
-	ne := toNB(eip.Name, eip.Status.Items)
-	ne.IPs = specIPs(eip)
+	ne := routeInput(eip, st.kept)
 	routes := nbstate.Routes(nbIn, ne)
 	for _, fam := range nbstate.Families(in.ClusterSubnets) {
 		rt, ok := routes[fam]

@@ -250,14 +250,7 @@ func (p *nodeParser) trust(f nodeFacts) nodeFacts {
 
 // toAssign converts an EgressIP (with the status the master believes current).
 func toAssign(eip *egressipv1.EgressIP, items []egressipv1.EgressIPStatusItem) assign.EgressIP {
-	out := assign.EgressIP{
-		Name:    eip.Name,
-		Created: eip.CreationTimestamp.Time,
-		Spec:    eip.Spec.EgressIPs,
-	}
-	for _, it := range items {
-		out.Status = append(out.Status, assign.Item{Node: it.Node, EgressIP: it.EgressIP})
-	}
+	out := claimOf(eip, items)
 	if eip.Spec.NodeSelector != nil {
 		sel, err := metav1.LabelSelectorAsSelector(eip.Spec.NodeSelector)
 		if err != nil {
@@ -265,6 +258,20 @@ func toAssign(eip *egressipv1.EgressIP, items []egressipv1.EgressIPStatusItem) a
 		} else {
 			out.NodeSelector = sel
 		}
+	}
+	return out
+}
+
+// claimOf is eip with status items as the claim rule reads it (assign.Kept): its
+// name, age, spec and status, without the node selector (toAssign adds it).
+func claimOf(eip *egressipv1.EgressIP, items []egressipv1.EgressIPStatusItem) assign.EgressIP {
+	out := assign.EgressIP{
+		Name:    eip.Name,
+		Created: eip.CreationTimestamp.Time,
+		Spec:    eip.Spec.EgressIPs,
+	}
+	for _, it := range items {
+		out.Status = append(out.Status, assign.Item{Node: it.Node, EgressIP: it.EgressIP})
 	}
 	return out
 }

@@ -16,6 +16,7 @@ import (
 	"k8s.io/klog/v2"
 
 	egressipv1 "github.com/ovn-egressip/ovn-egressip/go-controller/pkg/crd/egressip/v1"
+	"github.com/ovn-egressip/ovn-egressip/go-controller/pkg/egressip/assign"
 	"github.com/ovn-egressip/ovn-egressip/go-controller/pkg/egressip/gwmode"
 	"github.com/ovn-egressip/ovn-egressip/go-controller/pkg/egressip/nbstate"
 	"github.com/ovn-egressip/ovn-egressip/go-controller/pkg/egressip/selection"
@@ -209,12 +210,14 @@ func changedSelections(s *serving, in planInput, reselect, rowDirty map[string]b
 
 // changedRoutes computes every EgressIP's routes (nbstate.Routes, with the local
 // gateway mode fallback and strict drops); a change makes every pod of that
-// EgressIP rowDirty. It returns when a fallback next expires (zero: none).
+// EgressIP rowDirty. It returns when a fallback next expires (zero: none). The
+// fallback is to the lingering holders of the IPs each EgressIP keeps (keptIPs,
+// remembered in s.kept), never of an IP another EgressIP keeps.
 func changedRoutes(s *serving, in planInput, rowDirty map[string]bool) time.Time {
 	var wake time.Time
+	s.kept = keptIPs(in.eips, in.nb.Nodes)
 	for _, e := range in.eips {
-		ne := toNB(e.Name, e.Status.Items)
-		ne.IPs = specIPs(e)                 // a lingering holder of one of them is a fallback
+		ne := routeInput(e, s.kept)
 		routes := nbstate.Routes(in.nb, ne) // ready holders only: what the fallback remembers
 		if in.nb.Mode == gwmode.Local {
 			// The fallback is what the nodes published (nbstate.Lingers): no clock here.
@@ -456,13 +459,29 @@ func (c *controller) servedChanges(touched map[netip.Addr]bool) []nbstate.Change
 	return out
 }
 
-// specIPs parses spec.egressIPs (unparsable entries are skipped: admission rejects them).
-func specIPs(e *egressipv1.EgressIP) []netip.Addr {
-	out := make([]netip.Addr, 0, len(e.Spec.EgressIPs))
-	for _, s := range e.Spec.EgressIPs {
-		if ip, err := netip.ParseAddr(s); err == nil {
-			out = append(out, ip.Unmap())
-		}
+// keptIPs are, per EgressIP of eips (with their status as programmed), the spec
+// IPs it keeps under assignment's claim rule (assign.Kept; nodes give the node
+// addresses no egress IP may be): the only IPs whose holders, ready or lingering,
+// may carry its pods (its fallback, what is rerouted to a node for it). An entry
+// refused to it (ClaimedByOtherEgressIP) is the other EgressIP's IP: its holders
+// SNAT with it for that EgressIP's pods only.
+func keptIPs(eips []*egressipv1.EgressIP, nodes map[string]nbstate.Node) map[string][]netip.Addr {
+	claims := make([]assign.EgressIP, 0, len(eips))
+	for _, e := range eips {
+		claims = append(claims, claimOf(e, e.Status.Items))
 	}
-	return out
+	addrs := make([]assign.Node, 0, len(nodes))
+	for name, n := range nodes {
+		addrs = append(addrs, assign.Node{Name: name, Addresses: n.Addresses})
+	}
+	return assign.Kept(claims, addrs)
+}
+
+// routeInput is e (status as programmed) as nbstate.Routes reads it: its
+// assignments, and as IPs whose lingering holders are a fallback the ones it keeps
+// (kept: keptIPs of every EgressIP).
+func routeInput(e *egressipv1.EgressIP, kept map[string][]netip.Addr) nbstate.EgressIP {
+	ne := toNB(e.Name, e.Status.Items)
+	ne.IPs = kept[e.Name]
+	return ne
 }

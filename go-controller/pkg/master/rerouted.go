@@ -12,7 +12,6 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/klog/v2"
 
-	egressipv1 "github.com/ovn-egressip/ovn-egressip/go-controller/pkg/crd/egressip/v1"
 	"github.com/ovn-egressip/ovn-egressip/go-controller/pkg/egressip/annotations"
 	"github.com/ovn-egressip/ovn-egressip/go-controller/pkg/egressip/gwmode"
 	"github.com/ovn-egressip/ovn-egressip/go-controller/pkg/egressip/nbstate"
@@ -20,10 +19,11 @@ import (
 
 // reroutedTargets are, per node, the egress IPs whose served pods the planned rows
 // reroute to that node's management port (centralized layout, local gateway mode):
-// every IP of the EgressIP in the family of a route whose next hops include the
-// node. A node keeps the SNAT rules of a released IP while its list names it
-// (annotations.EgressIPsRerouted).
-func reroutedTargets(routes map[string]map[string]nbstate.Route, eips []*egressipv1.EgressIP, nodes map[string]nbstate.Node) map[string]map[netip.Addr]bool {
+// every IP the EgressIP keeps (kept: keptIPs, as the routes were computed with) in
+// the family of a route whose next hops include the node; not an IP another
+// EgressIP keeps. A node keeps the SNAT rules of a released IP while its list
+// names it (annotations.EgressIPsRerouted).
+func reroutedTargets(routes map[string]map[string]nbstate.Route, kept map[string][]netip.Addr, nodes map[string]nbstate.Node) map[string]map[netip.Addr]bool {
 	byHop := map[string]string{}
 	for name, n := range nodes {
 		for _, ip := range n.ManagementIPs {
@@ -31,14 +31,14 @@ func reroutedTargets(routes map[string]map[string]nbstate.Route, eips []*egressi
 		}
 	}
 	out := map[string]map[netip.Addr]bool{}
-	for _, e := range eips {
-		for fam, r := range routes[e.Name] {
+	for name, byFam := range routes {
+		for fam, r := range byFam {
 			for _, hop := range r.Nexthops {
 				node, ok := byHop[hop]
 				if !ok {
 					continue
 				}
-				for _, ip := range specIPs(e) {
+				for _, ip := range kept[name] {
 					if nbstate.Family(ip) != fam {
 						continue
 					}

@@ -29,7 +29,10 @@ type serving struct {
 	eipPods   map[string]map[string]bool // EgressIP -> keys of the pods it serves
 	claims    map[netip.Addr][]string    // pod IP -> keys of served pods having it (usually one)
 	routes    map[string]map[string]nbstate.Route
-	sigs      map[string]selectionSig
+	// kept are, per EgressIP, the spec IPs it keeps (keptIPs) as its routes were
+	// last computed with: what a node they reroute to carries for it.
+	kept map[string][]netip.Addr
+	sigs map[string]selectionSig
 	// selectors caches each EgressIP's selectors rendered as strings (for sigs),
 	// per resourceVersion: rendering them for every EgressIP on every sync cost
 	// more than the rest of a sync's selection work.

@@ -172,6 +172,35 @@ func (s *state) resolveClaims() {
 	}
 }
 
+// keeps reports whether the EgressIP at order index oi keeps addr, one of its
+// wanted addresses, under the claim rule (resolveClaims): every other EgressIP
+// wanting addr is refused it (CauseClaimed).
+func (s *state) keeps(oi int, addr netip.Addr) bool { return s.winner[addr] == oi }
+
+// Kept returns, for every EgressIP of eips by name, the addresses of its spec it
+// keeps, in spec order: its usable entries (ParseEgressIP, not a duplicate, not
+// the address of a node of nodes) that the claim rule (resolveClaims) leaves to it
+// and to no other EgressIP. These are its IPs whether or not a node can hold them
+// now; Assign reports every other entry as a Problem, and an entry claimed by
+// another EgressIP is that one's IP, never this one's. Only Name, Created, Spec and
+// Status of eips and the Name and Addresses of nodes are read.
+func Kept(eips []EgressIP, nodes []Node) map[string][]netip.Addr {
+	s := newState(eips, nodes)
+	s.parseSpecs()
+	s.resolveClaims()
+	out := make(map[string][]netip.Addr, len(s.order))
+	for oi, e := range s.order {
+		var ips []netip.Addr
+		for _, w := range s.wants[oi] {
+			if s.keeps(oi, w.addr) {
+				ips = append(ips, w.addr)
+			}
+		}
+		out[e.Name] = ips
+	}
+	return out
+}
+
 // fits reports whether the node's egress network of addr's family contains addr.
 func fits(n *Node, addr netip.Addr) bool {
 	p := n.Egress.Network.For(addr)
@@ -212,7 +241,7 @@ func (s *state) keepValidItems() {
 		}
 		for _, it := range e.Status {
 			addr, err := netip.ParseAddr(it.EgressIP)
-			if err != nil || !want[addr] || s.winner[addr] != oi {
+			if err != nil || !want[addr] || !s.keeps(oi, addr) {
 				continue // IP left the spec, became invalid, or belongs to another EgressIP
 			}
 			if _, dup := s.kept[oi][addr]; dup {
@@ -232,9 +261,9 @@ func (s *state) keepValidItems() {
 func (s *state) placeRest() {
 	for oi, e := range s.order {
 		for _, w := range s.wants[oi] {
-			if win := s.winner[w.addr]; win != oi {
+			if !s.keeps(oi, w.addr) {
 				s.report(oi, w.index, w.raw, EgressIPConflict, CauseClaimed, "EgressIP %s: spec.egressIPs[%d] %q is claimed by EgressIP %s, which keeps it",
-					e.Name, w.index, w.raw, s.order[win].Name)
+					e.Name, w.index, w.raw, s.order[s.winner[w.addr]].Name)
 				continue
 			}
 			if _, ok := s.kept[oi][w.addr]; ok {

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"net/netip"
 	"reflect"
+	"slices"
 	"testing"
 	"time"
 
@@ -279,7 +280,42 @@ func TestAssign(t *testing.T) {
 			if !reflect.DeepEqual(gotProblems, tc.problems) {
 				t.Errorf("problems:\n got  %v\n want %v", gotProblems, tc.problems)
 			}
+			checkKept(t, tc.eips, tc.nodes, got)
 		})
+	}
+}
+
+// checkKept: Kept gives each EgressIP exactly its spec entries that Assign does not
+// refuse (not an IP, a duplicate, unsupported, a node's address, claimed by another
+// EgressIP), parsed, in spec order; every IP Assign places is among them.
+func checkKept(t *testing.T, eips []EgressIP, nodes []Node, res Result) {
+	t.Helper()
+	refused := map[string]map[int]bool{}
+	for _, p := range res.Problems {
+		switch p.Cause {
+		case CauseNotAnIP, CauseDuplicate, CauseUnsupported, CauseNodeAddress, CauseClaimed:
+			if refused[p.EgressIP] == nil {
+				refused[p.EgressIP] = map[int]bool{}
+			}
+			refused[p.EgressIP][p.Index] = true
+		}
+	}
+	kept := Kept(eips, nodes)
+	for _, e := range eips {
+		var want []netip.Addr
+		for i, raw := range e.Spec {
+			if !refused[e.Name][i] {
+				want = append(want, netip.MustParseAddr(raw))
+			}
+		}
+		if got := kept[e.Name]; !reflect.DeepEqual(got, want) {
+			t.Errorf("Kept[%s] = %v, want %v (the spec entries Assign does not refuse)", e.Name, got, want)
+		}
+		for _, item := range res.Status[e.Name] {
+			if a := netip.MustParseAddr(item.EgressIP); !slices.Contains(kept[e.Name], a) {
+				t.Errorf("%s placed %s, which Kept does not give it: %v", e.Name, a, kept[e.Name])
+			}
+		}
 	}
 }
 

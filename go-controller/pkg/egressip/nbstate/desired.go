@@ -82,8 +82,11 @@ type EgressIP struct {
 	// Strict (spec.strict): in a family with no route, the served pods' policy
 	// drops instead of letting them leave with a node or gateway router address.
 	Strict bool
-	// IPs are spec.egressIPs, parsed (interconnect layout: the IPs whose lingering
-	// holders are a fallback).
+	// IPs are the entries of spec.egressIPs the EgressIP keeps (the master gives
+	// assign.Kept: no entry refused to it, such as an IP another EgressIP keeps):
+	// the IPs whose lingering holders are a fallback (LingerHolders, LingerEnd; in
+	// the interconnect layout lingeringHolders and the zone node's Local). A node
+	// SNATting an IP not listed here does it for another EgressIP's pods.
 	IPs []netip.Addr
 }
 
