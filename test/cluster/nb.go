@@ -164,12 +164,16 @@ func (n *nbConn) addPort(ctx context.Context, sw *nbdb.LogicalSwitch, lsp *nbdb.
 	if err != nil {
 		return err
 	}
-	mut, err := n.c.Where(sw).Mutate(sw, model.Mutation{Field: &sw.Ports, Mutator: ovsdb.MutateOperationInsert,
-		Value: []string{lsp.UUID}})
+	mut, err := n.mutatePorts(sw, ovsdb.MutateOperationInsert, lsp.UUID)
 	if err != nil {
 		return err
 	}
 	return n.transact(ctx, append(ops, mut...))
+}
+
+// mutatePorts is the operation that inserts the port with UUID uuid into switch sw's ports, or deletes it from them.
+func (n *nbConn) mutatePorts(sw *nbdb.LogicalSwitch, mutator ovsdb.Mutator, uuid string) ([]ovsdb.Operation, error) {
+	return n.c.Where(sw).Mutate(sw, model.Mutation{Field: &sw.Ports, Mutator: mutator, Value: []string{uuid}})
 }
 
 // deletePort removes the port named name from its switch (the row is garbage-collected by the database).
@@ -182,8 +186,7 @@ func (n *nbConn) deletePort(ctx context.Context, switchName, name string) error 
 	if err != nil {
 		return err
 	}
-	ops, err := n.c.Where(sw).Mutate(sw, model.Mutation{Field: &sw.Ports, Mutator: ovsdb.MutateOperationDelete,
-		Value: []string{p.UUID}})
+	ops, err := n.mutatePorts(sw, ovsdb.MutateOperationDelete, p.UUID)
 	if err != nil {
 		return err
 	}

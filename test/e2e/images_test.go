@@ -40,19 +40,13 @@ type imageRun struct {
 func newImageRun(t *testing.T, e *env) *imageRun {
 	t.Helper()
 	root := repo.Root()
-	images := podrun.ImageArchives(root)
-	if a := podrun.MissingArchive(images); a != "" {
-		t.Fatalf("OVNKUBE_FROM=image: %s missing: run make image first", a)
-	}
-	m, err := podrun.LoadManifests(filepath.Join(root, "dist", "manifests"))
-	if err != nil {
-		t.Fatal(err)
-	}
+	d := podrun.NeedDist(t, root, func(a string) { t.Fatalf("OVNKUBE_FROM=image: %s missing: run make image first", a) })
 	ir := &imageRun{e: e}
-	if ir.master, err = m.Workload("Deployment", "ovn-egressip", "ovnkube-egressip-master"); err != nil {
+	var err error
+	if ir.master, err = d.Manifests.Workload("Deployment", "ovn-egressip", "ovnkube-egressip-master"); err != nil {
 		t.Fatal(err)
 	}
-	if ir.node, err = m.Workload("DaemonSet", "ovn-egressip", "ovnkube-egressip-node"); err != nil {
+	if ir.node, err = d.Manifests.Workload("DaemonSet", "ovn-egressip", "ovnkube-egressip-node"); err != nil {
 		t.Fatal(err)
 	}
 	e.kubectl("", "apply", "-f", filepath.Join(root, "dist", "manifests", "ovnkube-egressip.yaml"))
@@ -73,8 +67,8 @@ func newImageRun(t *testing.T, e *env) *imageRun {
 	}
 	dir := filepath.Join(e.dir, "podrun")
 	podrun.Cleanup(dir)
-	ir.rt = &podrun.Runtime{Dir: dir, LogDir: filepath.Join(e.dir, "log"), Images: images,
-		OCIImage: filepath.Join(root, "_output", "bin", "ociimage"), Kube: e.c.Client(), CA: ca}
+	ir.rt = &podrun.Runtime{Dir: dir, LogDir: filepath.Join(e.dir, "log"), Images: d.Images,
+		OCIImage: d.OCIImage, Kube: e.c.Client(), CA: ca}
 	t.Cleanup(func() { podrun.Cleanup(dir) })
 	e.leaseNamespace = "ovn-egressip" // the manifests' --leader-elect-namespace
 	// A kubelet creates KUBE-IPTABLES-HINT in the mangle table with the iptables it uses; the node image's wrapper

@@ -42,14 +42,8 @@ func setup(t *testing.T) (*apiserver.Env, kubernetes.Interface, *podrun.Manifest
 		t.Skip("runc not installed (make install-deps)")
 	}
 	root := repo.Root()
-	images := podrun.ImageArchives(root)
-	if a := podrun.MissingArchive(images); a != "" {
-		t.Skipf("%s missing: run make image first (make test does)", a)
-	}
-	m, err := podrun.LoadManifests(filepath.Join(root, "dist", "manifests"))
-	if err != nil {
-		t.Fatal(err)
-	}
+	d := podrun.NeedDist(t, root, func(a string) { t.Skipf("%s missing: run make image first (make test does)", a) })
+	m := d.Manifests
 	env := apiserver.Start(t)
 	if out, err := exec.Command(env.Kubectl, "--kubeconfig", env.Kubeconfig, "apply", "-f",
 		filepath.Join(root, "dist", "manifests", "ovnkube-egressip.yaml")).CombinedOutput(); err != nil {
@@ -57,7 +51,7 @@ func setup(t *testing.T) (*apiserver.Env, kubernetes.Interface, *podrun.Manifest
 	}
 	cs := kubernetes.NewForConfigOrDie(env.Config)
 	dir := t.TempDir()
-	rt := &podrun.Runtime{Dir: dir, Images: images, OCIImage: filepath.Join(root, "_output", "bin", "ociimage"), Kube: cs, CA: env.Config.CAData}
+	rt := &podrun.Runtime{Dir: dir, Images: d.Images, OCIImage: d.OCIImage, Kube: cs, CA: env.Config.CAData}
 	t.Cleanup(func() {
 		if t.Failed() {
 			logs, _ := filepath.Glob(filepath.Join(dir, "log", "*.log"))
