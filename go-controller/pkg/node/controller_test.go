@@ -150,21 +150,23 @@ type fixture struct {
 // getNode reads Node name from the fixture's API server; an error fails the test.
 func (f *fixture) getNode(t *testing.T, name string) *corev1.Node {
 	t.Helper()
-	n, err := f.kube.CoreV1().Nodes().Get(context.Background(), name, metav1.GetOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return n
+	return mustGet(t, f.kube.CoreV1().Nodes().Get, name)
 }
 
 // getEIP reads EgressIP name from the fixture's API server; an error fails the test.
 func (f *fixture) getEIP(t *testing.T, name string) *egressipv1.EgressIP {
 	t.Helper()
-	e, err := f.eips.K8sV1().EgressIPs().Get(context.Background(), name, metav1.GetOptions{})
+	return mustGet(t, f.eips.K8sV1().EgressIPs().Get, name)
+}
+
+// mustGet calls a clientset's Get for name; an error fails the test.
+func mustGet[T any](t *testing.T, get func(context.Context, string, metav1.GetOptions) (T, error), name string) T {
+	t.Helper()
+	obj, err := get(context.Background(), name, metav1.GetOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	return e
+	return obj
 }
 
 func start(t *testing.T, mode gwmode.Mode, kubeObjs []runtime.Object, eips ...runtime.Object) *fixture {
