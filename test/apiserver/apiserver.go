@@ -11,6 +11,7 @@ package apiserver
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -138,9 +139,9 @@ func Start(t testing.TB, opts ...Option) *Env {
 	cfg, err := te.Start()
 	if err != nil {
 		// envtest stops what it started on most failures; Stop again to be sure, it is idempotent.
-		_ = te.Stop()
+		stopErr := te.Stop()
 		logs.close()
-		t.Fatalf("apiserver: start control plane (logs in %s): %v", dir, err)
+		t.Fatalf("apiserver: start control plane (logs in %s): %v", dir, errors.Join(err, stopErr))
 	}
 	e.Config = cfg
 	t.Cleanup(func() {

@@ -96,7 +96,9 @@ func TestChaos(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), *flagDuration+30*time.Minute)
 	defer cancel()
 	dir := filepath.Join(repo.Root(), "_output", "chaos")
-	_ = cluster.Down(ctx, dir)
+	if err := cluster.Down(ctx, dir); err != nil {
+		t.Logf("tearing down what an earlier run left in %s: %v", dir, err)
+	}
 	nb := *flagNB
 	if *flagLayout == cluster.LayoutInterconnect {
 		nb = cluster.NBStandalone // one NB per zone
@@ -123,7 +125,9 @@ func TestChaos(t *testing.T) {
 		h.stopProbes()
 		h.sup.stop()
 		for n := range h.cut {
-			_ = c.SetNodeLinks(context.Background(), n, true)
+			if err := c.SetNodeLinks(context.Background(), n, true); err != nil {
+				t.Logf("restore the links of %s: %v", n, err)
+			}
 		}
 		if t.Failed() || *flagKeepLogs {
 			cluster.KeepLogs(t, logDir, dir+"-logs")

@@ -88,19 +88,11 @@ func nodeReady(n *corev1.Node) bool {
 // check compares the cluster with what it must be now; statusOnly checks EgressIP status alone.
 func (k *checker) check(ctx context.Context, statusOnly bool) (verdict, error) {
 	v := verdict{sources: map[string][]netip.Addr{}}
-	eips, err := k.eip.K8sV1().EgressIPs().List(ctx, metav1.ListOptions{})
+	eips, nss, pods, err := k.listOwnInputs(ctx)
 	if err != nil {
 		return v, err
 	}
 	nodes, err := k.kube.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
-	if err != nil {
-		return v, err
-	}
-	nss, err := k.kube.CoreV1().Namespaces().List(ctx, metav1.ListOptions{})
-	if err != nil {
-		return v, err
-	}
-	pods, err := k.kube.CoreV1().Pods("").List(ctx, metav1.ListOptions{})
 	if err != nil {
 		return v, err
 	}
@@ -138,7 +130,7 @@ func (k *checker) check(ctx context.Context, statusOnly bool) (verdict, error) {
 		}
 	}
 	nsLabels := map[string]map[string]string{}
-	for _, ns := range nss.Items {
+	for _, ns := range nss {
 		nsLabels[ns.Name] = ns.Labels
 	}
 
@@ -146,8 +138,8 @@ func (k *checker) check(ctx context.Context, statusOnly bool) (verdict, error) {
 	// harness never lets two EgressIPs ask for one IP, so no conflict rule applies).
 	want := map[string]int{} // NB row line -> count wanted
 	servedBy := map[string]*egressipv1.EgressIP{}
-	for i := range eips.Items {
-		e := &eips.Items[i]
+	for i := range eips {
+		e := &eips[i]
 		nodesUsed := map[string]bool{}
 		for _, it := range e.Status.Items {
 			switch {
@@ -167,7 +159,7 @@ func (k *checker) check(ctx context.Context, statusOnly bool) (verdict, error) {
 		if len(e.Status.Items) == 0 {
 			continue
 		}
-		for _, p := range pods.Items {
+		for _, p := range pods {
 			if p.Status.Phase != corev1.PodRunning || p.Status.PodIP == "" || p.Spec.HostNetwork ||
 				!selects(e.Spec.NamespaceSelector, nsLabels[p.Namespace]) || !selects(e.Spec.PodSelector, p.Labels) {
 				continue
@@ -200,7 +192,7 @@ func (k *checker) check(ctx context.Context, statusOnly bool) (verdict, error) {
 	if statusOnly {
 		return v, nil
 	}
-	for _, p := range pods.Items {
+	for _, p := range pods {
 		key := p.Namespace + "/" + p.Name
 		if e := servedBy[key]; e != nil {
 			for _, it := range e.Status.Items {
@@ -211,8 +203,8 @@ func (k *checker) check(ctx context.Context, statusOnly bool) (verdict, error) {
 		}
 	}
 
-	v.own = k.ownFrom(eips.Items, nss.Items, pods.Items)
-	if v.explain, err = explainInput(ctx, k.c.GatewayMode(), k.nb, k.isCut, eips.Items, nodes.Items, nss.Items, pods.Items); err != nil {
+	v.own = k.ownFrom(eips, nss, pods)
+	if v.explain, err = explainInput(ctx, k.c.GatewayMode(), k.nb, k.isCut, eips, nodes.Items, nss, pods); err != nil {
 		return v, err
 	}
 
@@ -223,8 +215,8 @@ func (k *checker) check(ctx context.Context, statusOnly bool) (verdict, error) {
 		}
 	}
 	if ic {
-		checkZoneAnnotations(eips.Items, nodes.Items, k.isCut, &v)
-		if err := desiredOpinion(v.explain, eips.Items, &v); err != nil {
+		checkZoneAnnotations(eips, nodes.Items, k.isCut, &v)
+		if err := desiredOpinion(v.explain, eips, &v); err != nil {
 			return v, err
 		}
 	}
@@ -240,7 +232,7 @@ func (k *checker) check(ctx context.Context, statusOnly bool) (verdict, error) {
 		}
 	}
 	if local {
-		if err := k.checkHosts(ctx, eips.Items, nodes.Items, servedBy, pods.Items, &v); err != nil {
+		if err := k.checkHosts(ctx, eips, nodes.Items, servedBy, pods, &v); err != nil {
 			return v, err
 		}
 	}
@@ -261,19 +253,28 @@ func (k *checker) ownFrom(eips []egressipv1.EgressIP, nss []corev1.Namespace, po
 
 // readOwn reads the API (EgressIPs, namespaces, pods) and returns every pod's own sources in it.
 func (k *checker) readOwn(ctx context.Context) (ownSources, error) {
-	eips, err := k.eip.K8sV1().EgressIPs().List(ctx, metav1.ListOptions{})
+	eips, nss, pods, err := k.listOwnInputs(ctx)
 	if err != nil {
 		return nil, err
+	}
+	return k.ownFrom(eips, nss, pods), nil
+}
+
+// listOwnInputs lists what the pods' own sources are read from: the EgressIPs, namespaces and pods of the API.
+func (k *checker) listOwnInputs(ctx context.Context) ([]egressipv1.EgressIP, []corev1.Namespace, []corev1.Pod, error) {
+	eips, err := k.eip.K8sV1().EgressIPs().List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return nil, nil, nil, err
 	}
 	nss, err := k.kube.CoreV1().Namespaces().List(ctx, metav1.ListOptions{})
 	if err != nil {
-		return nil, err
+		return nil, nil, nil, err
 	}
 	pods, err := k.kube.CoreV1().Pods("").List(ctx, metav1.ListOptions{})
 	if err != nil {
-		return nil, err
+		return nil, nil, nil, err
 	}
-	return k.ownFrom(eips.Items, nss.Items, pods.Items), nil
+	return eips.Items, nss.Items, pods.Items, nil
 }
 
 // wantZoneRows adds the rows pod p served by e must have in the interconnect layout (docs/interconnect.md, "Which

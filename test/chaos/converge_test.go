@@ -56,7 +56,7 @@ func (h *harness) converge(statusOnly bool) (verdict, bool) {
 	var err error
 	told := false
 	converged := false
-	_ = waitfor.Until(context.Background(), 0, 250*time.Millisecond, func() (bool, error) { // returns when done
+	werr := waitfor.Until(context.Background(), 0, 250*time.Millisecond, func() (bool, error) { // returns when done
 		pid0, q0 := h.masterQueue()
 		z0 := h.zoneQueues(statusOnly)
 		v, err = h.chk.check(h.ctx, statusOnly)
@@ -102,6 +102,9 @@ func (h *harness) converge(statusOnly bool) (verdict, bool) {
 		}
 		return false, nil
 	})
+	if werr != nil { // no timeout and a condition with no error: not expected
+		v.statusErrs = append(v.statusErrs, "wait: "+werr.Error())
+	}
 	return v, converged
 }
 

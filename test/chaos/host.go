@@ -180,8 +180,11 @@ func diffHost(node string, w hostWant, hs hostState, ready []string) (missing, s
 	}
 	haveSNAT := map[string]int{}
 	for _, r := range chainRules(hs.nat, snatChain) {
-		to, _ := netip.ParseAddr(ruleArg(r, "--to-source"))
-		line := fmt.Sprintf("-s %s -o %s --to-source %s (%s)", ruleArg(r, "-s"), ruleArg(r, "-o"), ruleArg(r, "--to-source"), w.ips[to])
+		eip := "unparsable --to-source"
+		if to, err := netip.ParseAddr(ruleArg(r, "--to-source")); err == nil {
+			eip = w.ips[to]
+		}
+		line := fmt.Sprintf("-s %s -o %s --to-source %s (%s)", ruleArg(r, "-s"), ruleArg(r, "-o"), ruleArg(r, "--to-source"), eip)
 		if ruleArg(r, "-j") != "SNAT" {
 			line += " [not -j SNAT]"
 		}

@@ -104,7 +104,11 @@ func (s *supervisor) start(p *proc) error {
 		}
 		p.restarts++
 		s.mu.Unlock()
-		_ = s.start(p)
+		if err := s.start(p); err != nil {
+			s.mu.Lock()
+			p.exits = append(p.exits, fmt.Sprintf("%s restart: %v", time.Now().Format("15:04:05"), err))
+			s.mu.Unlock()
+		}
 	}()
 	return nil
 }
@@ -259,7 +263,10 @@ func rssOf(pid int) float64 {
 		if v, ok := strings.CutPrefix(line, "VmRSS:"); ok {
 			f := strings.Fields(v)
 			if len(f) > 0 {
-				kb, _ := strconv.ParseFloat(f[0], 64)
+				kb, err := strconv.ParseFloat(f[0], 64)
+				if err != nil {
+					return -1 // unknown
+				}
 				return kb * 1024
 			}
 		}

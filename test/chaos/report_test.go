@@ -54,7 +54,11 @@ func (h *harness) report() {
 	// sometimes aborts (a conntrack assertion) and its monitor restarts it: the data plane stops for about a second
 	// (test/e2e reruns a failover case when it happens). Listed so that a failed probe can be matched with one.
 	// (The interconnect layout has one more ovs-vswitchd per chassis: log/<node>-ovs-vswitchd.log.)
-	if logs, _ := filepath.Glob(filepath.Join(h.c.StateDir(), "log", "*ovs-vswitchd.log")); len(logs) > 0 {
+	logs, err := filepath.Glob(filepath.Join(h.c.StateDir(), "log", "*ovs-vswitchd.log"))
+	if err != nil {
+		h.logf("ovs-vswitchd logs: %v", err)
+	}
+	if len(logs) > 0 {
 		var crashes []string
 		for _, f := range logs {
 			b, err := os.ReadFile(f)

@@ -254,7 +254,12 @@ func RunTunnelKeeper(ctx context.Context, stateDir string, logf func(string, ...
 		case <-t.C:
 		}
 		var nodes []NodeAddrs
-		for _, z := range zoneNodes(p) {
+		zones, err := zoneNodes(p)
+		if err != nil {
+			logf("zones: %v", err)
+			continue // again on the next tick
+		}
+		for _, z := range zones {
 			if i, err := strconv.Atoi(strings.TrimPrefix(z, "node")); err == nil {
 				if n, err := AddrsFor(i); err == nil {
 					nodes = append(nodes, n)
@@ -266,7 +271,10 @@ func RunTunnelKeeper(ctx context.Context, stateDir string, logf func(string, ...
 			if err != nil {
 				continue // centralized layout, or not configured yet
 			}
-			configured, _ := strconv.Atoi(strings.TrimSpace(string(data)))
+			configured, err := strconv.Atoi(strings.TrimSpace(string(data)))
+			if err != nil {
+				configured = 0 // unparsable: configured for no process, so configured again
+			}
 			pid, err := readPid(p.pidfile(zonePidName(n.Name, "ovs-vswitchd")))
 			if err != nil || !alive(pid) || pid == configured {
 				continue
@@ -311,7 +319,9 @@ func stopZoneOVS(ctx context.Context, p paths, zone string) []int {
 		pids = append(pids, pid)
 	}
 	if pid, err := readPid(p.pidfile(zonePidName(zone, "ovs-vswitchd"))); err == nil && alive(pid) {
-		_, _ = zoneVsctl(ctx, p, zone, "--timeout=5", "--if-exists", "del-br", ZoneIntegrationBridge(zone),
+		// As stopOVN does: the bridges go first; what is left goes with the chassis namespace, whose removal teardown
+		// checks.
+		_, _ = zoneVsctl(ctx, p, zone, "--timeout=5", "--if-exists", "del-br", ZoneIntegrationBridge(zone), //nolint:errcheck // best effort: teardown checks what is left
 			"--", "--if-exists", "del-br", BrEx, "--", "--if-exists", "del-br", BrTun)
 	}
 	pids = append(pids, appctlExit(ctx, p, zonePidName(zone, "ovs-vswitchd"), ovs("ovs-appctl")))

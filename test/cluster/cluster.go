@@ -72,16 +72,18 @@ func Up(ctx context.Context, cfg Config) (*Cluster, error) {
 	}
 	c, err := up(ctx, cfg, p)
 	if err != nil {
-		cleanupAfterFailure(p)
-		return nil, err
+		return nil, errors.Join(err, cleanupAfterFailure(p))
 	}
 	return c, nil
 }
 
-func cleanupAfterFailure(p paths) {
+func cleanupAfterFailure(p paths) error {
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	_ = teardown(ctx, p, true)
+	if err := teardown(ctx, p, true); err != nil {
+		return fmt.Errorf("clean-up after the failure: %w", err)
+	}
+	return nil
 }
 
 func up(ctx context.Context, cfg Config, p paths) (*Cluster, error) {
@@ -141,14 +143,17 @@ func up(ctx context.Context, cfg Config, p paths) (*Cluster, error) {
 		}
 		return nil
 	}
-	defer func() { _ = waitHelper() }() // never leave the build running
+	// Never leave the build running; its error is waitHelper's to report, on the path that needs the helper.
+	defer helperOnce.Do(func() { helperErr = <-helperc })
 	k, err := generatePKI(p.pki())
 	if err != nil {
 		return nil, fmt.Errorf("certificates: %w", err)
 	}
 	nodes := make([]NodeAddrs, cfg.Nodes)
 	for i := range nodes {
-		nodes[i], _ = AddrsForFamily(i+1, cfg.IPFamily)
+		if nodes[i], err = AddrsForFamily(i+1, cfg.IPFamily); err != nil {
+			return nil, err
+		}
 	}
 	fams := Families(cfg.IPFamily)
 	apiIP := plans[fams[0]].apiServer
@@ -449,12 +454,20 @@ func preflight() error {
 	if err := removeOrphanTaps(); err != nil {
 		return err
 	}
-	for _, l := range append([]string{BrInt, BrEx, "ovs-netdev"}, interconnectTaps()...) {
+	taps, err := interconnectTaps()
+	if err != nil {
+		return err
+	}
+	for _, l := range append([]string{BrInt, BrEx, "ovs-netdev"}, taps...) {
 		if linkExists(l) {
 			return fmt.Errorf("interface %s exists: another OVS userspace data plane runs on this machine (only one can); stop it first", l)
 		}
 	}
-	if ns := ourNetns(); len(ns) > 0 {
+	ns, err := ourNetns()
+	if err != nil {
+		return err
+	}
+	if len(ns) > 0 {
 		return fmt.Errorf("network namespaces %s are left over from another cluster: run make cluster-down with its CLUSTER_STATE", strings.Join(ns, " "))
 	}
 	return nil
@@ -467,7 +480,11 @@ func removeOrphanTaps() error {
 	if processRunning("ovs-vswitchd") {
 		return nil
 	}
-	for _, l := range append([]string{BrInt, BrEx, "ovs-netdev"}, interconnectTaps()...) {
+	taps, err := interconnectTaps()
+	if err != nil {
+		return err
+	}
+	for _, l := range append([]string{BrInt, BrEx, "ovs-netdev"}, taps...) {
 		if !linkExists(l) {
 			continue
 		}
@@ -526,7 +543,10 @@ func Open(stateDir string) (*Cluster, error) {
 	}
 	c := &Cluster{p: p, st: st}
 	for i := 1; i <= st.Nodes; i++ {
-		n, _ := AddrsForFamily(i, st.IPFamily)
+		n, err := AddrsForFamily(i, st.IPFamily)
+		if err != nil {
+			return nil, fmt.Errorf("cluster in %s: %w", abs, err)
+		}
 		c.nodes = append(c.nodes, n)
 	}
 	if c.cs, err = newClient(st.Kubeconfig); err != nil {
@@ -571,17 +591,29 @@ func teardown(ctx context.Context, p paths, keepLogs bool) error {
 	for _, d := range []string{"agent", "echo", "kube-apiserver"} {
 		pids = append(pids, signalPidfile(p.pidfile(d), syscall.SIGTERM))
 	}
-	for _, ns := range ourNetns() {
+	nss, err := ourNetns()
+	if err != nil {
+		errs = append(errs, err)
+	}
+	for _, ns := range nss {
 		if err := deleteNetns(ctx, ns); err != nil {
 			errs = append(errs, err)
 		}
 	}
-	for _, l := range ourLinks() {
+	links, err := ourLinks()
+	if err != nil {
+		errs = append(errs, err)
+	}
+	for _, l := range links {
 		if _, err := run(ctx, "ip", "link", "del", l); err != nil && linkExists(l) {
 			errs = append(errs, err)
 		}
 	}
-	pids = append(pids, stopOVN(ctx, p)...)
+	ovnPids, err := stopOVN(ctx, p)
+	if err != nil {
+		errs = append(errs, err)
+	}
+	pids = append(pids, ovnPids...)
 	if err := waitGone(pids, 15*time.Second); err != nil {
 		errs = append(errs, err)
 	}

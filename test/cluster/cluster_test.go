@@ -39,30 +39,11 @@ func TestLocalCluster(t *testing.T) {
 func testClusterMode(t *testing.T, mode gwmode.Mode, family string) {
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
-	state, err := os.MkdirTemp("", "oeip-cluster-") // short: unix socket paths are limited to 107 bytes
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = Down(context.Background(), state); _ = os.RemoveAll(state) })
-	cfg := Config{StateDir: state, Nodes: 3, GatewayMode: mode, IPFamily: family, Logf: t.Logf}
-	t0 := time.Now()
-	c, err := Up(ctx, cfg)
-	if err != nil {
-		t.Fatalf("Up: %v", err)
-	}
-	defer c.Close()
-	t.Logf("cluster up in %.1fs", time.Since(t0).Seconds())
+	c, cfg := upInTemp(ctx, t, "oeip-cluster-", Config{Nodes: 3, GatewayMode: mode, IPFamily: family, Logf: t.Logf})
+	state := cfg.StateDir
 
 	// Up again is a no-op on a healthy cluster with the same config.
-	apiPid, _ := readPid(paths{dir: state}.pidfile("kube-apiserver"))
-	c2, err := Up(ctx, cfg)
-	if err != nil {
-		t.Fatalf("second Up: %v", err)
-	}
-	c2.Close()
-	if pid, _ := readPid(paths{dir: state}.pidfile("kube-apiserver")); pid != apiPid {
-		t.Errorf("second Up restarted kube-apiserver (pid %d -> %d)", apiPid, pid)
-	}
+	checkUpAgainKeeps(ctx, t, cfg, paths{dir: state}.pidfile("kube-apiserver"), "kube-apiserver")
 
 	// kubectl sees the Ready nodes; the EgressIP CRD is served.
 	out, err := exec.Command(c.Kubectl(), "--kubeconfig", c.Kubeconfig(), "get", "nodes", "--no-headers").CombinedOutput()
@@ -107,7 +88,10 @@ func testClusterMode(t *testing.T, mode gwmode.Mode, family string) {
 			p     *Pod
 			proto string
 		}{{a, "tcp"}, {b, "udp"}} {
-			want, _ := c.EgressSourceFamily(tc.p.Node, fam)
+			want, err := c.EgressSourceFamily(tc.p.Node, fam)
+			if err != nil {
+				t.Fatal(err)
+			}
 			got, err := c.RequestFamily(ctx, tc.p.Namespace, tc.p.Name, fam, tc.proto, 3*time.Second)
 			if err != nil || got != want {
 				t.Errorf("%s %s IPv%d -> echo server saw %s (%v), want %s (%s mode)", tc.p.Name, tc.proto, fam, got, err, want, mode)
@@ -161,7 +145,7 @@ func testClusterMode(t *testing.T, mode gwmode.Mode, family string) {
 	if len(pids) != len(daemons) {
 		t.Errorf("found %d of %d daemon pidfiles", len(pids), len(daemons))
 	}
-	t0 = time.Now()
+	t0 := time.Now()
 	if err := Down(ctx, state); err != nil {
 		t.Fatalf("Down: %v", err)
 	}
@@ -171,18 +155,68 @@ func testClusterMode(t *testing.T, mode gwmode.Mode, family string) {
 			t.Errorf("process %d still alive after Down", pid)
 		}
 	}
-	if ns := ourNetns(); len(ns) > 0 {
-		t.Errorf("network namespaces left: %v", ns)
+	checkNothingLeft(t, state)
+}
+
+// upInTemp brings the cluster of cfg up in a new state directory (short: unix socket paths are limited to 107
+// bytes), logs how long Up took, and returns it with cfg as used. The test's clean-up closes it, tears it down and
+// removes the directory.
+func upInTemp(ctx context.Context, t *testing.T, prefix string, cfg Config) (*Cluster, Config) {
+	t.Helper()
+	state, err := os.MkdirTemp("", prefix)
+	if err != nil {
+		t.Fatal(err)
 	}
-	if l := ourLinks(); len(l) > 0 {
-		t.Errorf("interfaces left: %v", l)
+	t.Cleanup(func() {
+		if err := Down(context.Background(), state); err != nil {
+			t.Logf("clean-up: %v", err)
+		}
+		os.RemoveAll(state)
+	})
+	cfg.StateDir = state
+	t0 := time.Now()
+	c, err := Up(ctx, cfg)
+	if err != nil {
+		t.Fatalf("Up: %v", err)
 	}
-	for _, l := range []string{BrInt, BrEx, "ovs-netdev"} {
+	t.Cleanup(c.Close)
+	t.Logf("cluster up in %.1fs", time.Since(t0).Seconds())
+	return c, cfg
+}
+
+// checkUpAgainKeeps: Up again with cfg (the healthy cluster's) is a no-op: the daemon of pidfile keeps running.
+func checkUpAgainKeeps(ctx context.Context, t *testing.T, cfg Config, pidfile, daemon string) {
+	t.Helper()
+	before, err := readPid(pidfile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c2, err := Up(ctx, cfg)
+	if err != nil {
+		t.Fatalf("second Up: %v", err)
+	}
+	c2.Close()
+	if pid, err := readPid(pidfile); err != nil || pid != before {
+		t.Errorf("second Up restarted %s (pid %d -> %d, %v)", daemon, before, pid, err)
+	}
+}
+
+// checkNothingLeft fails the test for what Down left: our network namespaces and interfaces, the OVS interfaces
+// (and the extra ones), files in state.
+func checkNothingLeft(t *testing.T, state string, extra ...string) {
+	t.Helper()
+	if ns, err := ourNetns(); err != nil || len(ns) > 0 {
+		t.Errorf("network namespaces left: %v (%v)", ns, err)
+	}
+	if l, err := ourLinks(); err != nil || len(l) > 0 {
+		t.Errorf("interfaces left: %v (%v)", l, err)
+	}
+	for _, l := range append([]string{BrInt, BrEx, "ovs-netdev"}, extra...) {
 		if linkExists(l) {
 			t.Errorf("interface %s left", l)
 		}
 	}
-	if entries, _ := filepath.Glob(filepath.Join(state, "*")); len(entries) > 0 {
-		t.Errorf("files left in %s: %v", state, entries)
+	if entries, err := filepath.Glob(filepath.Join(state, "*")); err != nil || len(entries) > 0 {
+		t.Errorf("files left in %s: %v (%v)", state, entries, err)
 	}
 }

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io/fs"
 	"net"
 	"net/netip"
 	"os"
@@ -65,7 +66,9 @@ func RunCNI() {
 
 func reexecInOVSNetns() int {
 	fail := func(err error) int {
-		_ = types.NewError(types.ErrInternal, "oeip-cni", err.Error()).Print()
+		if perr := types.NewError(types.ErrInternal, "oeip-cni", err.Error()).Print(); perr != nil {
+			fmt.Fprintf(os.Stderr, "oeip-cni: %v (printing the CNI error: %v)\n", err, perr)
+		}
 		return 1
 	}
 	stdin, err := readAll(os.Stdin)
@@ -170,13 +173,15 @@ func cniAdd(args *skel.CmdArgs) error {
 	}
 	pod, err := c.AttachPod(ctx, conf.Node, ns, name, netns, args.IfName)
 	if err != nil {
-		_ = c.DetachPod(context.WithoutCancel(ctx), ns, name)
-		return err
+		return errors.Join(err, c.DetachPod(context.WithoutCancel(ctx), ns, name))
 	}
 	if err := os.WriteFile(filepath.Join(recs, "pod-"+ns+"_"+name), []byte(args.ContainerID+"\n"), 0o644); err != nil {
 		return err
 	}
-	n, _ := c.Node(conf.Node)
+	n, err := c.Node(conf.Node)
+	if err != nil {
+		return err
+	}
 	zero := 0
 	res := &current.Result{CNIVersion: conf.CNIVersion,
 		Interfaces: []*current.Interface{{Name: args.IfName, Mac: pod.MAC, Sandbox: args.Netns}}}
@@ -199,7 +204,10 @@ func cniDel(args *skel.CmdArgs) error {
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	p := paths{dir: conf.StateDir}
-	owner, _ := os.ReadFile(filepath.Join(p.cniRecords(), "pod-"+ns+"_"+name))
+	owner, err := os.ReadFile(filepath.Join(p.cniRecords(), "pod-"+ns+"_"+name))
+	if err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return err
+	}
 	if strings.TrimSpace(string(owner)) == args.ContainerID {
 		c, err := Open(conf.StateDir)
 		if err != nil {

@@ -110,8 +110,12 @@ func waitAPIServerReady(ctx context.Context, p paths, k pki, server string) erro
 			last = err.Error()
 			return false, nil
 		}
-		body, _ := io.ReadAll(resp.Body)
+		body, err := io.ReadAll(resp.Body)
 		resp.Body.Close()
+		if err != nil {
+			last = err.Error()
+			return false, nil
+		}
 		last = fmt.Sprintf("%d %s", resp.StatusCode, strings.TrimSpace(string(body)))
 		return resp.StatusCode == http.StatusOK, nil
 	})

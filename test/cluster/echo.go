@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"os"
 	"strconv"
 	"time"
 )
@@ -39,7 +40,9 @@ func ServeEcho(ctx context.Context, port int) error {
 				return
 			}
 			if ua, ok := from.(*net.UDPAddr); ok {
-				_, _ = ul.WriteTo([]byte(fmt.Sprintf("udp-peer=%s\n", ua.IP)), from)
+				if _, err := ul.WriteTo([]byte(fmt.Sprintf("udp-peer=%s\n", ua.IP)), from); err != nil {
+					fmt.Fprintf(os.Stderr, "echo: reply to %s: %v\n", from, err) // the peer sees no answer
+				}
 			}
 		}
 	}()
@@ -54,7 +57,9 @@ func ServeEcho(ctx context.Context, port int) error {
 				defer conn.Close()
 				_ = conn.SetDeadline(time.Now().Add(5 * time.Second))
 				if ta, ok := conn.RemoteAddr().(*net.TCPAddr); ok {
-					_, _ = conn.Write([]byte(fmt.Sprintf("tcp-peer=%s\n", ta.IP)))
+					if _, err := conn.Write([]byte(fmt.Sprintf("tcp-peer=%s\n", ta.IP))); err != nil {
+						fmt.Fprintf(os.Stderr, "echo: reply to %s: %v\n", ta, err) // the peer sees no answer
+					}
 				}
 			}()
 		}

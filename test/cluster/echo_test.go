@@ -30,7 +30,9 @@ func TestEchoServerReportsTheSourceAddress(t *testing.T) {
 			defer c.Close()
 			_ = c.SetDeadline(time.Now().Add(500 * time.Millisecond))
 			if proto == "udp" {
-				_, _ = c.Write([]byte("?\n"))
+				if _, err := c.Write([]byte("?\n")); err != nil {
+					return false, nil // not yet: the next try dials again
+				}
 			}
 			line, err = bufio.NewReader(c).ReadString('\n')
 			return err == nil, nil

@@ -11,6 +11,7 @@ package cluster
 import (
 	"context"
 	"fmt"
+	"io/fs"
 	"net/netip"
 	"os"
 	"path/filepath"
@@ -352,23 +353,19 @@ func upInterconnectOVN(ctx context.Context, p paths, mode gwmode.Mode, nodes []N
 
 // zoneNodes lists the zones whose run directory exists under p (the nodes of an interconnect cluster, also when
 // its state file is gone).
-func zoneNodes(p paths) []string {
-	entries, _ := os.ReadDir(p.run())
-	var out []string
-	for _, e := range entries {
-		if e.IsDir() && strings.HasPrefix(e.Name(), "node") {
-			out = append(out, e.Name())
-		}
-	}
-	return out
+func zoneNodes(p paths) ([]string, error) {
+	return dirNames(p.run(), func(e fs.DirEntry) bool { return e.IsDir() && strings.HasPrefix(e.Name(), "node") })
 }
 
 // stopZones stops every zone's chassis (stopZoneOVS), ovn-northd and NB and SB ovsdb-servers. It returns the pids it
 // signalled.
-func stopZones(ctx context.Context, p paths) []int {
-	zones := zoneNodes(p)
+func stopZones(ctx context.Context, p paths) ([]int, error) {
+	zones, err := zoneNodes(p)
+	if err != nil {
+		return nil, err
+	}
 	if len(zones) == 0 {
-		return nil
+		return nil, nil
 	}
 	var pids []int
 	for _, z := range zones {
@@ -383,23 +380,18 @@ func stopZones(ctx context.Context, p paths) []int {
 			pids = append(pids, appctlExit(ctx, p, zonePidName(z, d), tool))
 		}
 	}
-	return pids
+	return pids, nil
 }
 
 // interconnectTaps are persistent tap devices of an interconnect layout's ovs-vswitchd in the root namespace (the
 // layout before each chassis had its own ovs-vswitchd in its chassis namespace, whose taps go with the namespace).
-func interconnectTaps() []string {
+func interconnectTaps() ([]string, error) {
 	out := []string{}
 	if linkExists(BrTun) {
 		out = append(out, BrTun)
 	}
-	entries, _ := os.ReadDir("/sys/class/net")
-	for _, e := range entries {
-		if strings.HasPrefix(e.Name(), "br-int-node") {
-			out = append(out, e.Name())
-		}
-	}
-	return out
+	brInts, err := dirNames("/sys/class/net", func(e fs.DirEntry) bool { return strings.HasPrefix(e.Name(), "br-int-node") })
+	return append(out, brInts...), err
 }
 
 // Layout is LayoutCentralized or LayoutInterconnect.

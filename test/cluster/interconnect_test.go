@@ -2,6 +2,7 @@ package cluster
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net/netip"
 	"os"
@@ -23,8 +24,7 @@ import (
 func TestZoneTopology(t *testing.T) {
 	var nodes []NodeAddrs
 	for i := 1; i <= 3; i++ {
-		n, _ := AddrsForFamily(i, FamilyDual)
-		nodes = append(nodes, n)
+		nodes = append(nodes, addrsMust(t, i, FamilyDual))
 	}
 	rows := buildZoneTopology(nodes, nodes[1], gwmode.Shared)
 	var ts *nbdb.LogicalSwitch
@@ -112,29 +112,10 @@ func TestInterconnectCluster(t *testing.T) {
 func testInterconnect(t *testing.T, mode gwmode.Mode, family string) {
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
-	state, err := os.MkdirTemp("", "oeip-ic-")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = Down(context.Background(), state); _ = os.RemoveAll(state) })
-	t0 := time.Now()
-	cfg := Config{StateDir: state, Nodes: 3, GatewayMode: mode, IPFamily: family, Layout: LayoutInterconnect, Logf: t.Logf}
-	c, err := Up(ctx, cfg)
-	if err != nil {
-		t.Fatalf("Up: %v", err)
-	}
-	defer c.Close()
-	t.Logf("cluster up in %.1fs", time.Since(t0).Seconds())
+	c, cfg := upInTemp(ctx, t, "oeip-ic-", Config{Nodes: 3, GatewayMode: mode, IPFamily: family, Layout: LayoutInterconnect, Logf: t.Logf})
+	state := cfg.StateDir
 	// Up again is a no-op on a healthy cluster of the same config (every zone's daemons run).
-	ctlPid, _ := readPid(c.p.pidfile(zonePidName("node3", "ovn-controller")))
-	c2, err := Up(ctx, cfg)
-	if err != nil {
-		t.Fatalf("second Up: %v", err)
-	}
-	c2.Close()
-	if pid, _ := readPid(c.p.pidfile(zonePidName("node3", "ovn-controller"))); pid != ctlPid || pid == 0 {
-		t.Errorf("second Up restarted zone node3's ovn-controller (pid %d -> %d)", ctlPid, pid)
-	}
+	checkUpAgainKeeps(ctx, t, cfg, c.p.pidfile(zonePidName("node3", "ovn-controller")), "zone node3's ovn-controller")
 	if c.Layout() != LayoutInterconnect || c.NBAddress() != "" || c.ZoneNBAddress("node2") != "unix:"+filepath.Join(c.StateDir(), "run", "node2", "ovnnb_db.sock") {
 		t.Errorf("layout %q NBAddress %q ZoneNBAddress(node2) %q", c.Layout(), c.NBAddress(), c.ZoneNBAddress("node2"))
 	}
@@ -179,8 +160,8 @@ func testInterconnect(t *testing.T, mode gwmode.Mode, family string) {
 		t.Logf("datapath of chassis node1: %s\ndatapath of chassis node1: %s", push, pop)
 	}
 	for _, n := range []string{"node1", "node2"} {
-		tunnels, _ := zoneVsctl(ctx, c.p, n, "--bare", "--columns=name,options", "find", "interface", "type=geneve")
-		t.Logf("chassis %s Geneve tunnel ports:\n%s", n, tunnels)
+		tunnels, err := zoneVsctl(ctx, c.p, n, "--bare", "--columns=name,options", "find", "interface", "type=geneve")
+		t.Logf("chassis %s Geneve tunnel ports (%v):\n%s", n, err, tunnels)
 	}
 	// ovs-vswitchd of chassis node1 crashes: its monitor restarts it; its bridges come back from its database, and
 	// the tunnel neighbour is resolved again (ARP).
@@ -213,7 +194,10 @@ func testInterconnect(t *testing.T, mode gwmode.Mode, family string) {
 	// (2) default egress (no egress IP): each pod through its own node's GR (shared) or host (local).
 	for _, p := range []*Pod{a, b} {
 		for _, fam := range c.Families() {
-			want, _ := c.EgressSourceFamily(p.Node, fam)
+			want, err := c.EgressSourceFamily(p.Node, fam)
+			if err != nil {
+				t.Fatal(err)
+			}
 			got, err := c.RequestFamily(ctx, p.Namespace, p.Name, fam, "tcp", 3*time.Second)
 			if err != nil || got != want {
 				t.Errorf("pod %s (%s) IPv%d default egress: echo saw %s (%v), want %s", p.Name, p.Node, fam, got, err, want)
@@ -240,7 +224,10 @@ func testInterconnect(t *testing.T, mode gwmode.Mode, family string) {
 
 	// (3) a hand-written egress IP 172.18.0.50 for pod a (node1), held by node2.
 	eip := netip.MustParseAddr("172.18.0.50")
-	n2, _ := c.Node("node2")
+	n2, err := c.Node("node2")
+	if err != nil {
+		t.Fatal(err)
+	}
 	undo, err := handEgressIP(ctx, c, a.IP, n2, eip)
 	if err != nil {
 		t.Fatalf("egress IP rows: %v", err)
@@ -263,7 +250,10 @@ func testInterconnect(t *testing.T, mode gwmode.Mode, family string) {
 	if err := c.WaitDataPath(ctx, 20*time.Second); err != nil {
 		t.Fatal(err)
 	}
-	want, _ := c.EgressSource("node1")
+	want, err := c.EgressSource("node1")
+	if err != nil {
+		t.Fatal(err)
+	}
 	if got, err := c.Request(ctx, "prod", "a", "tcp", 3*time.Second); err != nil || got != want {
 		t.Errorf("pod a after the egress IP rows are gone: echo saw %s (%v), want %s", got, err, want)
 	}
@@ -314,28 +304,19 @@ func testInterconnect(t *testing.T, mode gwmode.Mode, family string) {
 	if err := c.DeletePod(ctx, "prod", "b"); err != nil {
 		t.Errorf("DeletePod: %v", err)
 	}
-	t0 = time.Now()
+	t0 := time.Now()
 	if err := Down(ctx, state); err != nil {
 		t.Fatalf("Down: %v", err)
 	}
 	t.Logf("cluster down in %.1fs", time.Since(t0).Seconds())
-	if out, _ := run(ctx, "sh", "-c", "pgrep -a -x 'ovsdb-server|ovn-northd|ovn-controller|ovs-vswitchd' || true"); strings.Contains(out, state) {
-		t.Errorf("daemons of the cluster left:\n%s", out)
+	if out, err := run(ctx, "sh", "-c", "pgrep -a -x 'ovsdb-server|ovn-northd|ovn-controller|ovs-vswitchd' || true"); err != nil || strings.Contains(out, state) {
+		t.Errorf("daemons of the cluster left (%v):\n%s", err, out)
 	}
-	if ns := ourNetns(); len(ns) > 0 {
-		t.Errorf("network namespaces left: %v", ns)
+	taps, err := interconnectTaps()
+	if err != nil {
+		t.Error(err)
 	}
-	if l := ourLinks(); len(l) > 0 {
-		t.Errorf("interfaces left: %v", l)
-	}
-	for _, l := range append([]string{BrInt, BrEx, "ovs-netdev"}, interconnectTaps()...) {
-		if linkExists(l) {
-			t.Errorf("interface %s left", l)
-		}
-	}
-	if entries, _ := filepath.Glob(filepath.Join(state, "*")); len(entries) > 0 {
-		t.Errorf("files left in %s: %v", state, entries)
-	}
+	checkNothingLeft(t, state, taps...)
 }
 
 func lastLine(b []byte) string {
@@ -406,15 +387,13 @@ func handEgressIP(ctx context.Context, c *Cluster, podIP netip.Addr, holder Node
 	}
 	if err := add(nbH, ClusterRouter, &nbdb.LogicalRouterPolicy{UUID: "u_pol2", Priority: 100, Match: match,
 		Action: nbdb.LogicalRouterPolicyActionReroute, Nexthops: []string{nh.String()}, ExternalIDs: ids}); err != nil {
-		_ = undoAll(ctx)
-		return nil, err
+		return nil, errors.Join(err, undoAll(ctx))
 	}
 	if c.GatewayMode() == gwmode.Shared {
 		lp := MgmtPort(holder.Name)
 		if err := add(nbH, GatewayRouter(holder.Name), &nbdb.NAT{UUID: "u_nat", Type: nbdb.NATTypeSNAT, ExternalIP: eip.String(),
 			LogicalIP: podIP.String(), LogicalPort: &lp, ExternalIDs: ids}); err != nil {
-			_ = undoAll(ctx)
-			return nil, err
+			return nil, errors.Join(err, undoAll(ctx))
 		}
 		return undoAll, nil
 	}
@@ -423,8 +402,7 @@ func handEgressIP(ctx context.Context, c *Cluster, podIP netip.Addr, holder Node
 	ns := NodeNetnsName(holder.Name)
 	snat := fmt.Sprintf("POSTROUTING -s %s/32 -o eth0 -m comment --comment %s-test -j SNAT --to-source %s", podIP, HarnessKey, eip)
 	if err := inNetns(ctx, ns, fmt.Sprintf("ip addr add %s/32 dev eth0\niptables -t nat -I %s", eip, snat)); err != nil {
-		_ = undoAll(ctx)
-		return nil, err
+		return nil, errors.Join(err, undoAll(ctx))
 	}
 	undo = append(undo, func(ctx context.Context) error {
 		return inNetns(ctx, ns, fmt.Sprintf("iptables -t nat -D %s\nip addr del %s/32 dev eth0", snat, eip))

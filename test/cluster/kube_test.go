@@ -11,7 +11,7 @@ import (
 )
 
 func TestNodeObjectAnnotations(t *testing.T) {
-	a, _ := AddrsFor(2)
+	a := addrsMust(t, 2, FamilyIPv4)
 	n := nodeObject(a)
 	var subnets map[string][]string
 	if err := json.Unmarshal([]byte(n.Annotations["k8s.ovn.org/node-subnets"]), &subnets); err != nil ||
@@ -78,7 +78,7 @@ func TestEnsureServiceAccountIsIdempotent(t *testing.T) {
 // A dual-stack node: both pod subnets (IPv4 first), both join IPs, the gateway router's MAC and both external
 // addresses in l3-gateway-config, and one InternalIP per family.
 func TestNodeObjectDualStack(t *testing.T) {
-	a, _ := AddrsForFamily(2, FamilyDual)
+	a := addrsMust(t, 2, FamilyDual)
 	n := nodeObject(a)
 	if got := n.Annotations["k8s.ovn.org/node-subnets"]; got != `{"default":["10.244.2.0/24","fd00:10:244:2::/64"]}` {
 		t.Errorf("node-subnets = %s", got)

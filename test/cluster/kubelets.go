@@ -151,8 +151,14 @@ func (p pki) kubeconfigFor(server, name string) ([]byte, error) {
 	if name == "admin" {
 		return kc, nil
 	}
-	admCrt, _ := os.ReadFile(p.path("admin.crt"))
-	admKey, _ := os.ReadFile(p.path("admin.key"))
+	admCrt, err := os.ReadFile(p.path("admin.crt"))
+	if err != nil {
+		return nil, err
+	}
+	admKey, err := os.ReadFile(p.path("admin.key"))
+	if err != nil {
+		return nil, err
+	}
 	crt, err := os.ReadFile(p.path(name + ".crt"))
 	if err != nil {
 		return nil, err
@@ -170,9 +176,18 @@ func (p pki) kubeconfigFor(server, name string) ([]byte, error) {
 // and a kubelet, then waits until every node is Ready as its kubelet reports it.
 func upKubelets(ctx context.Context, p paths, k pki, apiserverBin, helper, images, server string, cs kubernetes.Interface,
 	nodes []NodeAddrs, logf func(string, ...any)) error {
-	kcm, _ := kubeBinary(apiserverBin, "kube-controller-manager")
-	sched, _ := kubeBinary(apiserverBin, "kube-scheduler")
-	kubelet, _ := kubeBinary(apiserverBin, "kubelet")
+	kcm, err := kubeBinary(apiserverBin, "kube-controller-manager")
+	if err != nil {
+		return err
+	}
+	sched, err := kubeBinary(apiserverBin, "kube-scheduler")
+	if err != nil {
+		return err
+	}
+	kubelet, err := kubeBinary(apiserverBin, "kubelet")
+	if err != nil {
+		return err
+	}
 	if err := os.MkdirAll(p.cniBin(), 0o755); err != nil {
 		return err
 	}
@@ -205,7 +220,7 @@ func upKubelets(ctx context.Context, p paths, k pki, apiserverBin, helper, image
 	wctx, cancel := context.WithTimeout(ctx, 120*time.Second)
 	defer cancel()
 	var notReady []string
-	err := poll(wctx, 500*time.Millisecond, func() (bool, error) {
+	err = poll(wctx, 500*time.Millisecond, func() (bool, error) {
 		for _, d := range kubeletDaemons(len(nodes)) {
 			if pid, err := readPid(p.pidfile(d)); err != nil || !alive(pid) {
 				return false, fmt.Errorf("%s exited: %s", d, lastLogLine(filepath.Join(p.log(), d+".log")))
@@ -299,7 +314,10 @@ state = %q
 	}
 	// The kubelet's cgroupRoot must exist in every v1 hierarchy (cpuset with cpus and mems).
 	cg := kubeletCgroup(n.Name)
-	hier, _ := filepath.Glob("/sys/fs/cgroup/*")
+	hier, err := filepath.Glob("/sys/fs/cgroup/*")
+	if err != nil {
+		return err
+	}
 	for _, h := range hier {
 		if fi, err := os.Stat(h); err != nil || !fi.IsDir() || filepath.Base(h) == "unified" {
 			continue
@@ -380,7 +398,10 @@ func stopKubelets(ctx context.Context, p paths) []error {
 		return nil
 	}
 	var errs []error
-	entries, _ := os.ReadDir(p.kubelets())
+	entries, err := os.ReadDir(p.kubelets())
+	if err != nil {
+		errs = append(errs, err)
+	}
 	var nodes []string
 	for _, e := range entries {
 		if e.IsDir() && e.Name() != filepath.Base(p.cniBin()) {
@@ -399,11 +420,18 @@ func stopKubelets(ctx context.Context, p paths) []error {
 	// The containers: every process in the kubelets' cgroups.
 	for _, n := range nodes {
 		var cpids []int
-		_ = filepath.WalkDir("/sys/fs/cgroup/pids/"+kubeletCgroup(n), func(path string, d fs.DirEntry, err error) error {
+		// A cgroup that is not there (or goes meanwhile) has no processes.
+		if err := filepath.WalkDir("/sys/fs/cgroup/pids/"+kubeletCgroup(n), func(path string, d fs.DirEntry, err error) error {
 			if err != nil || d.IsDir() || d.Name() != "cgroup.procs" {
 				return nil
 			}
-			b, _ := os.ReadFile(path)
+			b, err := os.ReadFile(path)
+			if errors.Is(err, fs.ErrNotExist) {
+				return nil
+			}
+			if err != nil {
+				return err
+			}
 			for _, l := range strings.Fields(string(b)) {
 				if pid, err := strconv.Atoi(l); err == nil {
 					_ = syscall.Kill(pid, syscall.SIGKILL)
@@ -411,8 +439,12 @@ func stopKubelets(ctx context.Context, p paths) []error {
 				}
 			}
 			return nil
-		})
-		_ = waitGone(cpids, 5*time.Second)
+		}); err != nil {
+			errs = append(errs, err)
+		}
+		if err := waitGone(cpids, 5*time.Second); err != nil {
+			errs = append(errs, err)
+		}
 	}
 	for _, n := range nodes {
 		pids = append(pids[:0], signalPidfile(p.pidfile("containerd-"+n), syscall.SIGTERM))
@@ -421,20 +453,36 @@ func stopKubelets(ctx context.Context, p paths) []error {
 		}
 	}
 	// The shims are in the node namespaces (ended with them); the mounts of the kubelets and containerd:
-	unmountUnder(p.kubelets())
-	recs, _ := filepath.Glob(filepath.Join(p.cniRecords(), "sandbox-*"))
+	if err := unmountUnder(p.kubelets()); err != nil {
+		errs = append(errs, err)
+	}
+	recs, err := filepath.Glob(filepath.Join(p.cniRecords(), "sandbox-*"))
+	if err != nil {
+		errs = append(errs, err)
+	}
 	for _, r := range recs {
-		b, _ := os.ReadFile(r)
+		b, err := os.ReadFile(r)
+		if err != nil {
+			errs = append(errs, err)
+			continue
+		}
 		if ns := strings.TrimSpace(string(b)); ns != "" {
 			if _, err := os.Stat("/run/netns/" + ns); err == nil {
-				_ = deleteNetns(ctx, ns)
+				if err := deleteNetns(ctx, ns); err != nil {
+					errs = append(errs, err)
+				}
 			}
 		}
 	}
 	for _, n := range nodes {
-		dirs, _ := filepath.Glob("/sys/fs/cgroup/*/" + kubeletCgroup(n))
+		dirs, err := filepath.Glob("/sys/fs/cgroup/*/" + kubeletCgroup(n))
+		if err != nil {
+			errs = append(errs, err)
+		}
 		for _, d := range dirs {
-			removeCgroupTree(d)
+			if err := removeCgroupTree(d); err != nil {
+				errs = append(errs, err)
+			}
 		}
 	}
 	if err := os.RemoveAll(p.kubelets()); err != nil {
@@ -444,10 +492,10 @@ func stopKubelets(ctx context.Context, p paths) []error {
 }
 
 // unmountUnder lazily unmounts every mount point under dir, deepest first.
-func unmountUnder(dir string) {
+func unmountUnder(dir string) error {
 	data, err := os.ReadFile("/proc/self/mountinfo")
 	if err != nil {
-		return
+		return err
 	}
 	var mps []string
 	for _, l := range strings.Split(string(data), "\n") {
@@ -457,21 +505,34 @@ func unmountUnder(dir string) {
 		}
 	}
 	slices.SortFunc(mps, func(a, b string) int { return len(b) - len(a) })
+	var errs []error
 	for _, m := range mps {
-		_ = syscall.Unmount(m, syscall.MNT_DETACH)
+		// EINVAL: no longer a mount point (a mount listed twice)
+		if err := syscall.Unmount(m, syscall.MNT_DETACH); err != nil && !errors.Is(err, syscall.EINVAL) {
+			errs = append(errs, fmt.Errorf("unmount %s: %w", m, err))
+		}
 	}
+	return errors.Join(errs...)
 }
 
 // removeCgroupTree removes a cgroup directory and its children, deepest first (cgroup directories are removed with
-// rmdir; their files go with them).
-func removeCgroupTree(dir string) {
-	entries, _ := os.ReadDir(dir)
+// rmdir; their files go with them). A directory that is gone meanwhile is not an error.
+func removeCgroupTree(dir string) error {
+	entries, err := os.ReadDir(dir)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	var errs []error
 	for _, e := range entries {
 		if e.IsDir() {
-			removeCgroupTree(filepath.Join(dir, e.Name()))
+			errs = append(errs, removeCgroupTree(filepath.Join(dir, e.Name())))
 		}
 	}
 	_ = os.Remove(dir)
+	return errors.Join(errs...)
 }
 
 // withServiceLB adds, for the kubelet mode, the kubernetes Service to the NB topology the way OVN-Kubernetes serves

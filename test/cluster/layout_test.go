@@ -68,7 +68,7 @@ func TestAddrsForFamily(t *testing.T) {
 			t.Errorf("node %d (%s): families %+v", tc.index, tc.family, a.Families)
 		}
 	}
-	d, _ := AddrsForFamily(2, FamilyDual)
+	d := addrsMust(t, 2, FamilyDual)
 	if v6, ok := d.Family(6); !ok || v6.MgmtIP.String() != "fd00:10:244:2::2" || v6.NodeIP.String() != "fc00:f853:ccd:e793::12" {
 		t.Errorf("dual node2 IPv6 = %+v %v", v6, ok)
 	}
@@ -102,7 +102,7 @@ func TestAddressesNeverCollide(t *testing.T) {
 	}
 	for _, fam := range []string{FamilyIPv4, FamilyIPv6} {
 		for i := 1; i <= MaxNodes; i++ {
-			a, _ := AddrsForFamily(i, fam)
+			a := addrsMust(t, i, fam)
 			for _, x := range []struct {
 				ip   netip.Addr
 				what string
@@ -164,6 +164,16 @@ func TestInterfaceNamesFitTheKernelLimit(t *testing.T) {
 }
 
 func netipMust(s string) netip.Addr { return netip.MustParseAddr(s) }
+
+// addrsMust is AddrsForFamily for a node that exists: an error fails the test.
+func addrsMust(t *testing.T, index int, ipFamily string) NodeAddrs {
+	t.Helper()
+	a, err := AddrsForFamily(index, ipFamily)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return a
+}
 
 // Down on a state directory that never held a cluster touches nothing (another cluster's namespaces may exist).
 func TestDownWithoutStateTouchesNothing(t *testing.T) {

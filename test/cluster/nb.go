@@ -127,24 +127,28 @@ func (n *nbConn) switchByName(name string) (*nbdb.LogicalSwitch, error) {
 	return &found[0], nil
 }
 
-func (n *nbConn) portByName(name string) (*nbdb.LogicalSwitchPort, bool) {
+func (n *nbConn) portByName(name string) (*nbdb.LogicalSwitchPort, bool, error) {
 	var found []nbdb.LogicalSwitchPort
-	_ = n.c.WhereCache(func(p *nbdb.LogicalSwitchPort) bool { return p.Name == name }).List(context.Background(), &found)
-	if len(found) == 0 {
-		return nil, false
+	if err := n.c.WhereCache(func(p *nbdb.LogicalSwitchPort) bool { return p.Name == name }).List(context.Background(), &found); err != nil {
+		return nil, false, fmt.Errorf("logical switch port %s: %w", name, err)
 	}
-	return &found[0], true
+	if len(found) == 0 {
+		return nil, false, nil
+	}
+	return &found[0], true, nil
 }
 
 // usedIPs returns the IPv4 addresses of every port of switch sw.
-func (n *nbConn) usedIPs(sw *nbdb.LogicalSwitch) map[netip.Addr]bool {
+func (n *nbConn) usedIPs(sw *nbdb.LogicalSwitch) (map[netip.Addr]bool, error) {
 	used := map[netip.Addr]bool{}
 	ports := map[string]bool{}
 	for _, u := range sw.Ports {
 		ports[u] = true
 	}
 	var lsps []nbdb.LogicalSwitchPort
-	_ = n.c.WhereCache(func(p *nbdb.LogicalSwitchPort) bool { return ports[p.UUID] }).List(context.Background(), &lsps)
+	if err := n.c.WhereCache(func(p *nbdb.LogicalSwitchPort) bool { return ports[p.UUID] }).List(context.Background(), &lsps); err != nil {
+		return nil, fmt.Errorf("ports of switch %s: %w", sw.Name, err)
+	}
 	for _, p := range lsps {
 		for _, a := range p.Addresses {
 			for _, f := range strings.Fields(a) {
@@ -154,7 +158,7 @@ func (n *nbConn) usedIPs(sw *nbdb.LogicalSwitch) map[netip.Addr]bool {
 			}
 		}
 	}
-	return used
+	return used, nil
 }
 
 // addPort creates port lsp on switch sw in one transaction.
@@ -164,26 +168,29 @@ func (n *nbConn) addPort(ctx context.Context, sw *nbdb.LogicalSwitch, lsp *nbdb.
 	if err != nil {
 		return err
 	}
-	mut, err := n.c.Where(sw).Mutate(sw, model.Mutation{Field: &sw.Ports, Mutator: ovsdb.MutateOperationInsert,
-		Value: []string{lsp.UUID}})
+	mut, err := n.mutatePorts(sw, ovsdb.MutateOperationInsert, lsp.UUID)
 	if err != nil {
 		return err
 	}
 	return n.transact(ctx, append(ops, mut...))
 }
 
+// mutatePorts is the operation that inserts the port with UUID uuid into switch sw's ports, or deletes it from them.
+func (n *nbConn) mutatePorts(sw *nbdb.LogicalSwitch, mutator ovsdb.Mutator, uuid string) ([]ovsdb.Operation, error) {
+	return n.c.Where(sw).Mutate(sw, model.Mutation{Field: &sw.Ports, Mutator: mutator, Value: []string{uuid}})
+}
+
 // deletePort removes the port named name from its switch (the row is garbage-collected by the database).
 func (n *nbConn) deletePort(ctx context.Context, switchName, name string) error {
-	p, ok := n.portByName(name)
-	if !ok {
-		return nil
+	p, ok, err := n.portByName(name)
+	if err != nil || !ok {
+		return err
 	}
 	sw, err := n.switchByName(switchName)
 	if err != nil {
 		return err
 	}
-	ops, err := n.c.Where(sw).Mutate(sw, model.Mutation{Field: &sw.Ports, Mutator: ovsdb.MutateOperationDelete,
-		Value: []string{p.UUID}})
+	ops, err := n.mutatePorts(sw, ovsdb.MutateOperationDelete, p.UUID)
 	if err != nil {
 		return err
 	}
@@ -196,7 +203,10 @@ func (n *nbConn) waitPortsUp(ctx context.Context, names ...string) error {
 	err := poll(ctx, 20*time.Millisecond, func() (bool, error) {
 		down = down[:0]
 		for _, name := range names {
-			p, ok := n.portByName(name)
+			p, ok, err := n.portByName(name)
+			if err != nil {
+				return false, err
+			}
 			if !ok || p.Up == nil || !*p.Up {
 				down = append(down, name)
 			}

@@ -92,7 +92,10 @@ func TestTopologyAndPodPortsOnRealNB(t *testing.T) {
 	if len(sw.Ports) != 2 {
 		t.Fatalf("switch node12 has %d ports, want stor + management port", len(sw.Ports))
 	}
-	used := nb.usedIPs(sw)
+	used, err := nb.usedIPs(sw)
+	if err != nil {
+		t.Fatal(err)
+	}
 	if !used[nodes[11].MgmtIP] || len(used) != 1 {
 		t.Fatalf("used IPs of node12 = %v, want only the management IP %s", used, nodes[11].MgmtIP)
 	}
@@ -102,23 +105,28 @@ func TestTopologyAndPodPortsOnRealNB(t *testing.T) {
 		t.Fatalf("add pod port: %v", err)
 	}
 	if err := poll(ctx, 10*time.Millisecond, func() (bool, error) {
-		_, ok := nb.portByName("ns_pod")
-		return ok, nil
+		_, ok, err := nb.portByName("ns_pod")
+		return ok, err
 	}); err != nil {
-		t.Fatal("pod port never showed up")
+		t.Fatalf("pod port never showed up: %v", err)
 	}
-	sw, _ = nb.switchByName("node12")
-	if got := nb.usedIPs(sw); !got[netipMust("10.244.12.3")] {
-		t.Errorf("used IPs after add = %v, want 10.244.12.3 in it", got)
+	if sw, err = nb.switchByName("node12"); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := nb.usedIPs(sw); err != nil || !got[netipMust("10.244.12.3")] {
+		t.Errorf("used IPs after add = %v (%v), want 10.244.12.3 in it", got, err)
 	}
 	if err := nb.deletePort(ctx, "node12", "ns_pod"); err != nil {
 		t.Fatalf("delete pod port: %v", err)
 	}
 	if err := poll(ctx, 10*time.Millisecond, func() (bool, error) {
-		_, ok := nb.portByName("ns_pod")
+		_, ok, err := nb.portByName("ns_pod")
+		if err != nil {
+			return false, err
+		}
 		return !ok, nil
 	}); err != nil {
-		t.Error("pod port still there after delete")
+		t.Errorf("pod port still there after delete: %v", err)
 	}
 }
 
@@ -135,8 +143,7 @@ func TestBuildTopologyPerFamily(t *testing.T) {
 	} {
 		var nodes []NodeAddrs
 		for i := 1; i <= 3; i++ {
-			a, _ := AddrsForFamily(i, tc.family)
-			nodes = append(nodes, a)
+			nodes = append(nodes, addrsMust(t, i, tc.family))
 		}
 		rows := buildTopology(nodes, gwmode.Shared)
 		nats, grRoutes, egressRoutes := 0, 0, 0

@@ -4,7 +4,9 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
+	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"strconv"
 	"strings"
@@ -243,12 +245,13 @@ func inNetns(ctx context.Context, netns, script string) error {
 }
 
 // ourNetns lists the network namespaces whose name starts with NetnsPrefix.
-func ourNetns() []string { return ours("/run/netns") }
+func ourNetns() ([]string, error) { return ours("/run/netns") }
 
 // deleteNetns ends every process inside netns (SIGTERM, then SIGKILL) and deletes it; its veths go with it.
 // The calling process is spared: `ip netns pids` goes by each process's main thread, which may be inside netns
 // for a moment when this process dials from there (dialInNetns) and happens to run on its main thread.
 func deleteNetns(ctx context.Context, name string) error {
+	var gone error
 	if out, err := run(ctx, "ip", "netns", "pids", name); err == nil {
 		var pids []int
 		for _, f := range strings.Fields(out) {
@@ -257,10 +260,12 @@ func deleteNetns(ctx context.Context, name string) error {
 				pids = append(pids, pid)
 			}
 		}
-		_ = waitGone(pids, 3*time.Second)
+		if err := waitGone(pids, 3*time.Second); err != nil {
+			gone = fmt.Errorf("network namespace %s: %w", name, err)
+		}
 	}
 	_, err := run(ctx, "ip", "netns", "del", name)
-	return err
+	return errors.Join(gone, err)
 }
 
 // linkExists reports whether a root-namespace interface exists.
@@ -270,18 +275,26 @@ func linkExists(name string) bool {
 }
 
 // ourLinks lists the root-namespace interfaces whose name starts with NetnsPrefix.
-func ourLinks() []string { return ours("/sys/class/net") }
+func ourLinks() ([]string, error) { return ours("/sys/class/net") }
 
-// ours lists the entries of dir whose name starts with NetnsPrefix.
-func ours(dir string) []string {
-	entries, _ := os.ReadDir(dir)
+// ours lists the entries of dir whose name starts with NetnsPrefix (none when dir does not exist).
+func ours(dir string) ([]string, error) {
+	return dirNames(dir, func(e fs.DirEntry) bool { return strings.HasPrefix(e.Name(), NetnsPrefix) })
+}
+
+// dirNames lists the names of the entries of dir that keep accepts (none when dir does not exist).
+func dirNames(dir string, keep func(fs.DirEntry) bool) ([]string, error) {
+	entries, err := os.ReadDir(dir)
+	if err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return nil, err
+	}
 	var out []string
 	for _, e := range entries {
-		if strings.HasPrefix(e.Name(), NetnsPrefix) {
+		if keep(e) {
 			out = append(out, e.Name())
 		}
 	}
-	return out
+	return out, nil
 }
 
 // txOff turns TX checksum offload off on every link of links, in parallel: the userspace datapath forwards what it

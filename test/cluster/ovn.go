@@ -121,8 +121,8 @@ func startVswitchd(ctx context.Context, p paths) error {
 }
 
 // stopOVN stops ovn-controller, northd, ovs-vswitchd and the ovsdb-servers recorded in p's pidfiles, deleting the
-// bridges first. It returns the pids it signalled.
-func stopOVN(ctx context.Context, p paths) []int {
+// bridges first. It returns the pids it signalled, and an error when the zones could not be listed.
+func stopOVN(ctx context.Context, p paths) ([]int, error) {
 	var pids []int
 	if pid, err := readPid(p.pidfile("ovn-controller")); err == nil && alive(pid) {
 		ctl := filepath.Join(p.run(), fmt.Sprintf("ovn-controller.%d.ctl", pid))
@@ -132,10 +132,13 @@ func stopOVN(ctx context.Context, p paths) []int {
 		pids = append(pids, pid)
 	}
 	pids = append(pids, appctlExit(ctx, p, "ovn-northd", "ovn-appctl"))
-	pids = append(pids, stopZones(ctx, p)...) // the interconnect layout's zones (nothing in the centralized one)
+	zonePids, zonesErr := stopZones(ctx, p) // the interconnect layout's zones (nothing in the centralized one)
+	pids = append(pids, zonePids...)
 	if _, err := os.Stat(p.ovsSock()); err == nil {
 		if pid, err := readPid(p.pidfile("ovs-vswitchd")); err == nil && alive(pid) {
-			_, _ = vsctl(ctx, p, "--timeout=5", "--if-exists", "del-br", BrInt, "--", "--if-exists", "del-br", BrEx)
+			// The bridges go first so that ovs-vswitchd removes their taps; teardown then removes and checks what
+			// is left of them (its link clean-up reports an interface it cannot remove).
+			_, _ = vsctl(ctx, p, "--timeout=5", "--if-exists", "del-br", BrInt, "--", "--if-exists", "del-br", BrEx) //nolint:errcheck // best effort: teardown checks what is left
 		}
 	}
 	pids = append(pids, appctlExit(ctx, p, "ovs-vswitchd", ovs("ovs-appctl")))
@@ -143,7 +146,7 @@ func stopOVN(ctx context.Context, p paths) []int {
 	for _, d := range []string{nbMemberName(0), nbMemberName(1), nbMemberName(2), "ovnsb_db"} {
 		pids = append(pids, appctlExit(ctx, p, d, "ovs-appctl")) // OVN's databases: Debian's tools
 	}
-	return pids
+	return pids, zonesErr
 }
 
 // appctlExit asks the daemon with pidfile name to exit through its control socket (SIGTERM if that fails).

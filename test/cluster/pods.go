@@ -76,12 +76,10 @@ func (c *Cluster) CreatePod(ctx context.Context, spec PodSpec) (*Pod, error) {
 		return nil, fmt.Errorf("create pod %s/%s: %w", spec.Namespace, spec.Name, err)
 	}
 	if err := c.plumbPod(ctx, node, pod, spec.IP); err != nil {
-		_ = c.DeletePod(context.WithoutCancel(ctx), spec.Namespace, spec.Name)
-		return nil, err
+		return nil, errors.Join(err, c.DeletePod(context.WithoutCancel(ctx), spec.Namespace, spec.Name))
 	}
 	if err := c.markRunning(ctx, node, pod); err != nil {
-		_ = c.DeletePod(context.WithoutCancel(ctx), spec.Namespace, spec.Name)
-		return nil, err
+		return nil, errors.Join(err, c.DeletePod(context.WithoutCancel(ctx), spec.Namespace, spec.Name))
 	}
 	return pod, nil
 }
@@ -143,14 +141,21 @@ func (c *Cluster) attach(ctx context.Context, node NodeAddrs, pod *Pod, ifname s
 	}
 	err = func() error {
 		defer unlock()
-		if _, exists := nb.portByName(pod.LSP); exists {
+		_, exists, err := nb.portByName(pod.LSP)
+		if err != nil {
+			return err
+		}
+		if exists {
 			return fmt.Errorf("pod %s/%s already has a logical switch port", pod.Namespace, pod.Name)
 		}
 		sw, err := nb.switchByName(node.Name)
 		if err != nil {
 			return err
 		}
-		used := nb.usedIPs(sw)
+		used, err := nb.usedIPs(sw)
+		if err != nil {
+			return err
+		}
 		first := 0
 		if want.IsValid() {
 			i, ok := podIndex(node.Families[0].Subnet, want)
@@ -273,10 +278,12 @@ func (c *Cluster) DeletePod(ctx context.Context, namespace, name string) error {
 func (c *Cluster) DetachPod(ctx context.Context, namespace, name string) error {
 	var errs []error
 	if l := podLink(namespace, name); linkExists(l) {
-		_, _ = run(ctx, "ip", "link", "del", l)
+		if _, err := run(ctx, "ip", "link", "del", l); err != nil && linkExists(l) {
+			errs = append(errs, err)
+		}
 	}
 	if c.st.layout() == LayoutInterconnect {
-		return c.detachZonePod(ctx, namespace, name)
+		return errors.Join(append(errs, c.detachZonePod(ctx, namespace, name))...)
 	}
 	if _, err := vsctl(ctx, c.p, "--if-exists", "del-port", BrInt, podLink(namespace, name)); err != nil {
 		errs = append(errs, err)
@@ -285,7 +292,9 @@ func (c *Cluster) DetachPod(ctx context.Context, namespace, name string) error {
 	if err != nil {
 		return errors.Join(append(errs, err)...)
 	}
-	if p, ok := nb.portByName(podLSP(namespace, name)); ok {
+	if p, ok, err := nb.portByName(podLSP(namespace, name)); err != nil {
+		errs = append(errs, err)
+	} else if ok {
 		node := p.ExternalIDs["node"]
 		if err := nb.deletePort(ctx, node, p.Name); err != nil {
 			errs = append(errs, err)
@@ -305,7 +314,9 @@ func (c *Cluster) detachZonePod(ctx context.Context, namespace, name string) err
 			errs = append(errs, err)
 			continue
 		}
-		if p, ok := nb.portByName(podLSP(namespace, name)); ok {
+		if p, ok, err := nb.portByName(podLSP(namespace, name)); err != nil {
+			errs = append(errs, err)
+		} else if ok {
 			chassis = append(chassis, n.Name)
 			if err := nb.deletePort(ctx, n.Name, p.Name); err != nil {
 				errs = append(errs, err)
@@ -319,7 +330,12 @@ func (c *Cluster) detachZonePod(ctx context.Context, namespace, name string) err
 	}
 	l := podLink(namespace, name)
 	for _, node := range chassis {
-		_, _ = run(ctx, "ip", "-n", ChassisNetnsName(node), "link", "del", l) // gone with the pod's namespace, usually
+		// Usually gone with the pod's namespace: an error counts only when the link is still there.
+		if _, err := run(ctx, "ip", "-n", ChassisNetnsName(node), "link", "del", l); err != nil {
+			if _, serr := run(ctx, "ip", "-n", ChassisNetnsName(node), "link", "show", l); serr == nil {
+				errs = append(errs, err)
+			}
+		}
 		if _, err := zoneVsctl(ctx, c.p, node, "--if-exists", "del-port", l); err != nil {
 			errs = append(errs, err)
 		}
@@ -337,7 +353,7 @@ func lockFile(path string) (func(), error) {
 		f.Close()
 		return nil, err
 	}
-	return func() { _ = syscall.Flock(int(f.Fd()), syscall.LOCK_UN); f.Close() }, nil
+	return func() { f.Close() }, nil // closing the file releases the lock (opened close-on-exec: no child holds it)
 }
 
 // Exec runs argv inside the pod's network namespace and returns its combined output.

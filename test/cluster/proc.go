@@ -57,7 +57,7 @@ func startDaemon(pidFile, logFile string, env []string, argv ...string) (int, er
 	}
 	pid := cmd.Process.Pid
 	// Reap the child if it exits while we are still running, so it does not linger as a zombie.
-	go func() { _ = cmd.Wait() }()
+	go func() { _ = cmd.Wait() }() //nolint:errcheck // reaping only: the harness reads a daemon's end from its pidfile and log
 	if err := os.WriteFile(pidFile, []byte(strconv.Itoa(pid)+"\n"), 0o644); err != nil {
 		_ = cmd.Process.Kill()
 		return 0, err

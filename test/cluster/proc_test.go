@@ -20,7 +20,12 @@ func TestStalePidfileIsNotSignalled(t *testing.T) {
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
+	t.Cleanup(func() {
+		cmd.Process.Kill()
+		if err := cmd.Wait(); err != nil {
+			t.Logf("the daemon after kill: %v", err)
+		}
+	})
 	pidFile := filepath.Join(t.TempDir(), "daemon.pid")
 	if err := os.WriteFile(pidFile, []byte(strconv.Itoa(cmd.Process.Pid)+"\n"), 0o644); err != nil {
 		t.Fatal(err)
@@ -65,7 +70,11 @@ func TestOrphanTapsRemoved(t *testing.T) {
 	if out, err := exec.Command("ip", "tuntap", "add", "dev", BrEx, "mode", "tap").CombinedOutput(); err != nil {
 		t.Fatalf("create a persistent tap %s: %v %s", BrEx, err, out)
 	}
-	t.Cleanup(func() { _ = exec.Command("ip", "link", "del", BrEx).Run() })
+	t.Cleanup(func() {
+		if out, err := exec.Command("ip", "link", "del", BrEx).CombinedOutput(); err != nil {
+			t.Logf("clean-up: ip link del %s: %v %s", BrEx, err, out)
+		}
+	})
 	if err := removeOrphanTaps(); err != nil {
 		t.Fatal(err)
 	}
@@ -82,11 +91,17 @@ func TestDeleteNetnsSparesItself(t *testing.T) {
 		t.Skip("needs root")
 	}
 	const name = NetnsPrefix + "t-self"
-	_ = exec.Command("ip", "netns", "del", name).Run() // left by an earlier run that was killed
+	if err := exec.Command("ip", "netns", "del", name).Run(); err == nil { // an error: there is none to remove
+		t.Logf("removed %s, left by an earlier run that was killed", name)
+	}
 	if out, err := exec.Command("ip", "netns", "add", name).CombinedOutput(); err != nil {
 		t.Fatalf("ip netns add: %v %s", err, out)
 	}
-	t.Cleanup(func() { _ = exec.Command("ip", "netns", "del", name).Run() })
+	t.Cleanup(func() {
+		if out, err := exec.Command("ip", "netns", "del", name).CombinedOutput(); err != nil {
+			t.Logf("clean-up (the test may have removed it): ip netns del %s: %v %s", name, err, out)
+		}
+	})
 	var enterErr, leaveErr error
 	onMainThread(func() {
 		orig, err := os.Open("/proc/thread-self/ns/net")

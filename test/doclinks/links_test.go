@@ -125,7 +125,10 @@ func TestDocLinks(t *testing.T) {
 			t.Fatal(err)
 		}
 		for _, f := range m {
-			rel, _ := filepath.Rel(root, f)
+			rel, err := filepath.Rel(root, f)
+			if err != nil {
+				t.Fatal(err)
+			}
 			files = append(files, rel)
 		}
 	}

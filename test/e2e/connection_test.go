@@ -119,7 +119,11 @@ func holdConn(e *env, ns, pod string, fam int, interval time.Duration) *heldConn
 		e.t.Fatal(err)
 	}
 	h := &heldConn{conn: conn, stopW: make(chan struct{})}
-	e.t.Cleanup(func() { h.finish() })
+	e.t.Cleanup(func() {
+		if _, err := h.finish(); err != nil {
+			e.t.Logf("held connection: %v", err)
+		}
+	})
 	h.wg.Add(2)
 	go func() {
 		defer h.wg.Done()
@@ -177,7 +181,7 @@ func (h *heldConn) finish() ([]time.Time, error) {
 	h.once.Do(func() {
 		close(h.stopW)
 		deadline := time.Now().Add(5 * time.Second)
-		_ = waitfor.Until(context.Background(), 0, 20*time.Millisecond, func() (bool, error) { // until done
+		werr := waitfor.Until(context.Background(), 0, 20*time.Millisecond, func() (bool, error) { // until done
 			h.mu.Lock()
 			defer h.mu.Unlock()
 			done := len(h.echoes) >= h.sent || h.err != nil
@@ -192,6 +196,11 @@ func (h *heldConn) finish() ([]time.Time, error) {
 		})
 		h.conn.Close()
 		h.wg.Wait()
+		if werr != nil { // no timeout and a condition with no error: not expected
+			h.mu.Lock()
+			h.err = errors.Join(h.err, werr)
+			h.mu.Unlock()
+		}
 	})
 	h.mu.Lock()
 	defer h.mu.Unlock()

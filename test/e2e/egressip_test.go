@@ -332,7 +332,10 @@ func runEgressIPCases(t *testing.T, layout string, mode gwmode.Mode, family stri
 		// In the last family of the cluster (IPv6 in dual-stack and IPv6-only clusters).
 		last := e.fams[len(e.fams)-1]
 		outside := map[int]string{4: "10.99.0.1", 6: "fd99::1"}[last]
-		n2, _ := e.c.Node("node2")
+		n2, err := e.c.Node("node2")
+		if err != nil {
+			t.Fatal(err)
+		}
 		n2f, _ := n2.Family(last)
 		nodeIP := n2f.NodeIP.String()
 		e.applyEgressIP("bad-subnet", []string{outside}, map[string]string{"env": "dev"}, nil)

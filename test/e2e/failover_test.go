@@ -404,8 +404,11 @@ func TestMasterHA(t *testing.T) {
 	t.Logf("leader %s; freezing it during a change", leader)
 	// Freeze the leader first so the change is certainly left to the other master.
 	e.mu.Lock()
-	e.masters[leader].signal(syscall.SIGSTOP)
+	err := e.masters[leader].signal(syscall.SIGSTOP)
 	e.mu.Unlock()
+	if err != nil {
+		t.Fatalf("freeze %s: %v", leader, err)
+	}
 	start := time.Now()
 	e.applyEgressIP("prod", []string{eipA[4], eipB[4]}, map[string]string{"env": "prod"}, web)
 	// The frozen leader cannot renew its Lease: the other master takes it once it runs out, and only then may it
@@ -565,5 +568,7 @@ func recordResult(t *testing.T, line string) {
 		return
 	}
 	defer f.Close()
-	_, _ = f.WriteString(line)
+	if _, err := f.WriteString(line); err != nil {
+		t.Logf("cannot record %q: %v", line, err)
+	}
 }

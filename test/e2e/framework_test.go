@@ -8,6 +8,7 @@ import (
 	"context"
 	"encoding/csv"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net/netip"
 	"os"
@@ -81,7 +82,9 @@ func newEnvIn(t *testing.T, layout string, mode gwmode.Mode, family string) *env
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
 	dir := filepath.Join(repo.Root(), "_output", "e2e-"+string(mode))
-	_ = cluster.Down(ctx, dir)
+	if err := cluster.Down(ctx, dir); err != nil {
+		t.Logf("tearing down what an earlier run left in %s: %v", dir, err)
+	}
 	nodes := 1 + 2*len(cluster.Families(family))
 	c, err := cluster.Up(ctx, cluster.Config{StateDir: dir, Nodes: nodes, GatewayMode: mode, IPFamily: family,
 		Layout: layout, RepoRoot: repo.Root(), Logf: t.Logf})
@@ -98,7 +101,9 @@ func newEnvIn(t *testing.T, layout string, mode gwmode.Mode, family string) *env
 		e.assignable = append(e.assignable, cluster.NodeName(i))
 	}
 	t.Cleanup(func() {
-		e.stopAll()
+		if err := e.stopAll(); err != nil {
+			t.Errorf("stop the ovnkube daemons: %v", err)
+		}
 		e.checkNoDenial()
 		if t.Failed() {
 			cluster.KeepLogs(t, filepath.Join(dir, "log"), dir+"-logs")
@@ -122,7 +127,9 @@ func newEnvIn(t *testing.T, layout string, mode gwmode.Mode, family string) *env
 func (e *env) logFile(name string) *os.File {
 	f, err := os.OpenFile(filepath.Join(e.dir, "log", "ovnkube-"+name+".log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
 	if err != nil {
-		_ = os.MkdirAll(filepath.Join(e.dir, "log"), 0o755)
+		if err := os.MkdirAll(filepath.Join(e.dir, "log"), 0o755); err != nil {
+			e.t.Fatal(err)
+		}
 		f, err = os.OpenFile(filepath.Join(e.dir, "log", "ovnkube-"+name+".log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
 		if err != nil {
 			e.t.Fatal(err)
@@ -137,8 +144,14 @@ func (e *env) logFile(name string) *os.File {
 func (e *env) checkNoDenial() {
 	// Processes log to ovnkube-<name>.log; containers run from the images (OVNKUBE_FROM=image) to
 	// <namespace>_<pod>_<container>.log, their containers being ovnkube-master and ovnkube-node.
-	logs, _ := filepath.Glob(filepath.Join(e.dir, "log", "ovnkube-*.log"))
-	podLogs, _ := filepath.Glob(filepath.Join(e.dir, "log", "*_ovnkube-*.log"))
+	logs, err := filepath.Glob(filepath.Join(e.dir, "log", "ovnkube-*.log"))
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	podLogs, err := filepath.Glob(filepath.Join(e.dir, "log", "*_ovnkube-*.log"))
+	if err != nil {
+		e.t.Fatal(err)
+	}
 	logs = append(logs, podLogs...)
 	if len(logs) == 0 {
 		e.t.Errorf("no ovnkube logs in %s to check for denied requests", filepath.Join(e.dir, "log"))
@@ -169,17 +182,17 @@ const logLevel = "4"
 // daemon is one running ovnkube: a process, or a pod run from the images.
 type daemon interface {
 	// signal sends sig to it (SIGSTOP freezes it).
-	signal(sig syscall.Signal)
+	signal(sig syscall.Signal) error
 	// stop sends sig and waits until it is gone (SIGKILL after 10 s).
-	stop(sig syscall.Signal)
+	stop(sig syscall.Signal) error
 	// holds says whether a Lease holder identity (hostname_pid) is this daemon's.
 	holds(identity string) bool
 }
 
 type procDaemon struct{ cmd *exec.Cmd }
 
-func (d procDaemon) signal(sig syscall.Signal) { _ = syscall.Kill(-d.cmd.Process.Pid, sig) }
-func (d procDaemon) stop(sig syscall.Signal)   { kill(d.cmd, sig) }
+func (d procDaemon) signal(sig syscall.Signal) error { return syscall.Kill(-d.cmd.Process.Pid, sig) }
+func (d procDaemon) stop(sig syscall.Signal) error   { kill(d.cmd, sig); return nil }
 func (d procDaemon) holds(identity string) bool {
 	return strings.HasSuffix(identity, "_"+strconv.Itoa(d.cmd.Process.Pid))
 }
@@ -236,7 +249,11 @@ func (e *env) startProc(name string, cmd *exec.Cmd) {
 	if err := cmd.Start(); err != nil {
 		e.t.Fatalf("start %s: %v", name, err)
 	}
-	go func() { _ = cmd.Wait(); f.Close() }()
+	go func() {
+		// Processes end when the test kills them: how they ended goes to their log.
+		fmt.Fprintf(f, "harness: %s ended: %v\n", name, cmd.Wait())
+		f.Close()
+	}()
 }
 
 // kill stops a process group with sig and waits until it is gone.
@@ -270,11 +287,13 @@ func (e *env) stopDaemon(daemons func() map[string]daemon, key string, sig sysca
 	delete(m, key)
 	e.mu.Unlock()
 	if d != nil {
-		d.stop(sig)
+		if err := d.stop(sig); err != nil {
+			e.t.Errorf("stop %s: %v", key, err)
+		}
 	}
 }
 
-func (e *env) stopAll() {
+func (e *env) stopAll() error {
 	e.mu.Lock()
 	var all []daemon
 	for _, d := range e.masters {
@@ -285,9 +304,11 @@ func (e *env) stopAll() {
 	}
 	e.masters, e.nodes = map[string]daemon{}, map[string]daemon{}
 	e.mu.Unlock()
+	var errs []error
 	for _, d := range all {
-		d.stop(syscall.SIGTERM)
+		errs = append(errs, d.stop(syscall.SIGTERM))
 	}
+	return errors.Join(errs...)
 }
 
 // kubectl runs kubectl against the cluster, with stdin.
@@ -730,7 +751,10 @@ func (e *env) hostSnapshot(node, ip string) string {
 	for _, bin := range []string{"iptables", "ip6tables"} {
 		for _, args := range [][]string{{"-t", "nat", "-S", "POSTROUTING"}, {"-t", "nat", "-S", "OVN-KUBE-EGRESSIP"},
 			{"-S", "INPUT"}, {"-S", "OVN-KUBE-EGRESSIP-GUARD"}} {
-			out, _ := e.tryInNode(node, append([]string{bin}, args...)...)
+			out, err := e.tryInNode(node, append([]string{bin}, args...)...)
+			if err != nil {
+				fmt.Fprintf(&b, "%s %v: %v\n", bin, args, err)
+			}
 			for _, l := range strings.Split(out, "\n") {
 				if strings.Contains(l, "OVN-KUBE-EGRESSIP") || strings.Contains(l, "ovn-egressip") {
 					fmt.Fprintf(&b, "%s %s\n", bin, l)
@@ -744,7 +768,10 @@ func (e *env) hostSnapshot(node, ip string) string {
 				fmt.Fprintf(&b, "rule%s %s\n", fam, l)
 			}
 		}
-		out, _ := e.tryInNode(node, "ip", fam, "route", "show", "table", "all", "proto", "201")
+		out, err := e.tryInNode(node, "ip", fam, "route", "show", "table", "all", "proto", "201")
+		if err != nil {
+			fmt.Fprintf(&b, "route%s: %v\n", fam, err)
+		}
 		for _, l := range strings.Split(out, "\n") {
 			if strings.TrimSpace(l) != "" {
 				fmt.Fprintf(&b, "route%s %s\n", fam, l)

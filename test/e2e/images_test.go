@@ -40,19 +40,13 @@ type imageRun struct {
 func newImageRun(t *testing.T, e *env) *imageRun {
 	t.Helper()
 	root := repo.Root()
-	images := podrun.ImageArchives(root)
-	if a := podrun.MissingArchive(images); a != "" {
-		t.Fatalf("OVNKUBE_FROM=image: %s missing: run make image first", a)
-	}
-	m, err := podrun.LoadManifests(filepath.Join(root, "dist", "manifests"))
-	if err != nil {
-		t.Fatal(err)
-	}
+	d := podrun.NeedDist(t, root, func(a string) { t.Fatalf("OVNKUBE_FROM=image: %s missing: run make image first", a) })
 	ir := &imageRun{e: e}
-	if ir.master, err = m.Workload("Deployment", "ovn-egressip", "ovnkube-egressip-master"); err != nil {
+	var err error
+	if ir.master, err = d.Manifests.Workload("Deployment", "ovn-egressip", "ovnkube-egressip-master"); err != nil {
 		t.Fatal(err)
 	}
-	if ir.node, err = m.Workload("DaemonSet", "ovn-egressip", "ovnkube-egressip-node"); err != nil {
+	if ir.node, err = d.Manifests.Workload("DaemonSet", "ovn-egressip", "ovnkube-egressip-node"); err != nil {
 		t.Fatal(err)
 	}
 	e.kubectl("", "apply", "-f", filepath.Join(root, "dist", "manifests", "ovnkube-egressip.yaml"))
@@ -72,15 +66,24 @@ func newImageRun(t *testing.T, e *env) *imageRun {
 		t.Fatal(err)
 	}
 	dir := filepath.Join(e.dir, "podrun")
-	podrun.Cleanup(dir)
-	ir.rt = &podrun.Runtime{Dir: dir, LogDir: filepath.Join(e.dir, "log"), Images: images,
-		OCIImage: filepath.Join(root, "_output", "bin", "ociimage"), Kube: e.c.Client(), CA: ca}
-	t.Cleanup(func() { podrun.Cleanup(dir) })
+	if err := podrun.Cleanup(dir); err != nil {
+		t.Fatal(err)
+	}
+	ir.rt = &podrun.Runtime{Dir: dir, LogDir: filepath.Join(e.dir, "log"), Images: d.Images,
+		OCIImage: d.OCIImage, Kube: e.c.Client(), CA: ca}
+	t.Cleanup(func() {
+		if err := podrun.Cleanup(dir); err != nil {
+			t.Errorf("podrun clean-up: %v", err)
+		}
+	})
 	e.leaseNamespace = "ovn-egressip" // the manifests' --leader-elect-namespace
 	// A kubelet creates KUBE-IPTABLES-HINT in the mangle table with the iptables it uses; the node image's wrapper
 	// reads it. Our nodes have no kubelet: the host's iptables leaves the hint.
 	for _, n := range e.c.Nodes() {
-		ns, _ := e.c.NodeNetns(n.Name)
+		ns, err := e.c.NodeNetns(n.Name)
+		if err != nil {
+			t.Fatal(err)
+		}
 		if out, err := exec.Command("ip", "netns", "exec", ns, "iptables", "-t", "mangle", "-N", "KUBE-IPTABLES-HINT").CombinedOutput(); err != nil {
 			t.Logf("iptables hint in %s: %v: %s", n.Name, err, out)
 		}
@@ -144,13 +147,12 @@ func (ir *imageRun) waitReady(t *testing.T, since time.Time) {
 // podDaemon is a pod run from the images.
 type podDaemon struct{ p *podrun.Pod }
 
-func (d *podDaemon) signal(sig syscall.Signal) { d.p.Signal(sig) }
-func (d *podDaemon) stop(sig syscall.Signal) {
+func (d *podDaemon) signal(sig syscall.Signal) error { return d.p.Signal(sig) }
+func (d *podDaemon) stop(sig syscall.Signal) error {
 	if sig == syscall.SIGKILL {
-		d.p.Kill()
-		return
+		return d.p.Kill()
 	}
-	d.p.Stop(10 * time.Second) // SIGTERM, as a kubelet stops a pod
+	return d.p.Stop(10 * time.Second) // SIGTERM, as a kubelet stops a pod
 
 }
 

@@ -145,17 +145,8 @@ spec:
 }
 
 func checkStrictLinger(t *testing.T, layout string, r lingerRun) {
-	var ok, failed, wrong int
-	for _, pr := range r.probes {
-		switch {
-		case pr.err != nil:
-			failed++
-		case pr.src == r.egress:
-			ok++
-		default:
-			wrong++
-		}
-	}
+	ok, failed, others := tallyProbes(r.probes, r.egress)
+	wrong := len(others)
 	line := fmt.Sprintf("LINGER-MASTER-RESTART %s/local/ipv4 strict: %d requests: %d with %s, %d failed, %d with another source: %s\n",
 		layout, len(r.probes), ok, r.egress, failed, wrong, otherSources(r.probes, r.start, r.egress))
 	fmt.Print(line)
@@ -169,18 +160,31 @@ func checkStrictLinger(t *testing.T, layout string, r lingerRun) {
 	}
 }
 
+// tallyProbes counts the probes that left with egress and those that failed, and returns the others: those that
+// reached the echo server with another source.
+func tallyProbes(probes []probe, egress netip.Addr) (ok, failed int, others []probe) {
+	for _, pr := range probes {
+		switch {
+		case pr.err != nil:
+			failed++
+		case pr.src == egress:
+			ok++
+		default:
+			others = append(others, pr)
+		}
+	}
+	return ok, failed, others
+}
+
 // checkLingerFallback: every request that reached the echo server left with the egress IP, or with node1's own
 // address once the last published linger end had passed.
 func checkLingerFallback(t *testing.T, e *env, layout string, r lingerRun) {
 	own := e.nodeSource("node1")
-	var ok, failed, fallback int
+	ok, failed, others := tallyProbes(r.probes, r.egress)
+	var fallback int
 	var early, wrong []probe
-	for _, pr := range r.probes {
+	for _, pr := range others {
 		switch {
-		case pr.err != nil:
-			failed++
-		case pr.src == r.egress:
-			ok++
 		case pr.src == own && !pr.at.Before(r.lingerEnd):
 			fallback++
 		case pr.src == own:

@@ -147,7 +147,7 @@ func (e *env) podServer(ns, name string) string {
 			if err != nil {
 				return
 			}
-			host, _, _ := net.SplitHostPort(c.RemoteAddr().String())
+			host := c.RemoteAddr().(*net.TCPAddr).IP.String()
 			w := bufio.NewWriter(c)
 			fmt.Fprintf(w, "tcp-peer=%s\n", host)
 			_ = w.Flush()

@@ -111,7 +111,9 @@ func FileTransactions(path string, tables ...string) (int, error) {
 			return n, fmt.Errorf("%s: record body: %w", path, err)
 		}
 		if b, err := r.Peek(1); err == nil && b[0] == '\n' {
-			_, _ = r.ReadByte()
+			if _, err := r.ReadByte(); err != nil {
+				return n, fmt.Errorf("%s: record end: %w", path, err)
+			}
 		}
 		if first { // the schema
 			first = false

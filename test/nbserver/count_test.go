@@ -31,7 +31,10 @@ func TestTransactions(t *testing.T) {
 			if err := c.List(ctx, &sets); err != nil { // the cache: no transaction at all
 				t.Fatal(err)
 			}
-			dup, _ := c.Create(&nbdb.AddressSet{Name: "as1"}) // violates the name index: fails, nothing committed
+			dup, err := c.Create(&nbdb.AddressSet{Name: "as1"}) // violates the name index: fails, nothing committed
+			if err != nil {
+				t.Fatal(err)
+			}
 			if res, err := c.Transact(ctx, dup...); err == nil && res[len(res)-1].Error == "" && res[0].Error == "" {
 				t.Fatalf("duplicate address set name accepted: %+v", res)
 			}

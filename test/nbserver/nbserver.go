@@ -67,7 +67,10 @@ type SSL struct {
 func StartSSL(t testing.TB, ssl SSL) *Server {
 	t.Helper()
 	addr := ports.FreeLoopbackAddr(t)
-	host, port, _ := net.SplitHostPort(addr)
+	host, port, err := net.SplitHostPort(addr)
+	if err != nil {
+		t.Fatal(err)
+	}
 	s := start(t, []string{"--remote=pssl:" + port + ":" + host,
 		"--private-key=" + ssl.PrivateKey, "--certificate=" + ssl.Certificate, "--ca-cert=" + ssl.CACert})
 	s.SSLAddr = "ssl:" + addr
@@ -79,8 +82,7 @@ func StartSSL(t testing.TB, ssl SSL) *Server {
 			return s
 		}
 		if time.Now().After(deadline) {
-			log, _ := os.ReadFile(filepath.Join(s.Dir, "nb.log"))
-			t.Fatalf("NB server not listening on %s after 10 s: %v\n%s", s.SSLAddr, err, log)
+			t.Fatalf("NB server not listening on %s after 10 s: %v\n%s", s.SSLAddr, err, logText(filepath.Join(s.Dir, "nb.log")))
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
@@ -118,9 +120,15 @@ func StartInMemory(t testing.TB) *Server {
 	}
 	s := &Server{t: t, Dir: shortTempDir(t), mem: srv, commits: db}
 	s.Addr = "unix:" + s.socket()
-	go func() { _ = srv.Serve("unix", s.socket()) }()
+	served := make(chan error, 1)
+	go func() { served <- srv.Serve("unix", s.socket()) }()
 	s.waitReady()
-	t.Cleanup(srv.Close)
+	t.Cleanup(func() {
+		srv.Close()
+		if err := <-served; err != nil {
+			t.Errorf("in-memory NB server: %v", err)
+		}
+	})
 	return s
 }
 

@@ -2,6 +2,7 @@ package nbserver
 
 import (
 	"encoding/json"
+	"fmt"
 	"net"
 	"os"
 	"os/exec"
@@ -50,7 +51,7 @@ func startOvsdbServer(t testing.TB, what, dir string, args []string) (cmd *exec.
 		t.Fatalf("start %s: %v", what, err)
 	}
 	waited = make(chan struct{})
-	go func() { _ = cmd.Wait(); close(waited) }()
+	go func() { _ = cmd.Wait(); close(waited) }() //nolint:errcheck // reaping only: callers see the end on waited
 	return cmd, waited
 }
 
@@ -65,8 +66,7 @@ func waitSocket(t testing.TB, what, socket, logFile string) {
 			return
 		}
 		if time.Now().After(deadline) {
-			log, _ := os.ReadFile(logFile)
-			t.Fatalf("%s on %s not ready after 10 s: %v\n%s", what, socket, err, log)
+			t.Fatalf("%s on %s not ready after 10 s: %v\n%s", what, socket, err, logText(logFile))
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
@@ -86,4 +86,13 @@ func stopProcess(cmd *exec.Cmd, waited <-chan struct{}, sig syscall.Signal, sock
 		<-waited
 	}
 	_ = os.Remove(socket)
+}
+
+// logText is the text of a server's log file for a failure message (or why it cannot be read).
+func logText(path string) string {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return fmt.Sprintf("(log %s: %v)", path, err)
+	}
+	return string(b)
 }

@@ -70,19 +70,28 @@ type container struct {
 }
 
 // Cleanup deletes every container runc knows under dir (a previous run that was not stopped).
-func Cleanup(dir string) {
+func Cleanup(dir string) error {
 	root := filepath.Join(dir, "runc")
 	out, err := exec.Command("runc", "--root", root, "list", "-q").Output()
 	if err != nil {
-		return
+		return fmt.Errorf("runc list under %s: %w", root, err)
 	}
+	var errs []error
 	for _, id := range strings.Fields(string(out)) {
-		_ = exec.Command("runc", "--root", root, "delete", "-f", id).Run()
+		if out, err := exec.Command("runc", "--root", root, "delete", "-f", id).CombinedOutput(); err != nil {
+			errs = append(errs, fmt.Errorf("runc delete %s: %w: %s", id, err, out))
+		}
 	}
 	// runc leaves the empty parent cgroups of its containers; one still in use (another runtime's) stays.
-	parents, _ := filepath.Glob("/sys/fs/cgroup/*/oeip-podrun")
+	parents, err := filepath.Glob("/sys/fs/cgroup/*/oeip-podrun")
+	if err != nil {
+		return errors.Join(append(errs, err)...)
+	}
 	for _, p := range parents {
-		children, _ := filepath.Glob(filepath.Join(p, "*_*"))
+		children, err := filepath.Glob(filepath.Join(p, "*_*"))
+		if err != nil {
+			errs = append(errs, err)
+		}
 		for _, c := range children {
 			if st, err := os.Stat(c); err == nil && st.IsDir() {
 				_ = os.Remove(c)
@@ -90,6 +99,7 @@ func Cleanup(dir string) {
 		}
 		_ = os.Remove(p)
 	}
+	return errors.Join(errs...)
 }
 
 func (r *Runtime) runc(args ...string) *exec.Cmd {
@@ -163,13 +173,11 @@ func (r *Runtime) Start(ctx context.Context, w *Workload, pl Placement) (*Pod, e
 	for _, c := range spec.Containers {
 		ir, err := r.image(c.Image)
 		if err != nil {
-			p.Stop(5 * time.Second)
-			return nil, err
+			return nil, errors.Join(err, p.Stop(5*time.Second))
 		}
 		s, err := ContainerSpec(spec, c, ir.cfg, ir.dir, pl, volumes, saDir)
 		if err != nil {
-			p.Stop(5 * time.Second)
-			return nil, err
+			return nil, errors.Join(err, p.Stop(5*time.Second))
 		}
 		id := ID(pl, c.Name)
 		bundle := filepath.Join(podDir, "bundle-"+c.Name)
@@ -183,7 +191,10 @@ func (r *Runtime) Start(ctx context.Context, w *Workload, pl Placement) (*Pod, e
 		if err := os.WriteFile(filepath.Join(bundle, "config.json"), data, 0o644); err != nil {
 			return nil, err
 		}
-		_ = r.runc("delete", "-f", id).Run()
+		// A container left with this id by an earlier run (runc delete -f of none succeeds).
+		if out, err := r.runc("delete", "-f", id).CombinedOutput(); err != nil {
+			return nil, fmt.Errorf("runc delete %s: %w: %s", id, err, out)
+		}
 		logDir := r.LogDir
 		if logDir == "" {
 			logDir = filepath.Join(r.Dir, "log")
@@ -302,36 +313,55 @@ func (r *Runtime) serviceAccount(ctx context.Context, namespace, name, node, pod
 	return dir, nil
 }
 
-// Signal sends sig to every container's main process (runc kill).
-func (p *Pod) Signal(sig syscall.Signal) {
+// Signal sends sig to every container's main process (runc kill). A container that has exited is skipped.
+func (p *Pod) Signal(sig syscall.Signal) error {
+	var errs []error
 	for _, c := range p.ctrs {
-		_ = p.rt.runc("kill", c.id, strconv.Itoa(int(sig))).Run()
+		errs = append(errs, p.rt.kill(c, strconv.Itoa(int(sig))))
+	}
+	return errors.Join(errs...)
+}
+
+// kill is runc kill of container c with signal sig; an error only if c has not exited (runc run returns within a
+// second of its container's end).
+func (r *Runtime) kill(c *container, sig string) error {
+	out, err := r.runc("kill", c.id, sig).CombinedOutput()
+	if err == nil {
+		return nil
+	}
+	select {
+	case <-c.done:
+		return nil // exited: there was nothing to signal
+	case <-time.After(time.Second):
+		return fmt.Errorf("runc kill %s %s: %w: %s", c.id, sig, err, out)
 	}
 }
 
 // Stop stops the pod as a kubelet does: SIGTERM, then SIGKILL after grace; then it deletes the containers.
-func (p *Pod) Stop(grace time.Duration) {
-	p.Signal(syscall.SIGTERM)
-	p.waitOrKill(grace)
+func (p *Pod) Stop(grace time.Duration) error {
+	return errors.Join(p.Signal(syscall.SIGTERM), p.waitOrKill(grace))
 }
 
 // Kill kills the pod's processes at once (SIGKILL), as a crash would, and deletes the containers.
-func (p *Pod) Kill() {
-	p.Signal(syscall.SIGKILL)
-	p.waitOrKill(10 * time.Second)
+func (p *Pod) Kill() error {
+	return errors.Join(p.Signal(syscall.SIGKILL), p.waitOrKill(10*time.Second))
 }
 
-func (p *Pod) waitOrKill(grace time.Duration) {
+func (p *Pod) waitOrKill(grace time.Duration) error {
+	var errs []error
 	deadline := time.After(grace)
 	for _, c := range p.ctrs {
 		select {
 		case <-c.done:
 		case <-deadline:
-			_ = p.rt.runc("kill", c.id, "KILL").Run()
+			errs = append(errs, p.rt.kill(c, "KILL"))
 			<-c.done
 		}
-		_ = p.rt.runc("delete", "-f", c.id).Run()
+		if out, err := p.rt.runc("delete", "-f", c.id).CombinedOutput(); err != nil {
+			errs = append(errs, fmt.Errorf("runc delete %s: %w: %s", c.id, err, out))
+		}
 	}
+	return errors.Join(errs...)
 }
 
 // Exited is closed when every container of the pod has exited.
@@ -418,9 +448,12 @@ func (p *Pod) probe(ctx context.Context, c corev1.Container, pr *corev1.Probe) e
 		if err != nil {
 			return err
 		}
-		body, _ := io.ReadAll(io.LimitReader(resp.Body, 512))
-		resp.Body.Close()
+		defer resp.Body.Close()
 		if resp.StatusCode < 200 || resp.StatusCode >= 400 {
+			body, err := io.ReadAll(io.LimitReader(resp.Body, 512))
+			if err != nil {
+				return fmt.Errorf("GET %s: %d (reading the body: %w)", req.URL, resp.StatusCode, err)
+			}
 			return fmt.Errorf("GET %s: %d %s", req.URL, resp.StatusCode, strings.TrimSpace(string(body)))
 		}
 		return nil

@@ -42,14 +42,8 @@ func setup(t *testing.T) (*apiserver.Env, kubernetes.Interface, *podrun.Manifest
 		t.Skip("runc not installed (make install-deps)")
 	}
 	root := repo.Root()
-	images := podrun.ImageArchives(root)
-	if a := podrun.MissingArchive(images); a != "" {
-		t.Skipf("%s missing: run make image first (make test does)", a)
-	}
-	m, err := podrun.LoadManifests(filepath.Join(root, "dist", "manifests"))
-	if err != nil {
-		t.Fatal(err)
-	}
+	d := podrun.NeedDist(t, root, func(a string) { t.Skipf("%s missing: run make image first (make test does)", a) })
+	m := d.Manifests
 	env := apiserver.Start(t)
 	if out, err := exec.Command(env.Kubectl, "--kubeconfig", env.Kubeconfig, "apply", "-f",
 		filepath.Join(root, "dist", "manifests", "ovnkube-egressip.yaml")).CombinedOutput(); err != nil {
@@ -57,16 +51,25 @@ func setup(t *testing.T) (*apiserver.Env, kubernetes.Interface, *podrun.Manifest
 	}
 	cs := kubernetes.NewForConfigOrDie(env.Config)
 	dir := t.TempDir()
-	rt := &podrun.Runtime{Dir: dir, Images: images, OCIImage: filepath.Join(root, "_output", "bin", "ociimage"), Kube: cs, CA: env.Config.CAData}
+	rt := &podrun.Runtime{Dir: dir, Images: d.Images, OCIImage: d.OCIImage, Kube: cs, CA: env.Config.CAData}
 	t.Cleanup(func() {
 		if t.Failed() {
-			logs, _ := filepath.Glob(filepath.Join(dir, "log", "*.log"))
+			logs, err := filepath.Glob(filepath.Join(dir, "log", "*.log"))
+			if err != nil {
+				t.Logf("logs: %v", err)
+			}
 			for _, l := range logs {
-				data, _ := os.ReadFile(l)
+				data, err := os.ReadFile(l)
+				if err != nil {
+					t.Logf("== %s: %v", filepath.Base(l), err)
+					continue
+				}
 				t.Logf("== %s\n%s", filepath.Base(l), data)
 			}
 		}
-		podrun.Cleanup(dir)
+		if err := podrun.Cleanup(dir); err != nil {
+			t.Errorf("podrun clean-up: %v", err)
+		}
 	})
 	return env, cs, m, rt
 }
@@ -112,7 +115,7 @@ func TestMasterImageTakesLease(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer pod.Stop(10 * time.Second)
+	defer stopPod(t, pod)
 	if err := pod.WaitReady(ctx); err != nil {
 		t.Fatal(err)
 	}
@@ -165,8 +168,8 @@ func pipe(l net.Listener, dial func() (net.Conn, error)) {
 			c.Close()
 			continue
 		}
-		go func() { _, _ = io.Copy(u, c); u.Close() }()
-		go func() { _, _ = io.Copy(c, u); c.Close() }()
+		go func() { _, _ = io.Copy(u, c); u.Close() }() //nolint:errcheck // it ends when a side closes: no more to say
+		go func() { _, _ = io.Copy(c, u); c.Close() }() //nolint:errcheck // it ends when a side closes: no more to say
 	}
 }
 
@@ -274,7 +277,7 @@ func nodeImage(t *testing.T, backend string) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer ctr.Stop(10 * time.Second)
+	defer stopPod(t, ctr)
 	if err := ctr.WaitReady(ctx); err != nil {
 		t.Fatal(err)
 	}
@@ -287,4 +290,12 @@ func nodeImage(t *testing.T, backend string) {
 		t.Fatalf("no SNAT to %s in %s's %s chain:\n%s", eip, ipt, iptables.Chain, rules)
 	}
 	t.Logf("node container in %s programmed %s with iptables-%s:\n%s", node.Name, eip, backend, rules)
+}
+
+// stopPod stops pod as a kubelet does (10 s grace) and fails the test if that does not go cleanly.
+func stopPod(t *testing.T, pod *podrun.Pod) {
+	t.Helper()
+	if err := pod.Stop(10 * time.Second); err != nil {
+		t.Errorf("stop pod %s: %v", pod.Placement.PodName, err)
+	}
 }

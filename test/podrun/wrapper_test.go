@@ -58,8 +58,8 @@ func TestIPTablesWrapperChoosesBackend(t *testing.T) {
 					t.Fatalf("call %d: iptables -V = %q, want the %s backend", i+1, strings.TrimSpace(string(out)), c.want)
 				}
 			}
-			if kept, _ := os.ReadFile(state); len(kept) == 0 {
-				t.Errorf("no choice kept in %s", state)
+			if kept, err := os.ReadFile(state); err != nil || len(kept) == 0 {
+				t.Errorf("no choice kept in %s (%v)", state, err)
 			}
 		})
 	}

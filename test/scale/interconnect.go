@@ -798,7 +798,10 @@ func (ic *icHarness) settle(ctx context.Context) {
 	for ic.expectRows {
 		ic.waitZones(ctx, "settle")
 		lingering := ""
-		nodes, _ := ic.nodes.List(labels.Everything())
+		nodes, err := ic.nodes.List(labels.Everything())
+		if err != nil {
+			ic.t.Fatalf("scale: %v", err)
+		}
 		for _, n := range nodes {
 			if v := n.Annotations[annotations.EgressIPsLingering]; v != "" && v != "[]" {
 				lingering = n.Name

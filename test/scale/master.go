@@ -259,7 +259,10 @@ func (m *masterProc) exited() error {
 func (m *masterProc) alive() error {
 	select {
 	case <-m.waited:
-		b, _ := os.ReadFile(m.log)
+		b, err := os.ReadFile(m.log)
+		if err != nil {
+			b = []byte(err.Error())
+		}
 		if len(b) > 2000 {
 			b = b[len(b)-2000:]
 		}

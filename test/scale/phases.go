@@ -305,7 +305,10 @@ func waitIdle(ctx context.Context, t testing.TB, procs []*masterProc, pids []int
 			out = append(out, c)
 		}
 		for _, pid := range pids {
-			c, _ := procCPU(pid) // 0 when unknown
+			c, err := procCPU(pid)
+			if err != nil { // an NB server that is gone: unknown is not idle
+				t.Fatalf("scale: NB server: %v", err)
+			}
 			out = append(out, c)
 		}
 		return out

@@ -124,7 +124,9 @@ func startProviderReplica(t *testing.T, cfg *rest.Config, name string) *replica 
 	go func() { r.done <- runClusters(ctx, opts, clusterConfigs{local: rc}) }()
 	t.Cleanup(func() {
 		cancel()
-		<-r.done
+		if err := <-r.done; err != nil {
+			t.Logf("%s stopped: %v", r.name, err)
+		}
 		if denied := r.log.matching(func(_, _, s string) bool { return s == "403" }); len(denied) > 0 {
 			t.Errorf("%s: requests the manifest's RBAC denied: %v", r.name, denied)
 		}

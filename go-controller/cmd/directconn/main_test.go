@@ -80,7 +80,10 @@ func TestLeaderIdentity(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	b, _ := leaderIdentity("", host)
+	b, err := leaderIdentity("", host)
+	if err != nil {
+		t.Fatal(err)
+	}
 	if !strings.HasPrefix(a, "node1_") || len(a) != len("node1_")+8 || a == b {
 		t.Errorf("without a pod name: %q and %q; want node1_ and 8 random characters, different each time", a, b)
 	}

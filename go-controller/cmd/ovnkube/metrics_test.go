@@ -41,7 +41,10 @@ func TestPprofServedOnItsOwnLoopbackAddress(t *testing.T) {
 		resp.Body.Close()
 		return resp.StatusCode, nil
 	}
-	_, metricsPort, _ := net.SplitHostPort(freeAddr(t))
+	_, metricsPort, err := net.SplitHostPort(freeAddr(t))
+	if err != nil {
+		t.Fatal(err)
+	}
 	pprofAddr := freeAddr(t)
 	for _, enable := range []bool{false, true} {
 		cfg := &config.Config{InitNode: "node1", MetricsBindAddress: "0.0.0.0:" + metricsPort, EnablePprof: enable, PprofBindAddress: pprofAddr}
@@ -69,7 +72,10 @@ func TestPprofServedOnItsOwnLoopbackAddress(t *testing.T) {
 			}
 		}
 		if ip := nonLoopbackIPv4(t); enable && ip != "" {
-			_, port, _ := net.SplitHostPort(pprofAddr)
+			_, port, err := net.SplitHostPort(pprofAddr)
+			if err != nil {
+				t.Fatal(err)
+			}
 			if c, err := net.DialTimeout("tcp", net.JoinHostPort(ip, port), time.Second); err == nil {
 				c.Close()
 				t.Errorf("the profiles' port takes connections on %s", ip)

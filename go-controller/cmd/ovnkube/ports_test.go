@@ -38,13 +38,22 @@ func TestPortsAvoidUpstream(t *testing.T) {
 			regexp.MustCompile(`(?m)[="](?:[0-9.]+|\[[0-9a-f:]*\]):(\d+)"?\s*$`), // --flag=0.0.0.0:PORT or "0.0.0.0:PORT" in a command
 		} {
 			for _, m := range re.FindAllSubmatch(manifest, -1) {
-				p, _ := strconv.Atoi(string(m[1]))
+				p, err := strconv.Atoi(string(m[1]))
+				if err != nil {
+					t.Fatalf("%s: port %q: %v", f, m[1], err)
+				}
 				seen[p] = true
 			}
 		}
 	}
-	_, pp, _ := net.SplitHostPort(config.DefaultPprofBindAddress)
-	p, _ := strconv.Atoi(pp)
+	_, pp, err := net.SplitHostPort(config.DefaultPprofBindAddress)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := strconv.Atoi(pp)
+	if err != nil {
+		t.Fatal(err)
+	}
 	seen[p] = true
 	if len(seen) < 3 {
 		t.Fatalf("found only ports %v in the manifest: the patterns no longer match it", seen)

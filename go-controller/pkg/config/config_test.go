@@ -128,7 +128,9 @@ egressip-node-healthcheck-port = 0
 		t.Fatalf("flags must win over the file: %+v", cfg)
 	}
 	bad := filepath.Join(t.TempDir(), "bad.conf")
-	_ = os.WriteFile(bad, []byte("[gateway]\nmode = shared\n[ovnkubernetesfeature]\negressip-reachability-total-timeout = soon\n"), 0o600)
+	if err := os.WriteFile(bad, []byte("[gateway]\nmode = shared\n[ovnkubernetesfeature]\negressip-reachability-total-timeout = soon\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
 	if _, err := load(t, "--config-file", bad, "--init-master", "--kubeconfig", kc); err == nil || !strings.Contains(err.Error(), "egressip-reachability-total-timeout") {
 		t.Fatalf("want an error naming the file key, got %v", err)
 	}

@@ -17,8 +17,8 @@ func TestDataEncodeIsLiqoFormat(t *testing.T) {
 		t.Fatalf("Encode = %s, want %s", s, want)
 	}
 	d.RealIPs = map[string]string{"10.71.3.7": "10.244.3.7"}
-	if s, _ = d.Encode(); s != `{"clusterAddresses":{"cluster-c":["10.71.3.7","10.71.3.8"],"cluster-d":["fd00:71::1"]},"realIPs":{"10.71.3.7":"10.244.3.7"}}` {
-		t.Fatalf("Encode with real IPs = %s", s)
+	if s, err = d.Encode(); err != nil || s != `{"clusterAddresses":{"cluster-c":["10.71.3.7","10.71.3.8"],"cluster-d":["fd00:71::1"]},"realIPs":{"10.71.3.7":"10.244.3.7"}}` {
+		t.Fatalf("Encode with real IPs = %s, %v", s, err)
 	}
 	// Liqo's reader (a struct with only clusterAddresses, unknown fields ignored) sees the same addresses.
 	var liqo struct {

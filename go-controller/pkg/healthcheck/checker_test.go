@@ -60,7 +60,9 @@ func TestCheckerGRPCDownAndUp(t *testing.T) {
 		t.Fatal("n1 should be reachable while its server runs")
 	}
 	stopSrv()
-	<-srvDone
+	if err := <-srvDone; err != nil {
+		t.Fatal(err)
+	}
 	d := waitFor(t, events, false, 3*time.Second)
 	t.Logf("detected down after %s", d)
 	if c.Reachable("n1") {
@@ -73,7 +75,7 @@ func TestCheckerGRPCDownAndUp(t *testing.T) {
 	}
 	srvCtx2, stopSrv2 := context.WithCancel(context.Background())
 	defer stopSrv2()
-	go func() { _ = ServeListener(srvCtx2, lis2, "") }()
+	serveInBackground(t, srvCtx2, lis2, "")
 	d = waitFor(t, events, true, 5*time.Second)
 	t.Logf("detected up after %s", d)
 	if !c.Reachable("n1") {
@@ -378,8 +380,14 @@ func TestCheckerSlowServerOnLiveHost(t *testing.T) {
 	}
 	srv := grpc.NewServer()
 	healthpb.RegisterHealthServer(srv, slowHealth{delay: time.Second})
-	go func() { _ = srv.Serve(lis) }()
-	defer srv.Stop()
+	served := make(chan error, 1)
+	go func() { served <- srv.Serve(lis) }()
+	defer func() {
+		srv.Stop()
+		if err := <-served; err != nil {
+			t.Error(err)
+		}
+	}()
 	port := lis.Addr().(*net.TCPAddr).Port
 	// A healthy node on the same port of another loopback address: the master
 	// hears it, so n1's slowness is n1's own.
@@ -445,9 +453,8 @@ func startWitness(t *testing.T, addr string, port int) Target {
 		t.Fatal(err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() { _ = ServeListener(ctx, lis, ""); close(done) }()
-	t.Cleanup(func() { cancel(); <-done })
+	serveInBackground(t, ctx, lis, "")
+	t.Cleanup(cancel) // runs before serveInBackground's cleanup waits for the server
 	return Target{Node: "witness", Addr: netip.MustParseAddr(addr)}
 }
 
@@ -609,14 +616,16 @@ func TestCheckerDaemonIdentity(t *testing.T) {
 		t.Fatalf("DaemonID after a passed probe of daemon-a = %q", got)
 	}
 	stopSrv()
-	<-srvDone
+	if err := <-srvDone; err != nil {
+		t.Fatal(err)
+	}
 	lis2, err := net.Listen("tcp", lis.Addr().String())
 	if err != nil {
 		t.Fatal(err)
 	}
 	srvCtx2, stopSrv2 := context.WithCancel(context.Background())
 	defer stopSrv2()
-	go func() { _ = ServeListener(srvCtx2, lis2, "daemon-b") }()
+	serveInBackground(t, srvCtx2, lis2, "daemon-b")
 	select {
 	case got := <-changes:
 		if got != "n1=daemon-b" {
@@ -638,7 +647,7 @@ func TestProbeWithoutDaemonIdentity(t *testing.T) {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	go func() { _ = ServeListener(ctx, lis, "") }()
+	serveInBackground(t, ctx, lis, "")
 	probes := make(chan bool, 16)
 	c := NewChecker(CheckerConfig{
 		Port: lis.Addr().(*net.TCPAddr).Port, Interval: 50 * time.Millisecond, Timeout: 200 * time.Millisecond,
@@ -660,4 +669,17 @@ func observeInto(probes chan<- bool) func(string, bool, time.Duration) {
 		default:
 		}
 	}
+}
+
+// serveInBackground runs ServeListener on lis until ctx ends, and fails the test if it returns an error. The test ends
+// ctx before its cleanups run (a defer, or a cleanup registered after this call).
+func serveInBackground(t *testing.T, ctx context.Context, lis net.Listener, id string) {
+	t.Helper()
+	done := make(chan error, 1)
+	go func() { done <- ServeListener(ctx, lis, id) }()
+	t.Cleanup(func() {
+		if err := <-done; err != nil {
+			t.Error(err)
+		}
+	})
 }

@@ -95,7 +95,11 @@ func TestConditions(t *testing.T) {
 	}
 	e.expectCondition("eip-prod", "Assigned-172.18.0.33", metav1.ConditionFalse, "CandidatesUnreachable")
 	e.expectCondition("eip-prod", conditions.TypeReady, metav1.ConditionFalse, conditions.ReasonNotAssigned)
-	if got, _ := e.status("eip-prod"); len(got) != 0 {
+	got, err := e.status("eip-prod")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(got) != 0 {
 		t.Errorf("status items %v with every node unreachable", got)
 	}
 }

@@ -33,15 +33,24 @@ func (e *env) explainInput() ExplainInput {
 	for i := range eips.Items {
 		in.EgressIPs = append(in.EgressIPs, &eips.Items[i])
 	}
-	nodes, _ := e.kube.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
+	nodes, err := e.kube.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
+	if err != nil {
+		e.t.Fatal(err)
+	}
 	for i := range nodes.Items {
 		in.Nodes = append(in.Nodes, &nodes.Items[i])
 	}
-	nss, _ := e.kube.CoreV1().Namespaces().List(ctx, metav1.ListOptions{})
+	nss, err := e.kube.CoreV1().Namespaces().List(ctx, metav1.ListOptions{})
+	if err != nil {
+		e.t.Fatal(err)
+	}
 	for i := range nss.Items {
 		in.Namespaces = append(in.Namespaces, &nss.Items[i])
 	}
-	pods, _ := e.kube.CoreV1().Pods("").List(ctx, metav1.ListOptions{})
+	pods, err := e.kube.CoreV1().Pods("").List(ctx, metav1.ListOptions{})
+	if err != nil {
+		e.t.Fatal(err)
+	}
 	for i := range pods.Items {
 		in.Pods = append(in.Pods, &pods.Items[i])
 	}

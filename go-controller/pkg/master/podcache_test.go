@@ -64,7 +64,10 @@ func TestCachedPod(t *testing.T) {
 
 	idx := cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{cache.NamespaceIndex: cache.MetaNamespaceIndexFunc})
 	for _, p := range []*corev1.Pod{p, fullPod("ns1", "b", "node2", "10.128.1.5"), fullPod("ns2", "c", "node2", "10.128.1.6")} {
-		obj, _ := slimPod(p)
+		obj, err := slimPod(p)
+		if err != nil {
+			t.Fatal(err)
+		}
 		if err := idx.Add(obj); err != nil {
 			t.Fatal(err)
 		}
@@ -82,10 +85,16 @@ func TestCachedPod(t *testing.T) {
 	if len(all) != 3 || len(in1) != 2 || err1 != nil || err2 != nil {
 		t.Errorf("Pods: %d (%v), PodsIn(ns1): %d (%v); want 3 and 2", len(all), err1, len(in1), err2)
 	}
-	moved, _ := slimPod(fullPod("ns1", "a", "node2", "10.128.0.5"))
+	moved, err := slimPod(fullPod("ns1", "a", "node2", "10.128.0.5"))
+	if err != nil {
+		t.Fatal(err)
+	}
 	relabelled := fullPod("ns1", "a", "node1", "10.128.0.5")
 	relabelled.Annotations["big"] = "other"
-	same, _ := slimPod(relabelled)
+	same, err := slimPod(relabelled)
+	if err != nil {
+		t.Fatal(err)
+	}
 	if !podChanged(cp, moved) || podChanged(cp, same) {
 		t.Errorf("podChanged: node moved %v (want true), annotation only %v (want false)", podChanged(cp, moved), podChanged(cp, same))
 	}

@@ -55,7 +55,11 @@ func TestWriteStatusesConcurrently(t *testing.T) {
 			http.Error(w, "fewer than 4 status updates in flight together", http.StatusConflict)
 			return
 		}
-		body, _ := io.ReadAll(r.Body)
+		body, err := io.ReadAll(r.Body)
+		if err != nil {
+			http.Error(w, err.Error(), http.StatusBadRequest)
+			return
+		}
 		w.Header().Set("Content-Type", "application/json")
 		_, _ = w.Write(body)
 	}))

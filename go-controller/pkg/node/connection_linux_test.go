@@ -132,11 +132,10 @@ func takeOver(t *testing.T, tp *topo, ln net.Listener, pod, eip, server netip.Ad
 	write(srv, "server-first", "server")
 	// The server's segment reached the node: the guard counted it (without the
 	// guard there is no counter, and the node's RST kills the connection).
-	_ = waitfor.Until(context.Background(), 3*time.Second, 20*time.Millisecond, func() (bool, error) {
+	if err := waitfor.Until(context.Background(), 3*time.Second, 20*time.Millisecond, func() (bool, error) {
 		return guardDrops(t, tp, ipt) != drops0, nil
-	}) // a timeout is reported below
-	if guardDrops(t, tp, ipt) == drops0 {
-		t.Errorf("the guard dropped nothing: the server's segment reached the node's stack")
+	}); err != nil {
+		t.Errorf("the guard dropped nothing: the server's segment reached the node's stack (%v)", err)
 	}
 	write(client, "pod-again", "pod")
 	if got := line(sr, "server"); got != "pod-again" {
@@ -165,7 +164,10 @@ func guardDrops(t *testing.T, tp *topo, ipt string) int {
 	for _, l := range strings.Split(out, "\n") {
 		f := strings.Fields(l)
 		if len(f) > 2 && f[2] == "DROP" {
-			n, _ := strconv.Atoi(f[0])
+			n, err := strconv.Atoi(f[0])
+			if err != nil {
+				t.Fatalf("guard counter in %q: %v", l, err)
+			}
 			sum += n
 		}
 	}

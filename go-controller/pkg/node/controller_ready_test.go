@@ -48,7 +48,7 @@ func TestReadyAnnotationFollowsProgrammedEgressIPs(t *testing.T) {
 
 	// Held and programmed: listed, in the same patch as the egress facts.
 	waitReady(t, f, `["172.18.0.50"]`)
-	n, _ := f.kube.CoreV1().Nodes().Get(ctx, "node1", metav1.GetOptions{})
+	n := f.getNode(t, "node1")
 	if _, ok := n.Annotations[annotations.PrimaryIfAddr]; !ok {
 		t.Fatalf("facts not published with readiness: %v", n.Annotations)
 	}
@@ -78,7 +78,7 @@ func TestReadyAnnotationFollowsProgrammedEgressIPs(t *testing.T) {
 	waitReady(t, f, `["172.18.0.50","172.18.0.60"]`)
 
 	// The IP moves to another node: removed at once.
-	eip, _ := f.eips.K8sV1().EgressIPs().Get(ctx, "eip1", metav1.GetOptions{})
+	eip := f.getEIP(t, "eip1")
 	eip.Status.Items[0].Node = "node2"
 	if _, err := f.eips.K8sV1().EgressIPs().Update(ctx, eip, metav1.UpdateOptions{}); err != nil {
 		t.Fatal(err)
@@ -116,7 +116,7 @@ func TestSharedModeRemovesReadyAnnotation(t *testing.T) {
 	}}}
 	f := start(t, gwmode.Shared, []runtime.Object{node, testPod("a", nil, "10.244.1.3")}, testEIP("eip1", "172.18.0.50"))
 	waitFor(t, "readiness removed, facts published", func() (bool, string) {
-		n, _ := f.kube.CoreV1().Nodes().Get(context.Background(), "node1", metav1.GetOptions{})
+		n := f.getNode(t, "node1")
 		_, ready := n.Annotations[annotations.EgressIPsReady]
 		_, facts := n.Annotations[annotations.PrimaryIfAddr]
 		return !ready && facts, ""
@@ -173,7 +173,7 @@ func TestMovedEgressIPLingersThenGoes(t *testing.T) {
 		return len(st.Addresses) == 1 && snatPods(st) == "10.244.1.3>172.18.0.50", snatPods(st)
 	})
 	ctx := context.Background()
-	eip, _ := f.eips.K8sV1().EgressIPs().Get(ctx, "eip1", metav1.GetOptions{})
+	eip := f.getEIP(t, "eip1")
 	eip.Status.Items[0].Node = "node2"
 	if _, err := f.eips.K8sV1().EgressIPs().Update(ctx, eip, metav1.UpdateOptions{}); err != nil {
 		t.Fatal(err)
@@ -194,7 +194,7 @@ func TestMovedEgressIPLingersThenGoes(t *testing.T) {
 		t.Fatalf("SNAT rules went after %v, before the %v linger", d, linger)
 	}
 	// The IP comes back during a later move: held normally again, nothing lingers twice.
-	eip, _ = f.eips.K8sV1().EgressIPs().Get(ctx, "eip1", metav1.GetOptions{})
+	eip = f.getEIP(t, "eip1")
 	eip.Status.Items[0].Node = "node1"
 	if _, err := f.eips.K8sV1().EgressIPs().Update(ctx, eip, metav1.UpdateOptions{}); err != nil {
 		t.Fatal(err)

@@ -147,6 +147,28 @@ type fixture struct {
 	errCh chan error
 }
 
+// getNode reads Node name from the fixture's API server; an error fails the test.
+func (f *fixture) getNode(t *testing.T, name string) *corev1.Node {
+	t.Helper()
+	return mustGet(t, f.kube.CoreV1().Nodes().Get, name)
+}
+
+// getEIP reads EgressIP name from the fixture's API server; an error fails the test.
+func (f *fixture) getEIP(t *testing.T, name string) *egressipv1.EgressIP {
+	t.Helper()
+	return mustGet(t, f.eips.K8sV1().EgressIPs().Get, name)
+}
+
+// mustGet calls a clientset's Get for name; an error fails the test.
+func mustGet[T any](t *testing.T, get func(context.Context, string, metav1.GetOptions) (T, error), name string) T {
+	t.Helper()
+	obj, err := get(context.Background(), name, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return obj
+}
+
 func start(t *testing.T, mode gwmode.Mode, kubeObjs []runtime.Object, eips ...runtime.Object) *fixture {
 	t.Helper()
 	return startWith(t, mode, nil, kubeObjs, eips...)
@@ -272,7 +294,10 @@ func TestLocalModeFollowsPodsNamespacesAndEgressIPs(t *testing.T) {
 		st, _ := f.host.last()
 		return snatPods(st) == "10.244.2.3>172.18.0.50", snatPods(st)
 	})
-	ns, _ := f.kube.CoreV1().Namespaces().Get(ctx, "prod", metav1.GetOptions{})
+	ns, err := f.kube.CoreV1().Namespaces().Get(ctx, "prod", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
 	ns.Labels = map[string]string{"env": "dev"}
 	if _, err := f.kube.CoreV1().Namespaces().Update(ctx, ns, metav1.UpdateOptions{}); err != nil {
 		t.Fatal(err)
@@ -292,9 +317,8 @@ func TestLocalModeFollowsPodsNamespacesAndEgressIPs(t *testing.T) {
 
 func TestFactsPatchedOnlyOnChange(t *testing.T) {
 	f := start(t, gwmode.Local, nil, testEIP("eip1", "172.18.0.50"))
-	ctx := context.Background()
 	waitFor(t, "facts published", func() (bool, string) {
-		n, _ := f.kube.CoreV1().Nodes().Get(ctx, "node1", metav1.GetOptions{})
+		n := f.getNode(t, "node1")
 		return n.Annotations[annotations.PrimaryIfAddr] == `{"ipv4":"172.18.0.10/16"}` &&
 			n.Annotations[annotations.HostCIDRs] == `["172.18.0.10/16"]`, n.Annotations[annotations.HostCIDRs]
 	})
@@ -309,7 +333,7 @@ func TestFactsPatchedOnlyOnChange(t *testing.T) {
 	s.Links[0].Addrs = append(s.Links[0].Addrs, hostinfo.Addr{Prefix: mp("172.18.0.11/16"), Secondary: true})
 	f.host.setSnapshot(s)
 	waitFor(t, "host-cidrs updated", func() (bool, string) {
-		n, _ := f.kube.CoreV1().Nodes().Get(ctx, "node1", metav1.GetOptions{})
+		n := f.getNode(t, "node1")
 		return n.Annotations[annotations.HostCIDRs] == `["172.18.0.10/16","172.18.0.11/16"]`, n.Annotations[annotations.HostCIDRs]
 	})
 	if n := countActions(f.kube, "patch", "nodes"); n != 2 {
@@ -365,9 +389,8 @@ func TestInvalidSelectorIsTheMastersEvent(t *testing.T) {
 
 func TestSharedModeProgramsNothing(t *testing.T) {
 	f := start(t, gwmode.Shared, []runtime.Object{testPod("a", nil, "10.244.1.3")}, testEIP("eip1", "172.18.0.50"))
-	ctx := context.Background()
 	waitFor(t, "facts published", func() (bool, string) {
-		n, _ := f.kube.CoreV1().Nodes().Get(ctx, "node1", metav1.GetOptions{})
+		n := f.getNode(t, "node1")
 		_, ok := n.Annotations[annotations.PrimaryIfAddr]
 		return ok, ""
 	})
@@ -411,7 +434,7 @@ func TestSharedModeAnnouncesIPv6EgressIPsForTheGatewayRouter(t *testing.T) {
 	}
 	// It moves away, then back: announced again.
 	ctx := context.Background()
-	e, _ := f.eips.K8sV1().EgressIPs().Get(ctx, "eip6", metav1.GetOptions{})
+	e := f.getEIP(t, "eip6")
 	items := e.Status.Items
 	e.Status.Items = []egressipv1.EgressIPStatusItem{{Node: "node3", EgressIP: "fc00::50"}}
 	if _, err := f.eips.K8sV1().EgressIPs().UpdateStatus(ctx, e, metav1.UpdateOptions{}); err != nil {
@@ -419,7 +442,7 @@ func TestSharedModeAnnouncesIPv6EgressIPsForTheGatewayRouter(t *testing.T) {
 	}
 	n = f.host.syncs()
 	waitFor(t, "three more syncs", func() (bool, string) { return f.host.syncs() >= n+3, "" })
-	e, _ = f.eips.K8sV1().EgressIPs().Get(ctx, "eip6", metav1.GetOptions{})
+	e = f.getEIP(t, "eip6")
 	e.Status.Items = items
 	if _, err := f.eips.K8sV1().EgressIPs().UpdateStatus(ctx, e, metav1.UpdateOptions{}); err != nil {
 		t.Fatal(err)
@@ -448,7 +471,7 @@ func TestSharedModeAnnouncementMAC(t *testing.T) {
 	g := start(t, gwmode.Shared, []runtime.Object{bad}, testEIP("eip6", "fc00::50"))
 	// Each sync tries to announce before it publishes the facts.
 	waitFor(t, "facts published", func() (bool, string) {
-		n, _ := g.kube.CoreV1().Nodes().Get(context.Background(), "node1", metav1.GetOptions{})
+		n := g.getNode(t, "node1")
 		_, ok := n.Annotations[annotations.PrimaryIfAddr]
 		return ok, ""
 	})
@@ -478,7 +501,10 @@ func TestMissingGatewayIsReportedAndHostStillProgrammed(t *testing.T) {
 	s.Routes = nil
 	f.host.setSnapshot(s)
 	waitFor(t, "event on the Node", func() (bool, string) {
-		evs, _ := f.kube.CoreV1().Events("").List(context.Background(), metav1.ListOptions{})
+		evs, err := f.kube.CoreV1().Events("").List(context.Background(), metav1.ListOptions{})
+		if err != nil {
+			return false, err.Error()
+		}
 		for _, e := range evs.Items {
 			if e.InvolvedObject.Kind == "Node" && e.Reason == "EgressFactsUnknown" {
 				return true, ""

@@ -58,7 +58,11 @@ func TestApplyReportsReadyEgressIPs(t *testing.T) {
 		}
 		return out
 	}
-	t.Cleanup(func() { _, _ = newHost(iptables.Config{}).Apply(hostegress.State{}) })
+	t.Cleanup(func() {
+		if _, err := newHost(iptables.Config{}).Apply(hostegress.State{}); err != nil {
+			t.Errorf("clean-up: %v", err)
+		}
+	})
 
 	h := newHost(iptables.Config{})
 	ready, err := h.Apply(st)

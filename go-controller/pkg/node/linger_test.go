@@ -31,7 +31,7 @@ func TestReleasedRulesStayWhileMasterReroutesHere(t *testing.T) {
 		return len(st.Addresses) == 1 && snatPods(st) == "10.244.1.3>172.18.0.50", snatPods(st)
 	})
 	ctx := context.Background()
-	eip, _ := f.eips.K8sV1().EgressIPs().Get(ctx, "eip1", metav1.GetOptions{})
+	eip := f.getEIP(t, "eip1")
 	eip.Status.Items = nil
 	if _, err := f.eips.K8sV1().EgressIPs().Update(ctx, eip, metav1.UpdateOptions{}); err != nil {
 		t.Fatal(err)
@@ -39,7 +39,7 @@ func TestReleasedRulesStayWhileMasterReroutesHere(t *testing.T) {
 	released := time.Now()
 	var until time.Time
 	waitFor(t, "lingering published with its end", func() (bool, string) {
-		n, _ := f.kube.CoreV1().Nodes().Get(ctx, "node1", metav1.GetOptions{})
+		n := f.getNode(t, "node1")
 		l, err := annotations.ParseLingering(n)
 		until = l[netip.MustParseAddr("172.18.0.50")]
 		return err == nil && !until.IsZero(), n.Annotations[annotations.EgressIPsLingeringUntil]
@@ -50,7 +50,7 @@ func TestReleasedRulesStayWhileMasterReroutesHere(t *testing.T) {
 		t.Errorf("published end %v after the release, want the linger %v (plus the time to see the release)", d, linger)
 	}
 	waitFor(t, "lingering no longer listed after its end", func() (bool, string) {
-		n, _ := f.kube.CoreV1().Nodes().Get(ctx, "node1", metav1.GetOptions{})
+		n := f.getNode(t, "node1")
 		_, has := n.Annotations[annotations.EgressIPsLingering]
 		return !has && time.Now().After(until), n.Annotations[annotations.EgressIPsLingering]
 	})
@@ -100,10 +100,9 @@ func TestRestartedDaemonKeepsPublishedLinger(t *testing.T) {
 	if len(st.Addresses) != 0 {
 		t.Fatalf("addresses %v: a released IP's address must not be held", st.Addresses)
 	}
-	ctx := context.Background()
 	var l map[netip.Addr]time.Time
 	waitFor(t, "both published as lingering", func() (bool, string) {
-		n, _ := f.kube.CoreV1().Nodes().Get(ctx, "node1", metav1.GetOptions{})
+		n := f.getNode(t, "node1")
 		var err error
 		l, err = annotations.ParseLingering(n)
 		return err == nil && len(l) == 2, n.Annotations[annotations.EgressIPsLingeringUntil]
@@ -134,7 +133,7 @@ func TestReleasedRuleOfDeletedPodGoes(t *testing.T) {
 		return len(st.Addresses) == 1 && snatPods(st) == "10.244.1.3>172.18.0.50,10.244.1.4>172.18.0.50", snatPods(st)
 	})
 	ctx := context.Background()
-	eip, _ := f.eips.K8sV1().EgressIPs().Get(ctx, "eip1", metav1.GetOptions{})
+	eip := f.getEIP(t, "eip1")
 	eip.Status.Items = nil
 	if _, err := f.eips.K8sV1().EgressIPs().Update(ctx, eip, metav1.UpdateOptions{}); err != nil {
 		t.Fatal(err)

@@ -331,7 +331,9 @@ func testLocalGateway(t *testing.T, backend string) {
 		}
 		prim, cidrs := n.Annotations[annotations.PrimaryIfAddr], n.Annotations[annotations.HostCIDRs]
 		var list []string
-		_ = json.Unmarshal([]byte(cidrs), &list)
+		if err := json.Unmarshal([]byte(cidrs), &list); err != nil {
+			return false, fmt.Sprintf("%s %q: %v", annotations.HostCIDRs, cidrs, err)
+		}
 		want := map[string]bool{"172.18.0.10/16": true, "192.168.50.10/24": true, "10.244.1.1/24": true,
 			"172.18.0.77/32": true, "fd00:18::10/64": true, "fd00:10:244:1::1/64": true}
 		for _, c := range list {
@@ -348,7 +350,10 @@ func testLocalGateway(t *testing.T, backend string) {
 	tp.node.Exec(t, tp.ipt, "-t", "nat", "-D", iptables.Chain, "-s", "10.244.1.3/32", "-o", "eth0",
 		"-m", "comment", "--comment", iptables.RuleComment("eip-web"), "-j", "SNAT", "--to-source", eipV4.String())
 	back := eventually(t, resync+5*time.Second, "hand-deleted SNAT rule restored", func() (bool, string) {
-		out, _ := tp.node.TryExec(tp.ipt, "-t", "nat", "-S", iptables.Chain)
+		out, err := tp.node.TryExec(tp.ipt, "-t", "nat", "-S", iptables.Chain)
+		if err != nil {
+			return false, err.Error()
+		}
 		return strings.Contains(out, "-s 10.244.1.3/32"), out
 	})
 	t.Logf("[%s] hand-deleted SNAT rule back after %s (resync interval %s)", backend, back, resync)

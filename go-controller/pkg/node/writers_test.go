@@ -159,7 +159,9 @@ func TestApplyWithFakeWriters(t *testing.T) {
 	t.Run("announced once per process", func(t *testing.T) {
 		f := &fakeWriters{}
 		h := fakeLinuxHost(f)
-		_, _ = h.Apply(st)
+		if _, err := h.Apply(st); err != nil {
+			t.Fatal(err)
+		}
 		f.log = nil
 		ready, err := h.Apply(st)
 		if err != nil || !maps.Equal(ready, set(ipA, ipB)) || slices.ContainsFunc(f.log, func(s string) bool { return strings.HasPrefix(s, "announce") }) {

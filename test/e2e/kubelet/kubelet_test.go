@@ -412,9 +412,13 @@ func tail(ps []probe, n int) []probe {
 
 // recordResult appends a measured line to _output/e2e-results.txt (make test-serial prints it).
 func recordResult(line string) {
-	_ = os.MkdirAll(filepath.Join(repo.Root(), "_output"), 0o755)
+	if err := os.MkdirAll(filepath.Join(repo.Root(), "_output"), 0o755); err != nil {
+		fmt.Fprintf(os.Stderr, "cannot record %q: %v\n", line, err)
+		return
+	}
 	f, err := os.OpenFile(filepath.Join(repo.Root(), "_output", "e2e-results.txt"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
 	if err != nil {
+		fmt.Fprintf(os.Stderr, "cannot record %q: %v\n", line, err)
 		return
 	}
 	defer f.Close()

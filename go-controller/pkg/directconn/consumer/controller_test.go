@@ -86,9 +86,14 @@ func newFixture(t *testing.T, providerObjs ...runtime.Object) *fixture {
 
 func (f *fixture) run(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() { defer close(done); _ = f.ctrl.Run(ctx, 2) }()
-	t.Cleanup(func() { cancel(); <-done })
+	done := make(chan error, 1)
+	go func() { done <- f.ctrl.Run(ctx, 2) }()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Logf("controller stopped: %v", err)
+		}
+	})
 }
 
 func (f *fixture) getShadow(ctx context.Context) (*offv1beta1.ShadowEndpointSlice, error) {
@@ -144,7 +149,10 @@ func TestConsumerReflects(t *testing.T) {
 	}
 
 	// Opting out removes the annotation.
-	svc, _ := f.kube.CoreV1().Services("demo").Get(ctx, "web", metav1.GetOptions{})
+	svc, err := f.kube.CoreV1().Services("demo").Get(ctx, "web", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
 	svc.Annotations = nil
 	if _, err := f.kube.CoreV1().Services("demo").Update(ctx, svc, metav1.UpdateOptions{}); err != nil {
 		t.Fatal(err)
@@ -155,7 +163,10 @@ func TestConsumerReflects(t *testing.T) {
 	})
 
 	// A node that stops being virtual: its pod counts as the consumer's, and is reflected.
-	n, _ := f.kube.CoreV1().Nodes().Get(ctx, "vn-b", metav1.GetOptions{})
+	n, err := f.kube.CoreV1().Nodes().Get(ctx, "vn-b", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
 	n.Labels = nil
 	if _, err := f.kube.CoreV1().Nodes().Update(ctx, n, metav1.UpdateOptions{}); err != nil {
 		t.Fatal(err)
@@ -196,8 +207,14 @@ func TestConsumerTooLargeLeavesPreviousShadow(t *testing.T) {
 		t.Fatal(err)
 	}
 	if err := wait.PollUntilContextTimeout(ctx, 10*time.Millisecond, 10*time.Second, true, func(context.Context) (bool, error) {
-		s, _ := f.ctrl.slices.EndpointSlices("demo").Get("web-1")
-		return s != nil && len(s.Endpoints) == 8000, nil
+		s, err := f.ctrl.slices.EndpointSlices("demo").Get("web-1")
+		if apierrors.IsNotFound(err) {
+			return false, nil
+		}
+		if err != nil {
+			return false, err
+		}
+		return len(s.Endpoints) == 8000, nil
 	}); err != nil {
 		t.Fatal("the informer never saw the large slice")
 	}

@@ -89,9 +89,14 @@ func startWith(t *testing.T, kc *kubefake.Clientset, objs ...runtime.Object) *fi
 		t.Fatal(err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() { defer close(done); _ = c.Run(ctx, 1) }()
-	t.Cleanup(func() { cancel(); <-done })
+	done := make(chan error, 1)
+	go func() { done <- c.Run(ctx, 1) }()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Logf("controller stopped: %v", err)
+		}
+	})
 	return f
 }
 
@@ -273,7 +278,10 @@ func TestProviderRefusesForeignSlice(t *testing.T) {
 		t.Fatalf("sync = %v, want nil (reported, not retried)", err)
 	}
 	f.waitEvent(t, `Warning EndpointSliceConflict EndpointSlice demo/web-1 is managed by another controller (endpointslice.kubernetes.io/managed-by="someone-else", controller none)`)
-	got, _ := f.kube.DiscoveryV1().EndpointSlices("demo").Get(context.Background(), "web-1", metav1.GetOptions{})
+	got, err := f.kube.DiscoveryV1().EndpointSlices("demo").Get(context.Background(), "web-1", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
 	if got.Endpoints[0].Addresses[0] != "192.0.2.1" || got.Labels[directconn.ShadowManagedByLabel] != "" {
 		t.Fatalf("foreign slice changed: %+v", got)
 	}

@@ -77,7 +77,10 @@ func TestNodeSubnetsAndManagementIP(t *testing.T) {
 			t.Errorf("%s: management IP %s", v, got)
 		}
 	}
-	subnets, _ := ParseNodeSubnets(node(map[string]string{NodeSubnets: `{"default":["fd00:10:244:1::/64"]}`}))
+	subnets, err := ParseNodeSubnets(node(map[string]string{NodeSubnets: `{"default":["fd00:10:244:1::/64"]}`}))
+	if err != nil {
+		t.Fatal(err)
+	}
 	if got := ManagementIP(subnets[0]).String(); got != "fd00:10:244:1::2" {
 		t.Errorf("v6 management IP %s", got)
 	}

@@ -279,7 +279,10 @@ func testToUpstreamAndBack(t *testing.T, start func(testing.TB) *nbserver.Server
 	s, c := upstreamCluster(t, start)
 	ctx := context.Background()
 	desired := desiredProd(web1)
-	snap, _ := Read(ctx, c)
+	snap, err := Read(ctx, c)
+	if err != nil {
+		t.Fatal(err)
+	}
 	if _, err := Commit(ctx, c, FromUpstream(snap, desired, gwmode.Shared)); err != nil {
 		t.Fatal(err)
 	}

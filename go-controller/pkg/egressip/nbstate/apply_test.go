@@ -49,6 +49,25 @@ func transact(t *testing.T, c client.Client, ops []ovsdb.Operation) {
 	}
 }
 
+func readCurrent(t *testing.T, c CacheReader) Current {
+	t.Helper()
+	cur, err := ReadCurrent(context.Background(), c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return cur
+}
+
+// insertRef is the operation that inserts uuid into the column field of router r.
+func insertRef(t *testing.T, c client.Client, r *nbdb.LogicalRouter, field any, uuid string) []ovsdb.Operation {
+	t.Helper()
+	ops, err := c.Where(r).Mutate(r, model.Mutation{Field: field, Mutator: ovsdb.MutateOperationInsert, Value: []string{uuid}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return ops
+}
+
 func create(t *testing.T, c client.Client, m ...model.Model) []ovsdb.Operation {
 	t.Helper()
 	ops, err := c.Create(m...)
@@ -163,7 +182,7 @@ func TestApply(t *testing.T) {
 			apply(onA, 1)
 			apply(onA, 0) // nothing changed: no transaction at all
 			reroute := func() string {
-				cur, _ := ReadCurrent(ctx, raw)
+				cur := readCurrent(t, raw)
 				for k, p := range cur.Rows.Policies {
 					if k.IDs.Rule == RuleReroute {
 						return p.UUID
@@ -172,7 +191,7 @@ func TestApply(t *testing.T) {
 				return ""
 			}
 			snat := func() (router, uuid string) {
-				cur, _ := ReadCurrent(ctx, raw)
+				cur := readCurrent(t, raw)
 				for k, n := range cur.Rows.NATs {
 					return k.Router, n.UUID
 				}
@@ -190,7 +209,7 @@ func TestApply(t *testing.T) {
 			if router, after := snat(); router != GatewayRouter("node-b") || after != natBefore {
 				t.Errorf("SNAT after the move: %s on %s; want the same row %s, on GR_node-b only", after, router, natBefore)
 			}
-			if cur, _ := ReadCurrent(ctx, raw); len(cur.Rows.NATs) != 1 {
+			if cur := readCurrent(t, raw); len(cur.Rows.NATs) != 1 {
 				t.Errorf("SNAT rows after the move: %d, want 1 (referenced by GR_node-b only)", len(cur.Rows.NATs))
 			}
 			apply(NewState(), 1)
@@ -224,12 +243,12 @@ func TestApplyRemovesStale(t *testing.T) {
 				ExternalIDs: map[string]string{OwnerControllerKey: OwnerController}}
 			ops := create(t, c, dup, broken)
 			cr := &nbdb.LogicalRouter{UUID: lookupRouter(t, c, ClusterRouter)}
-			m, _ := c.Where(cr).Mutate(cr, model.Mutation{Field: &cr.Policies, Mutator: ovsdb.MutateOperationInsert, Value: []string{"dup"}})
+			m := insertRef(t, c, cr, &cr.Policies, "dup")
 			gra := &nbdb.LogicalRouter{UUID: lookupRouter(t, c, GatewayRouter("node-a"))}
-			m2, _ := c.Where(gra).Mutate(gra, model.Mutation{Field: &gra.Nat, Mutator: ovsdb.MutateOperationInsert, Value: []string{"broken"}})
+			m2 := insertRef(t, c, gra, &gra.Nat, "broken")
 			transact(t, c, append(append(ops, m...), m2...))
 
-			cur, _ := ReadCurrent(ctx, c)
+			cur := readCurrent(t, c)
 			if len(cur.Stale) != 2 {
 				t.Fatalf("stale = %v, want the duplicate and the broken NAT", cur.Stale)
 			}
@@ -283,7 +302,7 @@ func TestApplyMoveUpdatesOnlyWhatChanges(t *testing.T) {
 				Nexthops: []string{"100.64.0.9"}, ExternalIDs: map[string]string{NameKey: "eip1", RuleKey: RuleReroute, FamilyKey: FamilyIPv4, OwnerTypeKey: OwnerEgressIP}}
 			ops := create(t, c, lookalike)
 			cr := &nbdb.LogicalRouter{UUID: lookupRouter(t, c, ClusterRouter)}
-			m, _ := c.Where(cr).Mutate(cr, model.Mutation{Field: &cr.Policies, Mutator: ovsdb.MutateOperationInsert, Value: []string{"look"}})
+			m := insertRef(t, c, cr, &cr.Policies, "look")
 			transact(t, c, append(ops, m...))
 
 			if _, err := Apply(ctx, c, three("node-a")); err != nil {
@@ -331,7 +350,9 @@ func TestApplyMoveUpdatesOnlyWhatChanges(t *testing.T) {
 				t.Errorf("foreign rows changed:\n got  %v\n want %v", got, before)
 			}
 			var look []nbdb.LogicalRouterPolicy
-			_ = c.WhereCache(func(p *nbdb.LogicalRouterPolicy) bool { return p.UUID != "" && p.Match == "ip4.src == 10.244.9.9" }).List(ctx, &look)
+			if err := c.WhereCache(func(p *nbdb.LogicalRouterPolicy) bool { return p.UUID != "" && p.Match == "ip4.src == 10.244.9.9" }).List(ctx, &look); err != nil {
+				t.Fatal(err)
+			}
 			if len(look) != 1 || !slices.Equal(look[0].Nexthops, []string{"100.64.0.9"}) {
 				t.Errorf("look-alike foreign policy changed: %+v", look)
 			}

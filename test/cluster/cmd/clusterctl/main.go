@@ -17,6 +17,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"os"
@@ -90,7 +91,11 @@ func stateFlag(fs *flag.FlagSet) *string {
 func cmdUp(ctx context.Context, args []string) error {
 	fs := flag.NewFlagSet("up", flag.ExitOnError)
 	state := stateFlag(fs)
-	nodes := fs.Int("nodes", atoi(env("CLUSTER_NODES", "3")), "number of nodes ($CLUSTER_NODES)")
+	defNodes, err := strconv.Atoi(env("CLUSTER_NODES", "3"))
+	if err != nil {
+		return fmt.Errorf("$CLUSTER_NODES: %w", err)
+	}
+	nodes := fs.Int("nodes", defNodes, "number of nodes ($CLUSTER_NODES)")
 	mode := fs.String("gateway-mode", env("GATEWAY_MODE", string(gwmode.Shared)), "shared or local ($GATEWAY_MODE)")
 	family := fs.String("ip-family", env("CLUSTER_IP_FAMILY", cluster.FamilyIPv4), "ipv4, ipv6 or dual ($CLUSTER_IP_FAMILY)")
 	nb := fs.String("nb", env("CLUSTER_NB", cluster.NBStandalone), "NB database: standalone or raft (3-member RAFT cluster) ($CLUSTER_NB)")
@@ -112,7 +117,11 @@ func cmdUp(ctx context.Context, args []string) error {
 	t0 := time.Now()
 	c, err := cluster.Up(ctx, cfg)
 	if err != nil {
-		if logs, _ := filepath.Abs(filepath.Join(*state, "log")); dirExists(logs) {
+		logs, aerr := filepath.Abs(filepath.Join(*state, "log"))
+		if aerr != nil {
+			return errors.Join(err, aerr)
+		}
+		if dirExists(logs) {
 			return fmt.Errorf("%w (logs: %s)", err, logs)
 		}
 		return err
@@ -162,9 +171,15 @@ func cmdStatus(args []string) error {
 	}
 	fmt.Printf("# %-8s %-14s %-22s %-26s %-12s %-26s %s\n", "node", "netns", "subnet", "node IP", "GR join", "GR external", "echo sees")
 	for _, n := range c.Nodes() {
-		ns, _ := c.NodeNetns(n.Name)
+		ns, err := c.NodeNetns(n.Name)
+		if err != nil {
+			return err
+		}
 		for _, f := range n.Families {
-			src, _ := c.EgressSourceFamily(n.Name, f.Family)
+			src, err := c.EgressSourceFamily(n.Name, f.Family)
+			if err != nil {
+				return err
+			}
 			fmt.Printf("# %-8s %-14s %-22s %-26s %-12s %-26s %s\n", n.Name, ns, f.Subnet, f.NodeIP, f.JoinIP, f.GatewayIP, src)
 		}
 	}
@@ -295,9 +310,4 @@ func cmdEcho(ctx context.Context, args []string) error {
 func dirExists(p string) bool {
 	st, err := os.Stat(p)
 	return err == nil && st.IsDir()
-}
-
-func atoi(s string) int {
-	n, _ := strconv.Atoi(s)
-	return n
 }
