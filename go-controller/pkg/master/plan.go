@@ -207,8 +207,8 @@ func changedSelections(s *serving, in planInput, reselect, rowDirty map[string]b
 	return nil
 }
 
-// changedRoutes computes every EgressIP's routes (nbstate.Routes, with the local
-// gateway mode fallback and strict drops); a change makes every pod of that
+// changedRoutes computes every EgressIP's routes (nbstate.Routes, with the
+// lingering fallback of local gateway mode and the interconnect layout, and strict drops); a change makes every pod of that
 // EgressIP rowDirty. It returns when a fallback next expires (zero: none).
 func changedRoutes(s *serving, in planInput, rowDirty map[string]bool) time.Time {
 	var wake time.Time
@@ -216,7 +216,7 @@ func changedRoutes(s *serving, in planInput, rowDirty map[string]bool) time.Time
 		ne := toNB(e.Name, e.Status.Items)
 		ne.IPs = specIPs(e)                 // a lingering holder of one of them is a fallback
 		routes := nbstate.Routes(in.nb, ne) // ready holders only: what the fallback remembers
-		if in.nb.Mode == gwmode.Local {
+		if in.nb.Mode == gwmode.Local || in.nb.Zone != "" {
 			// The fallback is what the nodes published (nbstate.Lingers): no clock here.
 			wake = earliest(wake, nbstate.LingerEnd(in.nb, ne))
 		}
