@@ -550,17 +550,23 @@ func (e *env) nbFind(table string, conditions ...string) []map[string]string {
 	e.t.Helper()
 	var rows []map[string]string
 	for _, db := range e.nbAddresses() {
-		args := append([]string{"--db=" + db, "--no-leader-only", "--format=csv", "--no-headings",
-			"--columns=external_ids", "find", table}, conditions...)
-		out, err := exec.Command("ovn-nbctl", args...).CombinedOutput()
-		if err != nil {
-			e.t.Fatalf("ovn-nbctl --db=%s find %s: %v\n%s", db, table, err, out)
-		}
-		got, err := externalIDsFromCSV(string(out))
-		if err != nil {
-			e.t.Fatalf("ovn-nbctl --db=%s find %s: %v\n%s", db, table, err, out)
-		}
-		rows = append(rows, got...)
+		rows = append(rows, e.nbFindIn(db, table, conditions...)...)
+	}
+	return rows
+}
+
+// nbFindIn is nbFind in the one NB at db.
+func (e *env) nbFindIn(db, table string, conditions ...string) []map[string]string {
+	e.t.Helper()
+	args := append([]string{"--db=" + db, "--no-leader-only", "--format=csv", "--no-headings",
+		"--columns=external_ids", "find", table}, conditions...)
+	out, err := exec.Command("ovn-nbctl", args...).CombinedOutput()
+	if err != nil {
+		e.t.Fatalf("ovn-nbctl --db=%s find %s: %v\n%s", db, table, err, out)
+	}
+	rows, err := externalIDsFromCSV(string(out))
+	if err != nil {
+		e.t.Fatalf("ovn-nbctl --db=%s find %s: %v\n%s", db, table, err, out)
 	}
 	return rows
 }

@@ -357,9 +357,10 @@ func (st *explainState) programmed(r *EgressIPReport, eip *egressipv1.EgressIP) 
 	if n := missingFamilyNote(in, name); n != "" {
 		r.Notes = append(r.Notes, n)
 	}
-	if st.mode == gwmode.Local {
-		r.Hosts = st.hosts(eip)
-		// Either layout: the linger each node daemon published (nbstate.Lingers).
+	if st.mode == gwmode.Local || in.ZoneNB != nil {
+		// Local gateway mode in either layout, and the interconnect layout: the linger
+		// each node published (nbstate.Lingers; by its zone controller in shared
+		// gateway mode, whose rows stay nbstate.LingerGrace longer: KeepsRows).
 		nbIn := nbstate.Input{Mode: st.mode, ClusterSubnets: in.ClusterSubnets, JoinSubnets: in.JoinSubnets, Nodes: st.nbNodes, Now: st.now()}
 		ne := routeInput(eip, st.kept)
 		for _, fam := range nbstate.Families(in.ClusterSubnets) {
@@ -367,6 +368,9 @@ func (st *explainState) programmed(r *EgressIPReport, eip *egressipv1.EgressIP) 
 				r.Notes = append(r.Notes, l.String()+": while no holder of its family is ready, the pods are rerouted there")
 			}
 		}
+	}
+	if st.mode == gwmode.Local {
+		r.Hosts = st.hosts(eip)
 		for _, h := range r.Hosts {
 			for _, ip := range h.Missing {
 				list := annotations.EgressIPsReady

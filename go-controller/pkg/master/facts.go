@@ -109,11 +109,18 @@ func parseNodeIn(n *corev1.Node, lay factsLayout, reach Reachability) nodeFacts 
 	}
 	switch {
 	case lay.interconnect && mode == gwmode.Shared:
-		// The holder's zone controller lists what it has programmed (SNATs) and
-		// what it still keeps while an IP it released lingers.
+		// The holder's zone controller lists what it has programmed (SNATs) and,
+		// for an IP it released, the end of the linger it published (nbstate.Lingers):
+		// every zone reads the same end, so a restarted zone keeps no linger of its
+		// own. The lingering list as written is kept for the zone's own node: an IP
+		// listed there without an end is taken as released now (zoneMemory.linger).
 		ready, err := annotations.ParseIPList(n, annotations.EgressIPsSNATReady)
-		lingering, errL := annotations.ParseIPList(n, annotations.EgressIPsLingering)
-		f.nb.ReadyEgressIPs, f.nb.LingeringEgressIPs = ready, lingering
+		listed, errList := annotations.ParseIPList(n, annotations.EgressIPsLingering)
+		until, errL := annotations.ParseLingering(n)
+		if errList != nil {
+			errL = errList // ParseLingering returns the same error: reported once
+		}
+		f.nb.ReadyEgressIPs, f.nb.ListedReady, f.nb.LingeringUntil, f.nb.LingeringEgressIPs = ready, ready, until, listed
 		f.readyErr = errors.Join(err, errL)
 	case lay.interconnect && mode == gwmode.Local:
 		// Both halves of the holder: its node daemon's address and iptables SNAT

@@ -191,9 +191,13 @@ func TestInterconnect(t *testing.T) {
 	})
 	z1.expectRows("old holder's zone: its pod follows to node2; its SNAT rows gone once the linger ends",
 		map[string]string{"prod/web1": rr("eip-prod", "10.244.1.5", "100.88.0.3")}, nil)
-	if ic.annotation("node1", annotations.EgressIPsLingering) != "[]" {
-		t.Errorf("node1 still lists a lingering IP after its rows went: %q", ic.annotation("node1", annotations.EgressIPsLingering))
-	}
+	// The list follows the rows: the sync that deletes them stops listing the IP after its commit.
+	cm.eventually("node1 lists no lingering IP once its rows went", func() error {
+		if got := ic.annotation("node1", annotations.EgressIPsLingering); got != "[]" {
+			return fmt.Errorf("%s = %q", annotations.EgressIPsLingering, got)
+		}
+		return nil
+	})
 	z2.expectRows("new holder's zone",
 		map[string]string{
 			"prod/web1": rr("eip-prod", "10.244.1.5", "100.64.0.3"),

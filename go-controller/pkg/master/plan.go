@@ -208,18 +208,19 @@ func changedSelections(s *serving, in planInput, reselect, rowDirty map[string]b
 	return nil
 }
 
-// changedRoutes computes every EgressIP's routes (nbstate.Routes, with the local
-// gateway mode fallback and strict drops); a change makes every pod of that
-// EgressIP rowDirty. It returns when a fallback next expires (zero: none). The
-// fallback is to the lingering holders of the IPs each EgressIP keeps (keptIPs,
-// remembered in s.kept), never of an IP another EgressIP keeps.
+// changedRoutes computes every EgressIP's routes (nbstate.Routes, with the
+// lingering fallback of local gateway mode and the interconnect layout, and
+// strict drops); a change makes every pod of that EgressIP rowDirty. It returns
+// when a fallback next expires (zero: none). The fallback is to the lingering
+// holders of the IPs each EgressIP keeps (keptIPs, remembered in s.kept), never
+// of an IP another EgressIP keeps.
 func changedRoutes(s *serving, in planInput, rowDirty map[string]bool) time.Time {
 	var wake time.Time
 	s.kept = keptIPs(in.eips, in.nb.Nodes)
 	for _, e := range in.eips {
 		ne := routeInput(e, s.kept)
 		routes := nbstate.Routes(in.nb, ne) // ready holders only: what the fallback remembers
-		if in.nb.Mode == gwmode.Local {
+		if in.nb.Mode == gwmode.Local || in.nb.Zone != "" {
 			// The fallback is what the nodes published (nbstate.Lingers): no clock here.
 			wake = earliest(wake, nbstate.LingerEnd(in.nb, ne))
 		}

@@ -52,9 +52,9 @@ func programmedItems(eips []*egressipv1.EgressIP) map[string][]egressipv1.Egress
 // zoneRows is what the zone controller of zone plans (interconnect layout): the
 // node facts as it reads them (its own node's ready list is its node daemon's;
 // nothing vetted, no probe), its node's linger as a controller starting now takes
-// it (zoneMemory.linger: in shared gateway mode what the node lists ready or
-// lingering and does not hold; in local gateway mode the end its node daemon
-// published), and planAll.
+// it (zoneMemory.linger: the linger end its node published, by its zone in shared
+// gateway mode, by its node daemon in local gateway mode; an IP the node still lists
+// ready and does not hold as released now), and planAll.
 func zoneRows(nodes []*corev1.Node, lay factsLayout, zone string, nb nbstate.Input, eips []*egressipv1.EgressIP, cache podCache) (nbstate.State, error) {
 	lay.zone = zone
 	nb.Zone = zone

@@ -22,11 +22,6 @@ import (
 	"github.com/ovn-egressip/ovn-egressip/go-controller/pkg/egressip/nbstate"
 )
 
-// lingerGrace is how long, after a zone stops listing an egress IP as lingering,
-// its SNAT rows for that IP stay: the time the other zones have to see the Node
-// update and stop rerouting to it (docs/interconnect.md, "Moves across zones").
-const lingerGrace = 2 * time.Second
-
 // readStatus is a zone controller's status decision: the status every EgressIP
 // has (written by the cluster manager), nothing to write.
 func readStatus(in statusInput) statusDecision {
@@ -37,18 +32,21 @@ func readStatus(in statusInput) statusDecision {
 	return d
 }
 
-// lingerTimes are when a released egress IP stops being listed as lingering, and
-// when its rows go.
-type lingerTimes struct{ listUntil, rowsUntil time.Time }
-
-// zoneMemory is a zone controller's memory of the egress IPs its node held and
-// released (shared gateway mode), and (local gateway mode) the released IPs whose
-// rows its last sync kept, as derived from its node daemon's published linger.
+// zoneMemory is what a zone controller's last sync derived of the egress IPs its
+// node released, from what the node published (nbstate.Lingers, KeepsRows): no
+// clock of its own, so a restarted controller (and explain) derives the same.
 type zoneMemory struct {
-	started  bool
-	held     map[netip.Addr]bool
-	released map[netip.Addr]lingerTimes
-	kept     map[netip.Addr]bool
+	// pending (shared gateway mode) are the linger ends this zone set for egress
+	// IPs its node released and that the Node does not carry yet: set once, when
+	// the zone first sees the release, and kept until publishZone's write is read
+	// back, so that a sync before that does not move the end.
+	pending map[netip.Addr]time.Time
+	// lingering (shared gateway mode) are the released egress IPs whose rows the
+	// last sync kept, with the end of their linger: what publishZone writes.
+	lingering map[netip.Addr]time.Time
+	// kept (local gateway mode) are the released egress IPs whose reroutes to the
+	// node's management port the last sync kept.
+	kept map[netip.Addr]bool
 }
 
 // heldBy returns the egress IPs the status gives node.
@@ -72,20 +70,17 @@ func heldBy(items map[string][]egressipv1.EgressIPStatusItem, node string) map[n
 func (c *controller) zoneLinger(items map[string][]egressipv1.EgressIPStatusItem, nodes map[string]nbstate.Node, now time.Time) time.Time {
 	wake, released := c.zone.linger(c.s.Zone, c.s.mode, c.s.linger, items, nodes, now)
 	for _, ip := range released {
+		end := c.zone.pending[ip]
 		klog.InfoS("Egress IP released by this zone's node; its rows stay while it lingers", "zone", c.s.Zone, "ip", ip,
-			"listedFor", c.s.linger, "rowsFor", c.zone.released[ip].rowsUntil.Sub(now))
+			"lingeringUntil", end, "rowsUntil", end.Add(nbstate.LingerGrace))
 	}
 	return wake
 }
 
-// linger updates what zone's node lingers on, for the status items given. In
-// shared gateway mode an egress IP the status took away from it keeps its SNAT
-// rows (and the reroutes of every pod it served to this gateway router) for the
-// release linger plus lingerGrace, and is listed as lingering for the release
-// linger; a memory that has not started (a restarted controller, or explain) takes
-// what its node still lists (ready or lingering) but does not hold as released now.
-// In local gateway mode the node daemon's published linger decides (lingerLocal). It
-// sets the zone node's LingeringEgressIPs in nodes to the IPs whose rows stay, and
+// linger updates what zone's node lingers on, for the status items given, and sets
+// the zone node's LingeringEgressIPs in nodes to the IPs whose rows stay
+// (nbstate.KeepsRows). In shared gateway mode the zone publishes the linger itself
+// (lingerShared); in local gateway mode its node daemon does (lingerLocal). It
 // returns when the next linger step falls due (zero: none) and the IPs released now.
 func (zm *zoneMemory) linger(zone string, mode gwmode.Mode, linger time.Duration, items map[string][]egressipv1.EgressIPStatusItem,
 	nodes map[string]nbstate.Node, now time.Time) (time.Time, []netip.Addr) {
@@ -93,58 +88,71 @@ func (zm *zoneMemory) linger(zone string, mode gwmode.Mode, linger time.Duration
 	if mode == gwmode.Local {
 		return zm.lingerLocal(zone, held, nodes, now), nil
 	}
+	return zm.lingerShared(zone, linger, held, nodes, now)
+}
+
+// lingerShared is linger in shared gateway mode. The zone's node publishes, for
+// each egress IP it released, the end of its linger (EgressIPsLingeringUntil,
+// written by this zone: publishZone); every zone reroutes to it no longer than
+// that end (nbstate.Lingers) and this zone keeps its SNAT rows, and the reroutes of
+// the other zones' pods to its gateway router, until nbstate.LingerGrace after it
+// (nbstate.KeepsRows). An IP the node still lists SNAT-ready, or lingering without
+// an end, and does not hold is released now: its end is now plus the release
+// linger, kept in pending until the Node carries it. A linger of 0 keeps nothing.
+// The zone node's LingeringUntil in nodes becomes those ends (its own pods follow
+// Lingers too).
+func (zm *zoneMemory) lingerShared(zone string, linger time.Duration, held map[netip.Addr]bool, nodes map[string]nbstate.Node,
+	now time.Time) (time.Time, []netip.Addr) {
+	zm.lingering = map[netip.Addr]time.Time{}
 	self, ok := nodes[zone]
-	if !zm.started {
-		zm.started, zm.released = true, map[netip.Addr]lingerTimes{}
-		zm.held = map[netip.Addr]bool{}
-		if ok {
-			for ip := range self.ReadyEgressIPs {
-				zm.held[ip] = true
-			}
-			for ip := range self.LingeringEgressIPs {
-				zm.held[ip] = true
-			}
-		}
+	if !ok {
+		return time.Time{}, nil
 	}
-	var released []netip.Addr
-	for ip := range zm.held {
+	ends := map[netip.Addr]time.Time{}
+	for ip, end := range self.LingeringUntil {
 		if !held[ip] {
-			if _, was := zm.released[ip]; !was && linger > 0 {
-				until := now.Add(linger)
-				// others stop rerouting here once it is no longer listed
-				zm.released[ip] = lingerTimes{listUntil: until, rowsUntil: until.Add(lingerGrace)}
-				released = append(released, ip)
-			}
+			ends[ip] = end
 		}
 	}
-	zm.held = held
-	var wake time.Time
+	pending := map[netip.Addr]time.Time{}
+	var released []netip.Addr
+	release := func(ip netip.Addr) {
+		if _, published := ends[ip]; published || held[ip] || linger <= 0 {
+			return
+		}
+		end, was := zm.pending[ip]
+		if !was {
+			end = now.Add(linger)
+			released = append(released, ip)
+		}
+		ends[ip], pending[ip] = end, end
+	}
+	for ip := range self.ListedReady {
+		release(ip)
+	}
+	for ip := range self.LingeringEgressIPs {
+		release(ip)
+	}
+	zm.pending = pending
+	self.LingeringUntil = ends
 	rows := map[netip.Addr]bool{}
-	for ip, t := range zm.released {
-		switch {
-		case held[ip] || !now.Before(t.rowsUntil):
-			delete(zm.released, ip)
-		default:
-			rows[ip] = true
-			next := t.rowsUntil
-			if now.Before(t.listUntil) {
-				next = t.listUntil
-			}
-			wake = earliest(wake, next)
+	var wake time.Time
+	for ip, end := range ends {
+		if keeps, until := nbstate.KeepsRows(self, ip, now); keeps {
+			rows[ip], zm.lingering[ip] = true, end
+			wake = earliest(wake, until)
 		}
 	}
-	if ok {
-		self.LingeringEgressIPs = rows
-		nodes[zone] = self
-	}
+	self.LingeringEgressIPs = rows
+	nodes[zone] = self
 	return wake, released
 }
 
 // lingerLocal is linger in local gateway mode. The zone's node daemon publishes
 // what it still SNATs after a release and until when (nbstate.Lingers), and every
 // zone reroutes to it no longer than that end. The zone keeps the reroutes of the
-// other zones' pods to its node's management port until lingerGrace after that end
-// (the other zones commit their change after it), and lists those IPs in its node's
+// other zones' pods to its node's management port until nbstate.LingerGrace after
+// that end (nbstate.KeepsRows), and lists those IPs in its node's
 // EgressIPsRerouted (publishZone), so that the node daemon keeps its SNAT rules until
 // these rows are gone. Nothing here is a clock of its own: a restarted zone
 // controller (and explain) derives the same from the Node.
@@ -159,13 +167,14 @@ func (zm *zoneMemory) lingerLocal(zone string, held map[netip.Addr]bool, nodes m
 		if held[ip] || zm.kept[ip] {
 			return
 		}
-		lingers, until := nbstate.Lingers(self, ip, now)
-		switch {
-		case until.IsZero():
-			zm.kept[ip] = lingers // still listed ready: the daemon has not taken the release in
-		case now.Before(until.Add(lingerGrace)):
-			zm.kept[ip] = true
-			wake = earliest(wake, until.Add(lingerGrace))
+		// Still listed ready (the daemon has not taken the release in): kept, no end yet.
+		keeps, until := nbstate.KeepsRows(self, ip, now)
+		if !keeps {
+			return
+		}
+		zm.kept[ip] = true
+		if !until.IsZero() {
+			wake = earliest(wake, until)
 		}
 	}
 	for ip := range self.LingeringUntil {
@@ -187,7 +196,8 @@ func (zm *zoneMemory) lingerLocal(zone string, held map[netip.Addr]bool, nodes m
 // gateway mode: the SNAT rows on its gateway router; local gateway mode: the
 // reroutes of the pods to its management port, where its node daemon SNATs). None
 // while its routers are not among routers, as this sync read them. In shared
-// gateway mode also its lingering list; in local gateway mode what it reroutes to
+// gateway mode also its lingering list with the end of each linger (in the same
+// patch as the ready list it leaves); in local gateway mode what it reroutes to
 // the node (the node daemon publishes its own linger). Only what differs from what
 // the Node carries is written.
 func (c *controller) publishZone(ctx context.Context, nodes []*corev1.Node, items map[string][]egressipv1.EgressIPStatusItem,
@@ -218,16 +228,11 @@ func (c *controller) publishZone(ctx context.Context, nodes []*corev1.Node, item
 	if !routers[nbstate.ClusterRouter] || (c.s.mode == gwmode.Shared && !routers[nbstate.GatewayRouter(c.s.Zone)]) {
 		ready = map[netip.Addr]bool{} // no row of ours could be written
 	}
-	now := time.Now()
-	lingering := map[netip.Addr]bool{}
-	for ip, t := range c.zone.released {
-		if now.Before(t.listUntil) {
-			lingering[ip] = true
-		}
-	}
 	want := map[string]string{annotations.EgressIPsSNATReady: annotations.FormatEgressIPsReady(ready)}
 	if c.s.mode == gwmode.Shared {
-		want[annotations.EgressIPsLingering] = annotations.FormatEgressIPsReady(lingering)
+		// Each released IP with the end of its linger, for as long as its rows stay
+		// (zoneMemory.lingerShared): other zones read the end, a restarted zone too.
+		want[annotations.EgressIPsLingering], want[annotations.EgressIPsLingeringUntil] = annotations.FormatLingering(c.zone.lingering)
 	} else {
 		// What this zone still reroutes to the node's management port: the IPs it
 		// holds and the released ones whose rows it keeps (zoneMemory.lingerLocal). Written
@@ -253,6 +258,6 @@ func (c *controller) publishZone(ctx context.Context, nodes []*corev1.Node, item
 		return fmt.Errorf("node %s: publish %s: %w", c.s.Zone, strings.Join(slices.Sorted(maps.Keys(patch)), ", "), err)
 	}
 	klog.V(2).InfoS("Zone published its egress IPs", "node", c.s.Zone, "snatReady", want[annotations.EgressIPsSNATReady],
-		"lingering", want[annotations.EgressIPsLingering], "rerouted", want[annotations.EgressIPsRerouted])
+		"lingering", want[annotations.EgressIPsLingeringUntil], "rerouted", want[annotations.EgressIPsRerouted])
 	return nil
 }

@@ -31,10 +31,12 @@ const (
 	// switch IP for an egress IP only once it is listed here (local gateway mode: here and in EgressIPsReady):
 	// make-before-break across zones. Written by the zone controller.
 	EgressIPsSNATReady = "k8s.ovn.org/egress-ips-snat-ready"
-	// EgressIPsLingering is, in the interconnect layout and shared gateway mode, the JSON list of the egress IPs
-	// this node no longer holds but whose SNAT rows its zone still keeps (the release linger). A zone whose pods have
-	// no ready holder for an IP keeps rerouting them to a node listing it here; the node stops listing an IP first
-	// and deletes its rows a grace later. Written by the zone controller.
+	// EgressIPsLingering is the JSON list of the egress IPs this node no longer holds but still SNATs (the release
+	// linger), with the end of each in EgressIPsLingeringUntil (ParseLingering). In the interconnect layout and
+	// shared gateway mode it is written by the zone controller, whose SNAT rows those are: a zone whose pods have no
+	// ready holder for an IP reroutes them to a node listing it here until the end it published; the zone keeps its
+	// rows, and the IP listed, until a grace after that end (nbstate.KeepsRows). In local gateway mode the node
+	// daemon writes it.
 	EgressIPsLingering = "k8s.ovn.org/egress-ips-lingering"
 )
 

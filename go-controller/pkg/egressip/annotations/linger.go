@@ -10,7 +10,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 )
 
-// The release linger as published state (centralized layout, local gateway mode). A node daemon that no longer
+// The release linger as published state (local gateway mode; the interconnect layout in shared gateway mode). A node daemon that no longer
 // holds an egress IP keeps its SNAT rules for a while; it says so on its Node, with the time that linger ends, so
 // that the master (a restarted one too), explain and the checkers read the same facts instead of keeping clocks of
 // their own. The master, in turn, says on each Node which egress IPs OVN reroutes to it; a node keeps the rules of a
@@ -18,7 +18,8 @@ import (
 // never reaches a node that no longer SNATs.
 const (
 	// EgressIPsLingeringUntil is a JSON object {"<egress IP>": "<RFC 3339 time>"}: for every egress IP of
-	// EgressIPsLingering, when its linger ends. Written by the node daemon (local gateway mode) beside the list.
+	// EgressIPsLingering, when its linger ends. Written beside the list by the node daemon (local gateway mode) or,
+	// in the interconnect layout in shared gateway mode, by the node's zone controller.
 	EgressIPsLingeringUntil = "k8s.ovn.org/egress-ips-lingering-until"
 	// EgressIPsRerouted is the JSON list of the egress IPs whose served pods OVN may reroute to this node's
 	// management port (local gateway mode): written by the master before a commit that adds such a reroute, and

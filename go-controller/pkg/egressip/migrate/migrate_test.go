@@ -358,6 +358,29 @@ func testToUpstreamAndBack(t *testing.T, start func(testing.TB) *nbserver.Server
 	}
 }
 
+// TestUpstreamAddressSetShape: the address sets --to-upstream writes carry the id upstream gives its egress IP
+// address sets, its keys in upstream's order (name, ip-family, network), and upstream's row name for that id ("a"
+// and the decimal FNV-64a hash of the id), so that upstream's controller finds them as its own. Written out here,
+// not computed with the code under test.
+func TestUpstreamAddressSetShape(t *testing.T) {
+	for _, tc := range []struct{ name, fam, id, row string }{
+		{UpstreamServedPods, "ip4", "default-network-controller:EgressIP:egressip-served-pods:v4:default", "a8519615025667110816"},
+		{UpstreamNodeIPs, "ip4", "default-network-controller:EgressIP:node-ips:v4:default", "a712973235162149816"},
+	} {
+		as := UpstreamAddressSet(tc.name, tc.fam, nil)
+		if got := as.ExternalIDs[UpstreamIDKey]; got != tc.id {
+			t.Errorf("%s %s: k8s.ovn.org/id %q, want upstream's %q", tc.name, tc.fam, got, tc.id)
+		}
+		if as.Name != tc.row {
+			t.Errorf("%s %s: name %s, want upstream's %s", tc.name, tc.fam, as.Name, tc.row)
+		}
+		want := upstreamExt("k8s.ovn.org/name", tc.name, "ip-family", "v4", "network", "default", "k8s.ovn.org/id", tc.id)
+		if !maps.Equal(as.ExternalIDs, want) {
+			t.Errorf("%s %s: external_ids %v, want %v", tc.name, tc.fam, as.ExternalIDs, want)
+		}
+	}
+}
+
 func TestReferencing(t *testing.T) {
 	for _, tc := range []struct {
 		match, name string

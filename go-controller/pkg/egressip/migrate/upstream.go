@@ -84,15 +84,15 @@ func UpstreamSNAT(name, fam, egressIP, podIP, node string) *nbdb.NAT {
 
 // UpstreamAddressSet is an address set in upstream's shape (name
 // egressip-served-pods or node-ips; fam ip4 or ip6, written v4 or v6 as upstream's
-// address sets are). Its row name is a hash of its id, as upstream's are ("a"
-// and digits; not necessarily the digits upstream computes: upstream finds its
-// sets by their external_ids).
+// address sets are). Its id joins upstream's keys in upstream's order (name,
+// ip-family, network), and its row name is upstream's for that id: "a" and the
+// decimal FNV-64a hash of the id. Upstream's controller finds its sets by that id.
 func UpstreamAddressSet(name, fam string, addrs []string) *nbdb.AddressSet {
 	v := "v4"
 	if fam == nbstate.FamilyIPv6 {
 		v = "v6"
 	}
-	id := strings.Join([]string{UpstreamController, UpstreamOwnerType, name, UpstreamNetwork, v}, ":")
+	id := strings.Join([]string{UpstreamController, UpstreamOwnerType, name, v, UpstreamNetwork}, ":")
 	h := fnv.New64a()
 	_, _ = h.Write([]byte(id))
 	return &nbdb.AddressSet{Name: "a" + strconv.FormatUint(h.Sum64(), 10), Addresses: addrs,

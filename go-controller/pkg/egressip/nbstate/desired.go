@@ -33,15 +33,15 @@ type Node struct {
 	// node-transit-switch-port-ifaddr), at most one per family: the next hops other
 	// zones reroute to when this node holds an egress IP.
 	TransitIPs []netip.Addr
-	// LingeringEgressIPs (interconnect layout) are the egress IPs the node no
-	// longer holds whose rows its zone still keeps: in shared gateway mode its SNAT
-	// rows (while no holder of such an IP's family is ready, zones keep rerouting to
-	// this node); in local gateway mode, for the zone's own node only, the reroutes
-	// of the other zones' pods to its management port.
+	// LingeringEgressIPs (interconnect layout), for the zone's own node only, are
+	// the egress IPs the node no longer holds whose rows its zone still keeps
+	// (KeepsRows): in shared gateway mode its SNAT rows and the reroutes of the other
+	// zones' pods to its gateway router; in local gateway mode those reroutes to its
+	// management port.
 	LingeringEgressIPs map[netip.Addr]bool
-	// LingeringUntil (local gateway mode) are the egress IPs the node daemon no
-	// longer holds but still SNATs, with the end of that linger it published
-	// (annotations.ParseLingering): see Lingers.
+	// LingeringUntil (local gateway mode; the interconnect layout in shared gateway
+	// mode) are the egress IPs the node no longer holds but still SNATs, with the end
+	// of that linger it published (annotations.ParseLingering): see Lingers.
 	LingeringUntil map[netip.Addr]time.Time
 	// ListedReady are the egress IPs the node lists ready as it wrote them, before
 	// the master set aside claims for IPs that status gives another node: right
@@ -195,11 +195,12 @@ func nexthop(in Input, n Node, ip netip.Addr, lingering bool) (netip.Addr, bool)
 // Routes returns, per family of the cluster subnets, how e's pods leave: reroute
 // to the nodes holding an IP of e of that family that can be next hops (nexthop),
 // sorted by next hop, with one SNAT per holder of the zone in shared mode. A family
-// with no such holder falls back, in local mode, to the nodes still SNATting one of
-// e's IPs of that family by their published linger (LingerHolders); in shared mode
-// in the interconnect layout, to the nodes whose zone lists one as lingering. A
-// family with neither has no route for the zone's pods (a drop when e is strict). In the interconnect layout the zone's own holders, and the zone's
-// node while it lingers on one of e's IPs, also give Local and their SNAT rows.
+// with no such holder falls back, in local mode and in the interconnect layout, to
+// the nodes still SNATting one of e's IPs of that family by their published linger
+// (LingerHolders). A family with neither has no route for the zone's pods (a drop
+// when e is strict). In the interconnect layout the zone's own holders, and the
+// zone's node while its zone keeps rows for one of e's IPs it released
+// (LingeringEgressIPs), also give Local and their SNAT rows.
 func Routes(in Input, e EgressIP) map[string]Route {
 	out := map[string]Route{}
 	byFamily := map[string][]Holder{}
@@ -219,16 +220,6 @@ func Routes(in Input, e EgressIP) map[string]Route {
 			local[Family(a.IP)] = append(local[Family(a.IP)], h)
 		}
 	}
-	// The lingering holders are a fallback, read only for a family without a holder:
-	// finding them looks at every node for each IP of e (every sync, every EgressIP).
-	var lingering map[string][]Holder
-	lingeringRead := false
-	lingeringOf := func(fam string) []Holder {
-		if !lingeringRead {
-			lingering, lingeringRead = lingeringHolders(in, e), true
-		}
-		return lingering[fam]
-	}
 	if in.Zone != "" {
 		if zn, ok := in.Nodes[in.Zone]; ok {
 			for _, ip := range e.IPs {
@@ -247,16 +238,15 @@ func Routes(in Input, e EgressIP) map[string]Route {
 		switch {
 		case len(hs) > 0:
 			r.Nexthops = sortedHops(hs)
-		case in.Mode == gwmode.Local:
+		case in.Mode == gwmode.Local || in.Zone != "":
 			// The nodes that still SNAT one of e's IPs by their own published linger
-			// (Lingers), in either layout: no clock of the reader's own.
+			// (Lingers): no clock of the reader's own. Read only for a family without
+			// a holder: it looks at every node for each IP of e.
 			if hs := LingerHolders(in, e, fam); len(hs) > 0 {
 				r.Nexthops = sortedHops(hs)
 			} else if e.Strict {
 				r.Drop = true
 			}
-		case in.Zone != "" && len(lingeringOf(fam)) > 0:
-			r.Nexthops = sortedHops(lingeringOf(fam))
 		case e.Strict:
 			r.Drop = true
 		}
@@ -273,28 +263,6 @@ func Routes(in Input, e EgressIP) map[string]Route {
 			continue
 		}
 		out[fam] = r
-	}
-	return out
-}
-
-// lingeringHolders are, per family, the nodes other than those assigned that list
-// one of e's IPs as lingering, or still as ready (the status moved the IP away and
-// the old holder's zone has not taken that in yet: its rows are still there), with
-// their next hops (interconnect layout).
-func lingeringHolders(in Input, e EgressIP) map[string][]Holder {
-	var out map[string][]Holder
-	for _, ip := range e.IPs {
-		for name, n := range in.Nodes {
-			if !(n.LingeringEgressIPs[ip] || n.ReadyEgressIPs[ip]) || slices.Contains(e.Assigned, Assignment{Node: name, IP: ip}) {
-				continue
-			}
-			if nh, ok := nexthop(in, n, ip, true); ok {
-				if out == nil {
-					out = map[string][]Holder{}
-				}
-				out[Family(ip)] = append(out[Family(ip)], Holder{Node: name, EgressIP: ip, Nexthop: nh})
-			}
-		}
 	}
 	return out
 }

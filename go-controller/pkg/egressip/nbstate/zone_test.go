@@ -10,19 +10,23 @@ import (
 	"github.com/ovn-egressip/ovn-egressip/go-controller/pkg/egressip/gwmode"
 )
 
-// zoneNodes: three nodes with node-id style join IPs and transit switch IPs (interconnect layout).
+// zoneNodes: three nodes with node-id style join IPs and transit switch IPs (interconnect layout). A lingering IP
+// has a published end after Input's zero Now (Lingers), and its zone keeps its rows (LingeringEgressIPs, read for the
+// zone's own node).
 func zoneNodes(ready, lingering map[string][]string) map[string]Node {
+	end := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 	nodes := map[string]Node{}
 	for i, name := range []string{"node1", "node2", "node3"} {
 		id := string(rune('2' + i))
 		n := Node{Name: name, JoinIPs: addrs("100.64.0." + id), TransitIPs: addrs("100.88.0." + id),
 			ManagementIPs: addrs("10.244." + string(rune('1'+i)) + ".2"), Addresses: addrs("172.18.0.1" + string(rune('1'+i))),
-			ReadyEgressIPs: map[netip.Addr]bool{}, LingeringEgressIPs: map[netip.Addr]bool{}}
+			ReadyEgressIPs: map[netip.Addr]bool{}, LingeringEgressIPs: map[netip.Addr]bool{}, LingeringUntil: map[netip.Addr]time.Time{}}
 		for _, ip := range ready[name] {
 			n.ReadyEgressIPs[netip.MustParseAddr(ip)] = true
 		}
 		for _, ip := range lingering[name] {
 			n.LingeringEgressIPs[netip.MustParseAddr(ip)] = true
+			n.LingeringUntil[netip.MustParseAddr(ip)] = end
 		}
 		nodes[name] = n
 	}
