@@ -9,6 +9,7 @@ package nbserver
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net"
 	"os"
@@ -43,6 +44,8 @@ type Server struct {
 	extra  []string  // more ovsdb-server arguments (StartSSL)
 	waited chan struct{}
 	mem    *server.OvsdbServer // in-memory server only
+	// memListener is the in-memory server's socket (serveInMemory).
+	memListener net.Listener
 	// commits counts the in-memory server's committed transactions that changed a
 	// row (countingDB).
 	commits *countingDB
@@ -120,11 +123,16 @@ func StartInMemory(t testing.TB) *Server {
 	}
 	s := &Server{t: t, Dir: shortTempDir(t), mem: srv, commits: db}
 	s.Addr = "unix:" + s.socket()
+	l, err := net.Listen("unix", s.socket())
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.memListener = l
 	served := make(chan error, 1)
-	go func() { served <- srv.Serve("unix", s.socket()) }()
+	go func() { served <- serveInMemory(srv, l) }()
 	s.waitReady()
 	t.Cleanup(func() {
-		srv.Close()
+		s.Stop()
 		if err := <-served; err != nil {
 			t.Errorf("in-memory NB server: %v", err)
 		}
@@ -194,6 +202,9 @@ func (s *Server) Stop() {
 	}
 	if s.mem != nil {
 		s.mem.Close()
+		if err := s.memListener.Close(); err != nil && !errors.Is(err, net.ErrClosed) {
+			s.t.Errorf("in-memory NB server: close %s: %v", s.socket(), err)
+		}
 		return
 	}
 	s.mu.Lock()
