@@ -735,9 +735,11 @@ func (e *env) waitNodeSynced(node string, off int64) {
 			return false, nil
 		}
 		text := string(b[off:])
-		for _, l := range strings.Split(text, "\n") {
+		lines := strings.Split(text, "\n")
+		for i, l := range lines {
 			if strings.Contains(l, "sync failed") || strings.Contains(l, "file exists") {
-				e.t.Fatalf("node %s daemon after restart: %s", node, l)
+				// klog writes a multi-line error as err=< ... >: show it whole.
+				e.t.Fatalf("node %s daemon after restart: %s", node, strings.Join(lines[i:min(i+8, len(lines))], "\n"))
 			}
 		}
 		return strings.Contains(text, "Egress IP node sync done"), nil
