@@ -67,8 +67,8 @@ type controller struct {
 	computed hostegress.State
 	released map[netip.Addr]lingering
 	// unserved holds, by pod IP, the rules of pods on other nodes that an egress IP
-	// still held here stopped serving (keepUnserved).
-	unserved map[netip.Addr]hostegress.Released
+	// still held here stopped serving, until when they stay (keepUnserved).
+	unserved map[netip.Addr]lingering
 	// seeded: the first sync took over the linger the previous daemon run
 	// published (seedReleased).
 	seeded bool
@@ -557,8 +557,8 @@ func (pf podFacts) releasedLive(ip netip.Addr) func(selection.IPClaim) bool {
 // their IP may be a new pod's already; so are those of pods running here that no
 // EgressIP listing the released IP serves any more (podFacts.releasedLive).
 //
-// A pod that an egress IP still held here stops serving keeps its rule while
-// this node holds that IP when it runs on another node, see keepUnserved.
+// A pod that an egress IP still held here stops serving keeps its rule for the
+// same linger when it runs on another node, see keepUnserved.
 func (c *controller) withReleased(st hostegress.State, now time.Time, rerouted map[netip.Addr]bool, told bool,
 	pf podFacts) hostegress.State {
 	if c.p.ReleaseLinger < 0 {
@@ -608,7 +608,11 @@ func (c *controller) withReleased(st hostegress.State, now time.Time, rerouted m
 			next = d
 		}
 	}
-	keep = append(keep, c.keepUnserved(unserved, st, pf)...)
+	pods, podsNext := c.keepUnserved(unserved, st, now, pf)
+	keep = append(keep, pods...)
+	if podsNext > 0 && (next == 0 || podsNext < next) {
+		next = podsNext
+	}
 	if next > 0 {
 		c.queue.AddAfter(syncKey, next)
 	}
@@ -620,31 +624,31 @@ func (c *controller) withReleased(st hostegress.State, now time.Time, rerouted m
 
 // keepUnserved records the rules of the pods that egress IPs still held here
 // stopped serving (hostegress.Unserved: the pod or its namespace relabelled, the
-// selector edited), and returns those kept. Until the master has seen the change,
-// OVN still reroutes such a pod's traffic here, and it must not leave with the
-// node's own address; the master may be down for longer than any linger. The rule
-// of a pod on another node stays while this node holds its egress IP: no traffic
-// of that pod reaches this node once the reroute is gone, so a kept rule matches
-// nothing then. It goes when st serves the pod IP again (the current rule wins),
-// when this node no longer holds the egress IP, or when live no longer reports
-// its pod object (deleted, completed, its IP a newer pod object's). The rule of a
-// pod running here goes at once: in local gateway mode its traffic always crosses
-// this host, and would keep leaving with the egress IP after the master stopped
-// serving it. Nothing is published (annotations.EgressIPsLingeringUntil lists
-// egress IPs, which the master makes next hops of the pods they serve; these pods
-// are no longer theirs), and a restarted daemon does not know these rules.
-func (c *controller) keepUnserved(unserved map[netip.Addr]hostegress.Released, st hostegress.State, pf podFacts) []hostegress.Released {
+// selector edited), and returns those that still linger, with the time to the
+// first end (0: none). Until the master has seen the change, OVN still reroutes
+// such a pod's traffic here, and it must not leave with the node's own address:
+// the rule of a pod on another node stays for Params.ReleaseLinger (past the
+// reroute, no traffic of that pod reaches this node), unless st serves the pod IP
+// again or live no longer reports its pod object. The rule of a pod running here
+// goes at once: in local gateway mode its traffic always crosses this host, and
+// would keep leaving with the egress IP after the master stopped serving it. The
+// end is not published (annotations.EgressIPsLingeringUntil): it lists egress
+// IPs, which the master makes next hops of the pods they serve, and these pods
+// are no longer theirs.
+func (c *controller) keepUnserved(unserved map[netip.Addr]hostegress.Released, st hostegress.State, now time.Time,
+	pf podFacts) ([]hostegress.Released, time.Duration) {
 	if c.unserved == nil {
-		c.unserved = map[netip.Addr]hostegress.Released{}
+		c.unserved = map[netip.Addr]lingering{}
 	}
 	for podIP, r := range unserved {
 		owner, ok := r.Owners[podIP]
 		if _, has := c.unserved[podIP]; has || !ok || pf.local(owner) || !pf.live(owner) {
 			continue // a pod here, or gone: its rule goes at once
 		}
-		c.unserved[podIP] = r
+		c.unserved[podIP] = lingering{state: r, until: now.Add(c.p.ReleaseLinger)}
 		klog.InfoS("Pod no longer served by an egress IP held here; keeping its SNAT rule while its traffic may still be rerouted here",
-			"node", c.p.NodeName, "pod", owner.Namespace+"/"+owner.Name, "podIP", podIP, "egressIP", r.SNAT[0].EgressIPAddr)
+			"node", c.p.NodeName, "pod", owner.Namespace+"/"+owner.Name, "podIP", podIP, "egressIP", r.SNAT[0].EgressIPAddr,
+			"for", c.p.ReleaseLinger)
 	}
 	served := map[netip.Addr]bool{}
 	for _, s := range st.SNAT {
@@ -652,15 +656,20 @@ func (c *controller) keepUnserved(unserved map[netip.Addr]hostegress.Released, s
 	}
 	ips := slices.SortedFunc(maps.Keys(c.unserved), netip.Addr.Compare)
 	var keep []hostegress.Released
+	next := time.Duration(0)
 	for _, ip := range ips {
-		r := c.unserved[ip].Live(pf.live)
-		if served[ip] || len(r.SNAT) == 0 || !st.Holds(r.SNAT[0].EgressIPAddr) {
+		l := c.unserved[ip]
+		r := l.state.Live(pf.live)
+		if served[ip] || !now.Before(l.until) || len(r.SNAT) == 0 {
 			delete(c.unserved, ip)
 			continue
 		}
 		keep = append(keep, r)
+		if d := l.until.Sub(now); next == 0 || d < next {
+			next = d
+		}
 	}
-	return keep
+	return keep, next
 }
 
 // announceShared: in shared gateway mode an egress IP this node holds is a NAT
