@@ -7,6 +7,7 @@ import (
 	"net/netip"
 	"reflect"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -80,6 +81,9 @@ type controller struct {
 	compiler *selection.Compiler
 	// zone is a zone controller's memory of its node's released egress IPs (zone.go).
 	zone zoneMemory
+	// waitingDataPlane: the zone holds back egress IPs until its chassis has
+	// applied their rows (zoneMemory.applied); read by the NB cache's handler.
+	waitingDataPlane atomic.Bool
 }
 
 // newController wires informers (not started) to the queue.

@@ -116,6 +116,7 @@ func newNBClient(s settings) (client.Client, error) {
 		nbdb.LogicalRouterPolicyTable: &nbdb.LogicalRouterPolicy{},
 		nbdb.NATTable:                 &nbdb.NAT{},
 		nbdb.AddressSetTable:          &nbdb.AddressSet{},
+		nbdb.NBGlobalTable:            &nbdb.NBGlobal{},
 	})
 	if err != nil {
 		return nil, err
@@ -141,8 +142,9 @@ func newNBClient(s settings) (client.Client, error) {
 
 // connectNB connects c and starts its monitor, retrying the connection (backoff up
 // to 5 s) until it succeeds or ctx ends. A monitor that cannot be set up (schema
-// mismatch) is a fatal error.
-func connectNB(ctx context.Context, c client.Client, timeout time.Duration, addr string) error {
+// mismatch) is a fatal error. A zone controller (dataPlane) also monitors
+// NB_Global's nb_cfg and hv_cfg (nbstate.DataPlane).
+func connectNB(ctx context.Context, c client.Client, timeout time.Duration, addr string, dataPlane bool) error {
 	delay := 100 * time.Millisecond
 	for attempt := 1; ; attempt++ {
 		cctx, cancel := context.WithTimeout(ctx, timeout)
@@ -171,13 +173,14 @@ func connectNB(ctx context.Context, c client.Client, timeout time.Duration, addr
 	// cache of the large set columns (a router's policies and nat, a served-pods
 	// set's addresses: 20,000 elements in a large cluster) would cost a pass over
 	// the whole set on every change.
-	lr, as := &nbdb.LogicalRouter{}, &nbdb.AddressSet{}
+	lr, as, g := &nbdb.LogicalRouter{}, &nbdb.AddressSet{}, &nbdb.NBGlobal{}
+	tables := []client.MonitorOption{client.WithTable(lr, &lr.Name), client.WithTable(as, &as.Name, &as.ExternalIDs)}
+	if dataPlane {
+		tables = append(tables, client.WithTable(g, &g.NbCfg, &g.HvCfg))
+	}
 	mctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
-	_, err := c.Monitor(mctx, c.NewMonitor(
-		client.WithTable(lr, &lr.Name),
-		client.WithTable(as, &as.Name, &as.ExternalIDs),
-	))
+	_, err := c.Monitor(mctx, c.NewMonitor(tables...))
 	if err != nil {
 		return fmt.Errorf("monitor OVN Northbound at %s: %w", addr, err)
 	}
@@ -189,12 +192,21 @@ func connectNB(ctx context.Context, c client.Client, timeout time.Duration, addr
 // gateway router we could not write to may now exist) and when the connection comes
 // back after a loss (the cache was rebuilt; rows may have changed meanwhile). The
 // connection is probed with an OVSDB echo every probeInterval; it counts as lost
-// only when libovsdb reports it is not connected.
-func watchNB(ctx context.Context, c *nbConn, probeInterval time.Duration, resync func()) {
+// only when libovsdb reports it is not connected. dataPlane, when set, is called
+// when NB_Global changes (ovn-northd has written a new hv_cfg).
+func watchNB(ctx context.Context, c *nbConn, probeInterval time.Duration, resync, dataPlane func()) {
 	c.Cache().AddEventHandler(&cache.EventHandlerFuncs{
 		AddFunc: func(table string, _ model.Model) {
-			if table == nbdb.LogicalRouterTable {
+			switch {
+			case table == nbdb.LogicalRouterTable:
 				resync()
+			case table == nbdb.NBGlobalTable && dataPlane != nil:
+				dataPlane()
+			}
+		},
+		UpdateFunc: func(table string, _, _ model.Model) {
+			if table == nbdb.NBGlobalTable && dataPlane != nil {
+				dataPlane()
 			}
 		},
 		DeleteFunc: func(table string, _ model.Model) {

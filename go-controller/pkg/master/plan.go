@@ -383,7 +383,19 @@ func (c *controller) transact(ctx context.Context, p prepared) error {
 	gctx, cancelGuard := c.nb.Guard(tctx)
 	defer cancelGuard()
 	began := time.Now()
-	uuids, err := nbstate.CommitPlan(gctx, c.nb, p.plan)
+	var uuids []string
+	var err error
+	if c.s.Role == RoleZone {
+		// Other zones reroute to this node once it lists an IP SNAT-ready: that
+		// waits until this zone's chassis has applied the rows (publishZone).
+		var seq int
+		var known bool
+		if uuids, seq, known, err = nbstate.CommitPlanSeq(gctx, c.nb, p.plan); err == nil && known {
+			c.zone.seq = seq
+		}
+	} else {
+		uuids, err = nbstate.CommitPlan(gctx, c.nb, p.plan)
+	}
 	if err != nil {
 		return err
 	}

@@ -56,7 +56,7 @@ func Run(ctx context.Context, p Params) error {
 			return fmt.Errorf("master: NB client: %w", err)
 		}
 		defer nb.Close()
-		if err := connectNB(ctx, nb, s.NBTimeout, s.NBAddress); err != nil {
+		if err := connectNB(ctx, nb, s.NBTimeout, s.NBAddress, s.Role == RoleZone); err != nil {
 			if ctx.Err() != nil {
 				return nil
 			}
@@ -85,7 +85,11 @@ func Run(ctx context.Context, p Params) error {
 	klog.InfoS("Egress IP master started", "role", roleName(s.Role), "zone", s.Zone, "gatewayMode", s.mode, "nb", s.NBAddress)
 
 	if conn != nil {
-		watchNB(ctx, conn, nbProbeInterval, c.resync)
+		var dataPlane func()
+		if s.Role == RoleZone {
+			dataPlane = c.dataPlaneChanged
+		}
+		watchNB(ctx, conn, nbProbeInterval, c.resync, dataPlane)
 	}
 	if n, ok := s.Reachability.(ReachabilityNotifier); ok {
 		go forward(ctx, n.Changes(), c.enqueue)

@@ -47,6 +47,77 @@ type zoneMemory struct {
 	// kept (local gateway mode) are the released egress IPs whose reroutes to the
 	// node's management port the last sync kept.
 	kept map[netip.Addr]bool
+	// seq is NB_Global's nb_cfg as this zone's last commit set it
+	// (nbstate.CommitPlanSeq). since is, per egress IP the zone would list
+	// SNAT-ready but holds back, the nb_cfg its chassis must have applied first.
+	seq   int
+	since map[netip.Addr]int
+	// unknownLogged: the zone said once that its NB has no NB_Global row.
+	unknownLogged bool
+}
+
+// applied narrows ready (the egress IPs the zone would list SNAT-ready) to those
+// whose rows this zone's chassis has applied: listed already (published), or
+// committed at an nb_cfg that NB_Global's hv_cfg has reached (dp). It returns
+// the IPs held back. With no NB_Global row (dp not Known) nothing is held back:
+// no ovn-northd serves that NB, there is no sequence number to wait for.
+func (zm *zoneMemory) applied(ready, published map[netip.Addr]bool, dp nbstate.DataPlane) []netip.Addr {
+	since := map[netip.Addr]int{}
+	var held []netip.Addr
+	for ip := range ready {
+		if published[ip] || !dp.Known {
+			continue
+		}
+		// The rows were committed at or before the later of this zone's last
+		// commit and NB's nb_cfg; an nb_cfg beyond both is from before a reset.
+		floor := max(zm.seq, dp.NBCfg)
+		at, ok := zm.since[ip]
+		if !ok || at > floor {
+			at = floor
+		}
+		if dp.HVCfg >= at {
+			continue
+		}
+		since[ip] = at
+		held = append(held, ip)
+		delete(ready, ip)
+	}
+	zm.since = since
+	slices.SortFunc(held, netip.Addr.Compare)
+	return held
+}
+
+// dataPlaneChanged is called when NB_Global changes: a sync publishes the egress
+// IPs held back for the data plane (applied).
+func (c *controller) dataPlaneChanged() {
+	if c.waitingDataPlane.Load() {
+		c.enqueue()
+	}
+}
+
+// inDataPlane is applied for this zone: it reads NB_Global from the cache, logs
+// what it holds back, and arms dataPlaneChanged.
+func (c *controller) inDataPlane(ready map[netip.Addr]bool, self *corev1.Node) error {
+	dp, err := nbstate.ReadDataPlane(c.nb.Cache())
+	if err != nil {
+		return fmt.Errorf("zone %s: read NB_Global: %w", c.s.Zone, err)
+	}
+	if !dp.Known && !c.zone.unknownLogged {
+		c.zone.unknownLogged = true
+		klog.InfoS("OVN Northbound has no NB_Global row: egress IPs are listed SNAT-ready at commit, without waiting for ovn-controller to apply them",
+			"zone", c.s.Zone, "annotation", annotations.EgressIPsSNATReady)
+	}
+	published, err := annotations.ParseIPList(self, annotations.EgressIPsSNATReady)
+	if err != nil {
+		published = nil // rewritten below
+	}
+	held := c.zone.applied(ready, published, dp)
+	c.waitingDataPlane.Store(len(held) > 0)
+	if len(held) > 0 {
+		klog.V(2).InfoS("Egress IPs not listed SNAT-ready until this zone's chassis has applied their rows",
+			"zone", c.s.Zone, "ips", held, "hvCfg", dp.HVCfg, "want", c.zone.since[held[0]])
+	}
+	return nil
 }
 
 // heldBy returns the egress IPs the status gives node.
@@ -227,6 +298,9 @@ func (c *controller) publishZone(ctx context.Context, nodes []*corev1.Node, item
 	}
 	if !routers[nbstate.ClusterRouter] || (c.s.mode == gwmode.Shared && !routers[nbstate.GatewayRouter(c.s.Zone)]) {
 		ready = map[netip.Addr]bool{} // no row of ours could be written
+	}
+	if err := c.inDataPlane(ready, self); err != nil {
+		return err
 	}
 	want := map[string]string{annotations.EgressIPsSNATReady: annotations.FormatEgressIPsReady(ready)}
 	if c.s.mode == gwmode.Shared {

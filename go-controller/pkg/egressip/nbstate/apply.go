@@ -41,6 +41,15 @@ func CommitPlan(ctx context.Context, c Client, plan Plan) ([]string, error) {
 	if err != nil {
 		return nil, err
 	}
+	res, err := commitOps(ctx, c, ops)
+	if err != nil {
+		return nil, err
+	}
+	return insertUUIDs(plan, ops, res)
+}
+
+// commitOps commits ops in one transaction and checks every result.
+func commitOps(ctx context.Context, c Client, ops []ovsdb.Operation) ([]ovsdb.OperationResult, error) {
 	res, err := c.Transact(ctx, ops...)
 	if err != nil {
 		return nil, fmt.Errorf("NB transaction of %d operations: %w", len(ops), err)
@@ -48,7 +57,12 @@ func CommitPlan(ctx context.Context, c Client, plan Plan) ([]string, error) {
 	if _, err := ovsdb.CheckOperationResults(res, ops); err != nil {
 		return nil, fmt.Errorf("NB transaction of %d operations failed: %w", len(ops), err)
 	}
-	// Ops puts the inserts first, one operation per Insert change, in plan order.
+	return res, nil
+}
+
+// insertUUIDs are the UUIDs NB gave plan's Inserts, in plan order, from the
+// results of Ops(plan) (which puts the inserts first, one operation per Insert).
+func insertUUIDs(plan Plan, ops []ovsdb.Operation, res []ovsdb.OperationResult) ([]string, error) {
 	var uuids []string
 	for i, ch := range plan.Changes {
 		if ch.Op != Insert {
