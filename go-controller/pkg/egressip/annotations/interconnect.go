@@ -27,7 +27,8 @@ const (
 	// EgressIPsSNATReady is, in the interconnect layout, the JSON list of the egress IPs (as EgressIPsReady) that
 	// this node holds and whose rows its zone controller has committed for every pod the IP serves at that commit:
 	// in shared gateway mode the SNAT rows on its gateway router; in local gateway mode, once the node daemon lists
-	// the IP in EgressIPsReady, the reroutes to its management port. Other zones reroute to this node's transit
+	// the IP in EgressIPsReady, the reroutes to its management port; and that its chassis has applied (NB_Global's
+	// hv_cfg has reached the nb_cfg that commit set: nbstate.CommitPlanSeq). Other zones reroute to this node's transit
 	// switch IP for an egress IP only once it is listed here (local gateway mode: here and in EgressIPsReady):
 	// make-before-break across zones. Written by the zone controller.
 	EgressIPsSNATReady = "k8s.ovn.org/egress-ips-snat-ready"
