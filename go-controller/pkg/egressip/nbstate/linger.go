@@ -1,6 +1,7 @@
 package nbstate
 
 import (
+	"maps"
 	"net/netip"
 	"slices"
 	"time"
@@ -41,27 +42,53 @@ func KeepsRows(n Node, ip netip.Addr, now time.Time) (keeps bool, until time.Tim
 	return now.Before(until), until
 }
 
-// LingerHolders are the nodes not assigned one of e's IPs of family fam that still SNAT it (Lingers), with their
-// management port next hops: where e's pods keep going while no holder of fam is ready.
+// LingerHolders are, for each of e's IPs of family fam, the one node not assigned it that still SNATs it
+// (Lingers) and released it last, with its management port next hop: where e's pods keep going while no holder
+// of fam is ready. One node per IP: the address answers on one node only, the one that held it last (and announced
+// it last, so the routers outside send the replies there); traffic spread over two lingering nodes (ECMP) leaves
+// half of its connections without replies. The last to release is a node that still lists the IP ready (it has
+// not taken the release in), else the one whose published end comes last; ties by node name.
 func LingerHolders(in Input, e EgressIP, fam string) []Holder {
 	var out []Holder
 	for _, ip := range e.IPs {
 		if Family(ip) != fam {
 			continue
 		}
-		for name, n := range in.Nodes {
+		var best *Holder
+		var bestEnd time.Time
+		for _, name := range slices.Sorted(maps.Keys(in.Nodes)) {
+			n := in.Nodes[name]
 			if slices.Contains(e.Assigned, Assignment{Node: name, IP: ip}) {
 				continue
 			}
-			if ok, _ := Lingers(n, ip, in.Now); !ok {
+			ok, end := Lingers(n, ip, in.Now)
+			if !ok {
 				continue
 			}
-			if nh, ok := nexthop(in, n, ip, true); ok {
-				out = append(out, Holder{Node: name, EgressIP: ip, Nexthop: nh})
+			nh, ok := nexthop(in, n, ip, true)
+			if !ok || (best != nil && !releasedLater(end, bestEnd)) {
+				continue
 			}
+			best, bestEnd = &Holder{Node: name, EgressIP: ip, Nexthop: nh}, end
+		}
+		if best != nil {
+			out = append(out, *best)
 		}
 	}
 	return out
+}
+
+// releasedLater reports whether a linger with end a began after one with end b:
+// a zero end (the release not taken in yet) is the latest.
+func releasedLater(a, b time.Time) bool {
+	switch {
+	case b.IsZero():
+		return false
+	case a.IsZero():
+		return true
+	default:
+		return a.After(b)
+	}
 }
 
 // LingerEnd is the earliest published linger end after in.Now among the nodes e's routes fall back to (local

@@ -44,6 +44,7 @@ func TestRoutesLingerFallback(t *testing.T) {
 		name     string
 		lingerB  time.Duration // node-b's published end, relative to now (0: none)
 		readyC   bool          // node-c still lists ip ready (not assigned)
+		lingerC  time.Duration // node-c's published end, relative to now (0: none)
 		assignA  bool          // node-a holds ip and lists it ready
 		wantHops []string
 		wantDrop bool
@@ -53,7 +54,11 @@ func TestRoutesLingerFallback(t *testing.T) {
 		{name: "linger ended", lingerB: -time.Millisecond, wantDrop: true},
 		{name: "no facts", wantDrop: true},
 		{name: "old holder still lists it ready", readyC: true, wantHops: []string{"10.244.3.2"}},
-		{name: "both", lingerB: time.Second, readyC: true, wantHops: []string{"10.244.2.2", "10.244.3.2"}, wantEnd: now.Add(time.Second)},
+		// One node per IP, the last to release it (node-c has not even taken the release in): the address answers
+		// there only, so traffic spread over both would lose half of its connections' replies.
+		{name: "both: the last to release", lingerB: time.Second, readyC: true, wantHops: []string{"10.244.3.2"}, wantEnd: now.Add(time.Second)},
+		{name: "two published ends: the later", lingerB: time.Second, lingerC: 2 * time.Second, wantHops: []string{"10.244.3.2"}, wantEnd: now.Add(time.Second)},
+		{name: "two published ends: the later (other order)", lingerB: 3 * time.Second, lingerC: 2 * time.Second, wantHops: []string{"10.244.2.2"}, wantEnd: now.Add(2 * time.Second)},
 		{name: "a ready holder wins", lingerB: time.Second, assignA: true, wantHops: []string{"10.244.1.2"}, wantEnd: now.Add(time.Second)},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -66,6 +71,11 @@ func TestRoutesLingerFallback(t *testing.T) {
 			}
 			if tc.readyC {
 				nodes["node-c"].ReadyEgressIPs[ip] = true
+			}
+			if tc.lingerC != 0 {
+				n := nodes["node-c"]
+				n.LingeringUntil = map[netip.Addr]time.Time{ip: now.Add(tc.lingerC)}
+				nodes["node-c"] = n
 			}
 			if tc.assignA {
 				nodes["node-a"].ReadyEgressIPs[ip] = true
