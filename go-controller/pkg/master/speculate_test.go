@@ -23,19 +23,12 @@ import (
 // again, the first follows.
 func TestStatusWriteFailsDuringMove(t *testing.T) {
 	forEachNB(t, func(t *testing.T, start func(testing.TB) *nbserver.Server) {
-		e := cluster(t, start, gwmode.Shared)
-		// Both on node1: node2 is not assignable while they are assigned.
-		e.updateNode("node2", unlabelAssignable)
-		e.create(egressIP("eip-prod", 0, []string{"172.18.0.33"}, prodNS, web))
-		e.create(egressIP("eip-dev", 0, []string{"172.18.0.44"}, map[string]string{"env": "dev"}, web))
-		e.expectStatus("eip-prod", "172.18.0.33@node1")
-		e.expectStatus("eip-dev", "172.18.0.44@node1")
-		e.updateNode("node2", labelAssignable)
-		e.settle()
-
+		e := newEnv(t, start, gwmode.Shared)
+		// The reactor is in place before the master starts (client-go's fake adds
+		// reactors without a lock: adding one while the master writes is a data
+		// race); it refuses only once refuse is set.
 		var refuse atomic.Bool
 		var refused atomic.Int64
-		refuse.Store(true)
 		e.eip.(*eipfake.Clientset).PrependReactor("update", "egressips", func(a k8stesting.Action) (bool, runtime.Object, error) {
 			u := a.(k8stesting.UpdateAction)
 			obj := u.GetObject().(*egressipv1.EgressIP)
@@ -45,6 +38,17 @@ func TestStatusWriteFailsDuringMove(t *testing.T) {
 			refused.Add(1)
 			return true, nil, apierrors.NewConflict(schema.GroupResource{Group: "k8s.ovn.org", Resource: "egressips"}, obj.Name, nil)
 		})
+		populate(e)
+		// Both on node1: node2 is not assignable while they are assigned.
+		e.updateNode("node2", unlabelAssignable)
+		e.create(egressIP("eip-prod", 0, []string{"172.18.0.33"}, prodNS, web))
+		e.create(egressIP("eip-dev", 0, []string{"172.18.0.44"}, map[string]string{"env": "dev"}, web))
+		e.expectStatus("eip-prod", "172.18.0.33@node1")
+		e.expectStatus("eip-dev", "172.18.0.44@node1")
+		e.updateNode("node2", labelAssignable)
+		e.settle()
+
+		refuse.Store(true)
 
 		e.reach.set("node1", false)
 		e.expectStatus("eip-dev", "172.18.0.44@node2")
