@@ -408,7 +408,11 @@ func runEgressIPCases(t *testing.T, layout string, mode gwmode.Mode, family stri
 
 	t.Run("7-master-restart-while-things-change", func(t *testing.T) {
 		e.t = t
-		from := holder(e.getEgressIP("prod").Status.Items, primaryA)
+		// The cases before may leave primaryA unassigned for a moment (a node relabelled last gets it back): the
+		// case starts from a holder.
+		from := holder(e.waitStatus("prod", primaryA+" held", func(it []egressipv1.EgressIPStatusItem) bool {
+			return holder(it, primaryA) != ""
+		}), primaryA)
 		others := slices.DeleteFunc(slices.Clone(e.assignable), func(n string) bool { return n == from })
 		e.createPod("prod", "web4", "node2", web)
 		e.eventuallyAll("prod", "web4", egress)

@@ -98,6 +98,10 @@ func (c *controller) dataPlaneChanged() {
 // inDataPlane is applied for this zone: it reads NB_Global from the cache, logs
 // what it holds back, and arms dataPlaneChanged.
 func (c *controller) inDataPlane(ready map[netip.Addr]bool, self *corev1.Node) error {
+	// Armed before NB_Global is read: an hv_cfg that arrives after the read queues
+	// a sync, and one that arrived before it is in what is read. (Armed after the
+	// read, an hv_cfg written in between would be missed until an unrelated sync.)
+	c.waitingDataPlane.Store(true)
 	dp, err := nbstate.ReadDataPlane(c.nb.Cache())
 	if err != nil {
 		return fmt.Errorf("zone %s: read NB_Global: %w", c.s.Zone, err)
