@@ -15,6 +15,7 @@ import (
 	"k8s.io/client-go/tools/record"
 	"k8s.io/klog/v2"
 
+	"github.com/ovn-egressip/ovn-egressip/go-controller/pkg/apiretry"
 	"github.com/ovn-egressip/ovn-egressip/go-controller/pkg/egressip/annotations"
 	"github.com/ovn-egressip/ovn-egressip/go-controller/pkg/healthcheck"
 )
@@ -37,7 +38,7 @@ func newNodeTargets(kube kubernetes.Interface) *nodeTargets {
 }
 
 func (n *nodeTargets) run(ctx context.Context) error {
-	n.factory.Start(ctx.Done())
+	n.factory.StartWithContext(apiretry.Informing(ctx))
 	cache.WaitForCacheSync(ctx.Done(), n.synced)
 	<-ctx.Done()
 	n.factory.Shutdown()

@@ -26,6 +26,7 @@ import (
 	"k8s.io/klog/v2"
 
 	"github.com/ovn-egressip/ovn-egressip/go-controller/internal/leaderelect"
+	"github.com/ovn-egressip/ovn-egressip/go-controller/pkg/apiretry"
 	"github.com/ovn-egressip/ovn-egressip/go-controller/pkg/config"
 	egressipclientset "github.com/ovn-egressip/ovn-egressip/go-controller/pkg/crd/egressip/v1/apis/clientset/versioned"
 	"github.com/ovn-egressip/ovn-egressip/go-controller/pkg/egressip/annotations"
@@ -58,6 +59,8 @@ func newClients(rc *rest.Config, cfg *config.Config) (*clients, error) {
 	rc = rest.CopyConfig(rc)
 	rc.QPS, rc.Burst = cfg.KubeAPIQPS, cfg.KubeAPIBurst
 	rc.UserAgent = "ovnkube-egressip"
+	// Informers' GETs refused by an apiserver that is not listening are retried in place (apiretry).
+	rc.Wrap(apiretry.Wrap)
 	kube, err := kubernetes.NewForConfig(rc)
 	if err != nil {
 		return nil, err

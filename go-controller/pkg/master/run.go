@@ -17,6 +17,7 @@ import (
 	"k8s.io/client-go/tools/record"
 	"k8s.io/klog/v2"
 
+	"github.com/ovn-egressip/ovn-egressip/go-controller/pkg/apiretry"
 	eipscheme "github.com/ovn-egressip/ovn-egressip/go-controller/pkg/crd/egressip/v1/apis/clientset/versioned/scheme"
 	eipinformers "github.com/ovn-egressip/ovn-egressip/go-controller/pkg/crd/egressip/v1/apis/informers/externalversions"
 )
@@ -75,8 +76,10 @@ func Run(ctx context.Context, p Params) error {
 	if err != nil {
 		return fmt.Errorf("master: %w", err)
 	}
-	kubeInf.Start(ctx.Done())
-	eipInf.Start(ctx.Done())
+	// The informers' lists and watches wait out an apiserver that refuses connections without client-go's
+	// reflector backoff (apiretry).
+	kubeInf.StartWithContext(apiretry.Informing(ctx))
+	eipInf.StartWithContext(apiretry.Informing(ctx))
 	defer kubeInf.Shutdown()
 	defer eipInf.Shutdown()
 	if !cache.WaitForCacheSync(ctx.Done(), c.synced...) {

@@ -23,6 +23,7 @@ import (
 	"k8s.io/client-go/util/workqueue"
 	"k8s.io/klog/v2"
 
+	"github.com/ovn-egressip/ovn-egressip/go-controller/pkg/apiretry"
 	egressipv1 "github.com/ovn-egressip/ovn-egressip/go-controller/pkg/crd/egressip/v1"
 	eipscheme "github.com/ovn-egressip/ovn-egressip/go-controller/pkg/crd/egressip/v1/apis/clientset/versioned/scheme"
 	eipinformers "github.com/ovn-egressip/ovn-egressip/go-controller/pkg/crd/egressip/v1/apis/informers/externalversions"
@@ -223,10 +224,13 @@ func (c *controller) run(ctx context.Context) error {
 	c.broadcaster.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: c.p.Kube.CoreV1().Events("")})
 	defer c.broadcaster.Shutdown()
 
-	c.eipFactory.Start(ctx.Done())
-	c.nodeFactory.Start(ctx.Done())
+	// The informers' lists and watches wait out an apiserver that refuses connections without client-go's
+	// reflector backoff (apiretry).
+	informing := apiretry.Informing(ctx)
+	c.eipFactory.StartWithContext(informing)
+	c.nodeFactory.StartWithContext(informing)
 	if c.kubeFactory != nil {
-		c.kubeFactory.Start(ctx.Done())
+		c.kubeFactory.StartWithContext(informing)
 	}
 	defer c.eipFactory.Shutdown()
 	defer c.nodeFactory.Shutdown()
