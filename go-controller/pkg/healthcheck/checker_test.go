@@ -146,31 +146,31 @@ func TestCheckerNeedsConsecutiveFailures(t *testing.T) {
 		c.record("n", round{out: o, start: at(i)})
 		i++
 	}
-	for _, o := range []outcome{probeHard, probeHard, probeOK, probeHard, probeHard} {
-		step(o)
-	}
-	if !c.Reachable("n") || len(changes) != 0 {
-		t.Fatalf("two hard failures in a row out of a threshold of three must not flip the node: %v", changes)
-	}
-	step(probeHard)
-	if c.Reachable("n") || len(changes) != 1 || changes[0] {
-		t.Fatalf("the third hard failure in a row makes the node unreachable: %v", changes)
-	}
-	step(probeOK)
-	if !c.Reachable("n") || len(changes) != 2 || !changes[1] {
-		t.Fatalf("one success makes it reachable again: %v", changes)
-	}
-	// Soft failures (slow health server, live kernel) need SlowThreshold rounds;
-	// a soft one breaks a run of hard ones.
-	for _, o := range []outcome{probeSoft, probeHard, probeHard, probeSoft} {
-		step(o)
-	}
-	if !c.Reachable("n") || len(changes) != 2 {
-		t.Fatalf("four failures, never three hard in a row, must not flip the node: %v", changes)
-	}
-	step(probeSoft)
-	if c.Reachable("n") || len(changes) != 3 || changes[2] {
-		t.Fatalf("the fifth failure in a row (SlowThreshold) makes the node unreachable: %v", changes)
+	// Each phase's rounds go on from the previous phase's; then n is reachable or not, and OnChange has been called
+	// with changes so far.
+	for _, ph := range []struct {
+		rounds    []outcome
+		reachable bool
+		changes   []bool
+		why       string
+	}{
+		{[]outcome{probeHard, probeHard, probeOK, probeHard, probeHard}, true, nil,
+			"two hard failures in a row out of a threshold of three must not flip the node"},
+		{[]outcome{probeHard}, false, []bool{false}, "the third hard failure in a row makes the node unreachable"},
+		{[]outcome{probeOK}, true, []bool{false, true}, "one success makes it reachable again"},
+		// Soft failures (slow health server, live kernel) need SlowThreshold rounds;
+		// a soft one breaks a run of hard ones.
+		{[]outcome{probeSoft, probeHard, probeHard, probeSoft}, true, []bool{false, true},
+			"four failures, never three hard in a row, must not flip the node"},
+		{[]outcome{probeSoft}, false, []bool{false, true, false},
+			"the fifth failure in a row (SlowThreshold) makes the node unreachable"},
+	} {
+		for _, o := range ph.rounds {
+			step(o)
+		}
+		if c.Reachable("n") != ph.reachable || !slices.Equal(changes, ph.changes) {
+			t.Fatalf("%s: reachable %v, changes %v", ph.why, c.Reachable("n"), changes)
+		}
 	}
 }
 

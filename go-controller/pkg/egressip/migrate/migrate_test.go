@@ -182,6 +182,18 @@ func extString(m map[string]string) string {
 	return strings.Join(kv, ",")
 }
 
+// commitOnce commits plan and fails t unless it wrote, in exactly one NB transaction.
+func commitOnce(ctx context.Context, t *testing.T, s *nbserver.Server, c client.Client, plan Plan) {
+	t.Helper()
+	before := s.Transactions()
+	if ok, err := Commit(ctx, c, plan); err != nil || !ok {
+		t.Fatalf("commit: %v %v\n%s", ok, err, strings.Join(plan.Lines(), "\n"))
+	}
+	if n := s.Transactions() - before; n != 1 {
+		t.Errorf("%d transactions, want 1", n)
+	}
+}
+
 func TestFromUpstreamOneTransaction(t *testing.T) { onServers(t, testFromUpstreamOneTransaction) }
 
 func testFromUpstreamOneTransaction(t *testing.T, start func(testing.TB) *nbserver.Server) {
@@ -199,13 +211,7 @@ func testFromUpstreamOneTransaction(t *testing.T, start func(testing.TB) *nbserv
 	if len(plan.Notes) != 0 {
 		t.Errorf("notes %v, want none (same holder, same source)", plan.Notes)
 	}
-	before := s.Transactions()
-	if ok, err := Commit(ctx, c, plan); err != nil || !ok {
-		t.Fatalf("commit: %v %v", ok, err)
-	}
-	if n := s.Transactions() - before; n != 1 {
-		t.Errorf("%d transactions, want 1", n)
-	}
+	commitOnce(ctx, t, s, c, plan)
 	after := waitCache(t, c, func(s Snapshot) bool { return len(s.Ours.Rows.Policies) > 0 })
 	// Ours are as the master plans them: nothing left to change.
 	if again := nbstate.Diff(desired, after.Ours); len(again.Changes) != 0 || len(again.Skipped) != 0 {
@@ -234,7 +240,7 @@ func testFromUpstreamOneTransaction(t *testing.T, start func(testing.TB) *nbserv
 
 	// A second run: nothing to do, no transaction.
 	second := FromUpstream(after, desired, gwmode.Shared)
-	before = s.Transactions()
+	before := s.Transactions()
 	if ok, err := Commit(ctx, c, second); err != nil || ok || !second.Empty() {
 		t.Errorf("second run: committed %v, err %v, plan %v", ok, err, second.Lines())
 	}
@@ -289,13 +295,7 @@ func testToUpstreamAndBack(t *testing.T, start func(testing.TB) *nbserver.Server
 	snap = waitCache(t, c, func(s Snapshot) bool { return len(s.Ours.Rows.Policies) > 0 })
 
 	back := ToUpstream(snap)
-	before := s.Transactions()
-	if ok, err := Commit(ctx, c, back); err != nil || !ok {
-		t.Fatalf("to upstream: %v %v\n%s", ok, err, strings.Join(back.Lines(), "\n"))
-	}
-	if n := s.Transactions() - before; n != 1 {
-		t.Errorf("%d transactions, want 1", n)
-	}
+	commitOnce(ctx, t, s, c, back)
 	snap = waitCache(t, c, func(s Snapshot) bool { return len(s.Ours.Rows.Policies) == 0 })
 	if snap.Ours.Rows.Len() != 0 {
 		t.Errorf("rows of ours left: %v", nbstate.Dump(snap.Ours.Rows))
@@ -337,7 +337,7 @@ func testToUpstreamAndBack(t *testing.T, start func(testing.TB) *nbserver.Server
 	}
 
 	// A second run: nothing of ours left, no transaction.
-	before = s.Transactions()
+	before := s.Transactions()
 	if ok, err := Commit(ctx, c, ToUpstream(snap)); ok || err != nil {
 		t.Errorf("second run: %v %v", ok, err)
 	}
