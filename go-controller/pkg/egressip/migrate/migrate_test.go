@@ -12,8 +12,6 @@ import (
 	"time"
 
 	"github.com/ovn-org/libovsdb/client"
-	"github.com/ovn-org/libovsdb/model"
-	"github.com/ovn-org/libovsdb/ovsdb"
 
 	"github.com/ovn-egressip/ovn-egressip/go-controller/pkg/egressip/gwmode"
 	"github.com/ovn-egressip/ovn-egressip/go-controller/pkg/egressip/nbstate"
@@ -61,31 +59,12 @@ var (
 
 func ptr(s string) *string { return &s }
 
-func seed(t *testing.T, c client.Client, rows ...model.Model) {
-	t.Helper()
-	var ops []ovsdb.Operation
-	for _, m := range rows {
-		o, err := c.Create(m)
-		if err != nil {
-			t.Fatal(err)
-		}
-		ops = append(ops, o...)
-	}
-	res, err := c.Transact(context.Background(), ops...)
-	if err == nil {
-		_, err = ovsdb.CheckOperationResults(res, ops)
-	}
-	if err != nil {
-		t.Fatalf("seed: %v %+v", err, res)
-	}
-}
-
 // upstreamCluster is an NB with the topology and upstream's rows for prod.
 func upstreamCluster(t *testing.T, start func(testing.TB) *nbserver.Server) (*nbserver.Server, client.Client) {
 	t.Helper()
 	s := start(t)
 	c := s.Client(t)
-	seed(t, c, upReroute, upSNAT, upPodToPod, upPodToNode, upQoS, upServed, upNodeIPs, upSvcSet, svcPolicy, harnessNAT,
+	nbserver.Seed(t, c, upReroute, upSNAT, upPodToPod, upPodToNode, upQoS, upServed, upNodeIPs, upSvcSet, svcPolicy, harnessNAT,
 		&nbdb.LogicalRouter{UUID: "cr", Name: nbstate.ClusterRouter, Policies: []string{"upreroute", "uppodtopod", "uppodtonode", "svcpolicy"}},
 		&nbdb.LogicalRouter{UUID: "gr2", Name: "GR_node2", Nat: []string{"upsnat", "harnessnat"}},
 		&nbdb.LogicalRouter{UUID: "gr3", Name: "GR_node3"},
