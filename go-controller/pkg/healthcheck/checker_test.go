@@ -39,9 +39,7 @@ func TestCheckerGRPCDownAndUp(t *testing.T) {
 		t.Fatal(err)
 	}
 	port := lis.Addr().(*net.TCPAddr).Port
-	srvCtx, stopSrv := context.WithCancel(context.Background())
-	srvDone := make(chan error, 1)
-	go func() { srvDone <- ServeListener(srvCtx, lis, "") }()
+	stopSrv := stoppableServer(t, lis, "")
 
 	events := make(chan bool, 16)
 	probes := make(chan bool, 16) // probe outcomes; dropped when the test does not read them
@@ -60,22 +58,13 @@ func TestCheckerGRPCDownAndUp(t *testing.T) {
 		t.Fatal("n1 should be reachable while its server runs")
 	}
 	stopSrv()
-	if err := <-srvDone; err != nil {
-		t.Fatal(err)
-	}
 	d := waitFor(t, events, false, 3*time.Second)
 	t.Logf("detected down after %s", d)
 	if c.Reachable("n1") {
 		t.Fatal("n1 should be unreachable")
 	}
 
-	lis2, err := net.Listen("tcp", lis.Addr().String())
-	if err != nil {
-		t.Fatal(err)
-	}
-	srvCtx2, stopSrv2 := context.WithCancel(context.Background())
-	defer stopSrv2()
-	serveInBackground(t, srvCtx2, lis2, "")
+	serveAgain(t, lis.Addr().String(), "")
 	d = waitFor(t, events, true, 5*time.Second)
 	t.Logf("detected up after %s", d)
 	if !c.Reachable("n1") {
@@ -597,9 +586,7 @@ func TestCheckerDaemonIdentity(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	srvCtx, stopSrv := context.WithCancel(context.Background())
-	srvDone := make(chan error, 1)
-	go func() { srvDone <- ServeListener(srvCtx, lis, "daemon-a") }()
+	stopSrv := stoppableServer(t, lis, "daemon-a")
 	changes := make(chan string, 16)
 	probes := make(chan bool, 16)
 	c := NewChecker(CheckerConfig{
@@ -616,16 +603,7 @@ func TestCheckerDaemonIdentity(t *testing.T) {
 		t.Fatalf("DaemonID after a passed probe of daemon-a = %q", got)
 	}
 	stopSrv()
-	if err := <-srvDone; err != nil {
-		t.Fatal(err)
-	}
-	lis2, err := net.Listen("tcp", lis.Addr().String())
-	if err != nil {
-		t.Fatal(err)
-	}
-	srvCtx2, stopSrv2 := context.WithCancel(context.Background())
-	defer stopSrv2()
-	serveInBackground(t, srvCtx2, lis2, "daemon-b")
+	serveAgain(t, lis.Addr().String(), "daemon-b")
 	select {
 	case got := <-changes:
 		if got != "n1=daemon-b" {
@@ -669,6 +647,33 @@ func observeInto(probes chan<- bool) func(string, bool, time.Duration) {
 		default:
 		}
 	}
+}
+
+// stoppableServer runs ServeListener on lis as daemon id; stop ends it, waits for it to return and fails t on its error.
+func stoppableServer(t *testing.T, lis net.Listener, id string) (stop func()) {
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- ServeListener(ctx, lis, id) }()
+	return func() {
+		t.Helper()
+		cancel()
+		if err := <-done; err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// serveAgain listens on addr again (a stopped server's address, as a restarted daemon does) and serves there as
+// daemon id until the test ends.
+func serveAgain(t *testing.T, addr, id string) {
+	t.Helper()
+	lis, err := net.Listen("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	serveInBackground(t, ctx, lis, id)
+	t.Cleanup(cancel) // runs before serveInBackground's cleanup waits for the server
 }
 
 // serveInBackground runs ServeListener on lis until ctx ends, and fails the test if it returns an error. The test ends
