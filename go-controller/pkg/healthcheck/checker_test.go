@@ -49,9 +49,7 @@ func TestCheckerGRPCDownAndUp(t *testing.T) {
 		OnChange: func(node string, ok bool) { events <- ok },
 		Observe:  observeInto(probes),
 	})
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	go c.Run(ctx)
+	runChecker(t, c)
 
 	waitFor(t, probes, true, 3*time.Second) // n1 answered a probe
 	if !c.Reachable("n1") {
@@ -95,9 +93,7 @@ func TestCheckerForgetsRemovedTargets(t *testing.T) {
 		Targets:  func() []Target { mu.Lock(); defer mu.Unlock(); return append([]Target(nil), targets...) },
 		OnChange: func(node string, ok bool) { events <- ok },
 	})
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	go c.Run(ctx)
+	runChecker(t, c)
 	waitFor(t, events, false, 3*time.Second)
 	mu.Lock()
 	targets = nil
@@ -399,9 +395,7 @@ func TestCheckerSlowServerOnLiveHost(t *testing.T) {
 			}
 		},
 	})
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	go c.Run(ctx)
+	runChecker(t, c)
 	waitFor(t, events, false, 5*time.Second)
 	mu.Lock()
 	defer mu.Unlock()
@@ -503,9 +497,7 @@ func TestCheckerCutOffNodeIsHard(t *testing.T) {
 			}
 		},
 	})
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	go c.Run(ctx)
+	runChecker(t, c)
 	waitFor(t, events, false, 5*time.Second)
 	mu.Lock()
 	defer mu.Unlock()
@@ -551,9 +543,7 @@ func TestCheckerLoneSilentNodeIsHeld(t *testing.T) {
 			}
 		},
 	})
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	go c.Run(ctx)
+	runChecker(t, c)
 	select {
 	case n := <-holds:
 		mu.Lock()
@@ -595,9 +585,7 @@ func TestCheckerDaemonIdentity(t *testing.T) {
 		OnDaemonChange: func(node, id string) { changes <- node + "=" + id },
 		Observe:        observeInto(probes),
 	})
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	go c.Run(ctx)
+	runChecker(t, c)
 	waitFor(t, probes, true, 3*time.Second)
 	if got := c.DaemonID("n1"); got != "daemon-a" {
 		t.Fatalf("DaemonID after a passed probe of daemon-a = %q", got)
@@ -647,6 +635,13 @@ func observeInto(probes chan<- bool) func(string, bool, time.Duration) {
 		default:
 		}
 	}
+}
+
+// runChecker runs c until the test ends.
+func runChecker(t *testing.T, c *Checker) {
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	go c.Run(ctx)
 }
 
 // stoppableServer runs ServeListener on lis as daemon id; stop ends it, waits for it to return and fails t on its error.

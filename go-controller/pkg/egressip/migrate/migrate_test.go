@@ -59,8 +59,9 @@ var (
 
 func ptr(s string) *string { return &s }
 
-// upstreamCluster is an NB with the topology and upstream's rows for prod.
-func upstreamCluster(t *testing.T, start func(testing.TB) *nbserver.Server) (*nbserver.Server, client.Client) {
+// upstreamCluster is an NB with the topology and upstream's rows for prod, a client of it and what Read reads there
+// once the client's cache holds those rows.
+func upstreamCluster(t *testing.T, start func(testing.TB) *nbserver.Server) (*nbserver.Server, client.Client, Snapshot) {
 	t.Helper()
 	s := start(t)
 	c := s.Client(t)
@@ -69,8 +70,8 @@ func upstreamCluster(t *testing.T, start func(testing.TB) *nbserver.Server) (*nb
 		&nbdb.LogicalRouter{UUID: "gr2", Name: "GR_node2", Nat: []string{"upsnat", "harnessnat"}},
 		&nbdb.LogicalRouter{UUID: "gr3", Name: "GR_node3"},
 		&nbdb.LogicalSwitch{UUID: "sw1", Name: "node1", QOSRules: []string{"upqos"}})
-	waitCache(t, c, func(s Snapshot) bool { return len(s.AddressSets) == 3 && len(s.Routers) == 3 })
-	return s, c
+	snap := waitCache(t, c, func(s Snapshot) bool { return len(s.AddressSets) == 3 && len(s.Routers) == 3 })
+	return s, c, snap
 }
 
 // servers are the NB servers the tests run against: libovsdb's in-memory one and a real ovsdb-server.
@@ -176,13 +177,9 @@ func commitOnce(ctx context.Context, t *testing.T, s *nbserver.Server, c client.
 func TestFromUpstreamOneTransaction(t *testing.T) { onServers(t, testFromUpstreamOneTransaction) }
 
 func testFromUpstreamOneTransaction(t *testing.T, start func(testing.TB) *nbserver.Server) {
-	s, c := upstreamCluster(t, start)
+	s, c, snap := upstreamCluster(t, start)
 	ctx := context.Background()
 	desired := desiredProd(web1)
-	snap, err := Read(ctx, c)
-	if err != nil {
-		t.Fatal(err)
-	}
 	plan := FromUpstream(snap, desired, gwmode.Shared)
 	if err := plan.Refuse(false); err != nil {
 		t.Fatalf("refused: %v\n%s", err, strings.Join(plan.Lines(), "\n"))
@@ -231,14 +228,10 @@ func testFromUpstreamOneTransaction(t *testing.T, start func(testing.TB) *nbserv
 func TestFromUpstreamRefusesUnserved(t *testing.T) { onServers(t, testFromUpstreamRefusesUnserved) }
 
 func testFromUpstreamRefusesUnserved(t *testing.T, start func(testing.TB) *nbserver.Server) {
-	s, c := upstreamCluster(t, start)
-	snap, err := Read(context.Background(), c)
-	if err != nil {
-		t.Fatal(err)
-	}
+	s, _, snap := upstreamCluster(t, start)
 	// Ours serves no pod (say, its selector matches none): upstream serves web1.
 	plan := FromUpstream(snap, desiredProd(), gwmode.Shared)
-	err = plan.Refuse(false)
+	err := plan.Refuse(false)
 	if err == nil || !strings.Contains(err.Error(), "10.244.1.5") {
 		t.Fatalf("refusal %v, want one naming 10.244.1.5; unserved %v", err, plan.Unserved)
 	}
@@ -261,13 +254,9 @@ func testFromUpstreamRefusesUnserved(t *testing.T, start func(testing.TB) *nbser
 func TestToUpstreamAndBack(t *testing.T) { onServers(t, testToUpstreamAndBack) }
 
 func testToUpstreamAndBack(t *testing.T, start func(testing.TB) *nbserver.Server) {
-	s, c := upstreamCluster(t, start)
+	s, c, snap := upstreamCluster(t, start)
 	ctx := context.Background()
 	desired := desiredProd(web1)
-	snap, err := Read(ctx, c)
-	if err != nil {
-		t.Fatal(err)
-	}
 	if _, err := Commit(ctx, c, FromUpstream(snap, desired, gwmode.Shared)); err != nil {
 		t.Fatal(err)
 	}
