@@ -50,19 +50,19 @@ func CreateReadyNode(ctx context.Context, t testing.TB, cs kubernetes.Interface,
 
 // PolicyRefusal retries the write try (a dry run, so that an allowed one changes nothing) every 50 ms for up to
 // 30 s until the apiserver refuses it with an error naming the admission policy: the apiserver loads policies
-// asynchronously, so a policy just applied may not be enforced yet. It returns that refusal, or an error (with try's
-// last answer) when the policy did not refuse the write in time.
-func PolicyRefusal(ctx context.Context, policy string, try func(context.Context) error) (refusal error, err error) {
+// asynchronously, so a policy just applied may not be enforced yet. It returns that refusal's message, or an error
+// (with try's last answer) when the policy did not refuse the write in time.
+func PolicyRefusal(ctx context.Context, policy string, try func(context.Context) error) (refusal string, err error) {
 	var last error
 	err = waitfor.Until(ctx, 30*time.Second, 50*time.Millisecond, func() (bool, error) {
 		last = try(ctx)
 		return last != nil && strings.Contains(last.Error(), policy), nil
 	})
 	if err == nil {
-		return last, nil
+		return last.Error(), nil
 	}
 	// try's last answer (nil when the write was allowed) and the timeout.
-	return nil, fmt.Errorf("policy %s did not refuse the write: %w", policy, errors.Join(last, err))
+	return "", fmt.Errorf("policy %s did not refuse the write: %w", policy, errors.Join(last, err))
 }
 
 // ResyncsWriteNothing resets w, then calls sync for each of names, resyncs times over, and fails t when a sync fails
