@@ -16,17 +16,7 @@ import (
 
 func addRouter(t *testing.T, c client.Client, name string) {
 	t.Helper()
-	ops, err := c.Create(&nbdb.LogicalRouter{Name: name})
-	if err != nil {
-		t.Fatal(err)
-	}
-	res, err := c.Transact(context.Background(), ops...)
-	if err == nil {
-		_, err = ovsdb.CheckOperationResults(res, ops)
-	}
-	if err != nil {
-		t.Fatalf("insert router %s: %v", name, err)
-	}
+	Seed(t, c, &nbdb.LogicalRouter{Name: name})
 }
 
 func routers(t *testing.T, c client.Client) []string {

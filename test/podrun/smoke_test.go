@@ -45,10 +45,7 @@ func setup(t *testing.T) (*apiserver.Env, kubernetes.Interface, *podrun.Manifest
 	d := podrun.NeedDist(t, root, func(a string) { t.Skipf("%s missing: run make image first (make test does)", a) })
 	m := d.Manifests
 	env := apiserver.Start(t)
-	if out, err := exec.Command(env.Kubectl, "--kubeconfig", env.Kubeconfig, "apply", "-f",
-		filepath.Join(root, "dist", "manifests", "ovnkube-egressip.yaml")).CombinedOutput(); err != nil {
-		t.Fatalf("kubectl apply: %v\n%s", err, out)
-	}
+	env.ApplyManifests(t)
 	cs := kubernetes.NewForConfigOrDie(env.Config)
 	dir := t.TempDir()
 	rt := &podrun.Runtime{Dir: dir, Images: d.Images, OCIImage: d.OCIImage, Kube: cs, CA: env.Config.CAData}

@@ -28,15 +28,9 @@ func TestScaleInterconnectSmall(t *testing.T) {
 	res := RunInterconnect(t, Config{Nodes: 12, Namespaces: 12, PodsPerNamespace: 10, IPsPerEgressIP: 2,
 		AddPods: 5, LostNodes: 2, ChurnPods: 12, Ovnkube: *benchOvnkube})
 	t.Log("\n" + res.String())
-	names := []string{"assign", "node-loss", "pod-add", "pod-churn", "no-op"}
-	if len(res.Phases) != len(names) {
-		t.Fatalf("phases: %+v", res.Phases)
-	}
-	for i, p := range res.Phases {
-		if p.Name != names[i] || len(p.Zones) != 3 {
-			t.Errorf("phase %d: %s with %d zones; want %s, 3", i, p.Name, len(p.Zones), names[i])
-		}
-	}
+	checkPhases(t, res.Phases, []string{"assign", "node-loss", "pod-add", "pod-churn", "no-op"}, func(p ICPhase) (string, string, bool) {
+		return p.Name, fmt.Sprintf("%d zones", len(p.Zones)), len(p.Zones) == 3
+	}, "3 zones")
 	assign, loss, add, churn, noop := res.Phases[0], res.Phases[1], res.Phases[2], res.Phases[3], res.Phases[4]
 	if assign.StatusUpdates < float64(res.EgressIPs) {
 		t.Errorf("assign: %v status updates, want >= %d", assign.StatusUpdates, res.EgressIPs)

@@ -20,6 +20,20 @@ var (
 	benchTimeout    = flag.Duration("scale.timeout", 10*time.Minute, "BenchmarkScale: bound of each phase")
 )
 
+// checkPhases fails t at once unless there are as many phases as names, and then for each phase not named as names
+// says or that is not as wanted: of returns a phase's name, what it has, and whether that is as wanted (want says it).
+func checkPhases[P any](t *testing.T, phases []P, names []string, of func(P) (name, has string, ok bool), want string) {
+	t.Helper()
+	if len(phases) != len(names) {
+		t.Fatalf("phases: %+v", phases)
+	}
+	for i, p := range phases {
+		if name, has, ok := of(p); name != names[i] || !ok {
+			t.Errorf("phase %d: %s with %s; want %s, %s", i, name, has, names[i], want)
+		}
+	}
+}
+
 // TestScaleSmall runs every phase at a small size (in CI): 20 nodes, 20 EgressIPs
 // with 2 egress IPs each, 200 pods; 10 pods added one at a time, 2 nodes lost, 20
 // pods replaced. It asserts behaviour, not speed: each phase converges (the
@@ -33,15 +47,9 @@ func TestScaleSmall(t *testing.T) {
 	res := Run(t, Config{Nodes: 20, Namespaces: 20, PodsPerNamespace: 10, IPsPerEgressIP: 2,
 		AddPods: 10, LostNodes: 2, ChurnPods: 20, Ovnkube: *benchOvnkube})
 	t.Log("\n" + res.String())
-	names := []string{"assign", "pod-add", "node-loss", "pod-churn", "idle"}
-	if len(res.Phases) != len(names) {
-		t.Fatalf("phases: %+v", res.Phases)
-	}
-	for i, p := range res.Phases {
-		if p.Name != names[i] || p.Checks < 1 {
-			t.Errorf("phase %d: %s with %d full checks; want %s, verified", i, p.Name, p.Checks, names[i])
-		}
-	}
+	checkPhases(t, res.Phases, []string{"assign", "pod-add", "node-loss", "pod-churn", "idle"}, func(p Phase) (string, string, bool) {
+		return p.Name, fmt.Sprintf("%d full checks", p.Checks), p.Checks >= 1
+	}, "verified")
 	assign, add, loss, churn, idle := res.Phases[0], res.Phases[1], res.Phases[2], res.Phases[3], res.Phases[4]
 	if assign.NBTransactions < 1 || assign.StatusUpdates < float64(res.EgressIPs) {
 		t.Errorf("assign: %v NB transactions, %v status updates; want >= 1 and >= %d", assign.NBTransactions, assign.StatusUpdates, res.EgressIPs)

@@ -13,7 +13,6 @@ import (
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/ovn-egressip/ovn-egressip/go-controller/pkg/config"
-	egressipv1 "github.com/ovn-egressip/ovn-egressip/go-controller/pkg/crd/egressip/v1"
 	egressipclientset "github.com/ovn-egressip/ovn-egressip/go-controller/pkg/crd/egressip/v1/apis/clientset/versioned"
 	"github.com/ovn-egressip/ovn-egressip/go-controller/pkg/egressip/annotations"
 	"github.com/ovn-egressip/ovn-egressip/go-controller/pkg/egressip/gwmode"
@@ -42,30 +41,16 @@ func TestClusterManagersShareOneLease(t *testing.T) {
 				annotations.NodeTransitSwitchPortIfAddr: fmt.Sprintf(`{"ipv4":"100.88.0.%d/16"}`, i+1),
 				annotations.NodeSubnets:                 `{"default":["127.0.0.0/24"]}`,
 			}}}
-		created, err := admin.CoreV1().Nodes().Create(ctx, n, metav1.CreateOptions{})
-		if err != nil {
-			t.Fatal(err)
-		}
-		created.Status.Conditions = []corev1.NodeCondition{{Type: corev1.NodeReady, Status: corev1.ConditionTrue}}
-		if _, err := admin.CoreV1().Nodes().UpdateStatus(ctx, created, metav1.UpdateOptions{}); err != nil {
-			t.Fatal(err)
-		}
+		apiserver.CreateReadyNode(ctx, t, admin, n)
 	}
-	if _, err := eips.K8sV1().EgressIPs().Create(ctx, &egressipv1.EgressIP{ObjectMeta: metav1.ObjectMeta{Name: "eip1"},
-		Spec: egressipv1.EgressIPSpec{EgressIPs: []string{"172.18.0.33"},
-			NamespaceSelector: metav1.LabelSelector{MatchLabels: map[string]string{"env": "prod"}}}}, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
+	createProdEgressIP(ctx, t, eips, "eip1", "172.18.0.33")
 	cfg := func(node, metrics string) *config.Config {
-		return &config.Config{
+		return withTestLease(&config.Config{
 			InitClusterManager: true, ClusterManagerNode: node, EgressIPEnable: true, GatewayMode: gwmode.Shared,
 			ClusterSubnets: mustPrefixes(t, "10.244.0.0/16"), JoinSubnets: mustPrefixes(t, "100.64.0.0/16"),
 			ReachabilityInterval: 100 * time.Millisecond, ReachabilityTotalTimeout: time.Second,
 			MetricsBindAddress: metrics,
-			LeaderElection:     true, LeaderElectionNamespace: "default", LeaderElectionName: "ovn-egressip-master",
-			LeaderElectionLeaseDuration: 4 * time.Second, LeaderElectionRenewDeadline: 3 * time.Second,
-			LeaderElectionRetryPeriod: 200 * time.Millisecond,
-		}
+		}, "default")
 	}
 	waitFor := func(what string, d time.Duration, f func() bool) {
 		t.Helper()

@@ -16,10 +16,7 @@ import (
 
 	"github.com/ovn-egressip/ovn-egressip/go-controller/internal/leaderelect"
 	"github.com/ovn-egressip/ovn-egressip/go-controller/pkg/config"
-	egressipv1 "github.com/ovn-egressip/ovn-egressip/go-controller/pkg/crd/egressip/v1"
 	egressipclientset "github.com/ovn-egressip/ovn-egressip/go-controller/pkg/crd/egressip/v1/apis/clientset/versioned"
-	"github.com/ovn-egressip/ovn-egressip/go-controller/pkg/egressip/annotations"
-	"github.com/ovn-egressip/ovn-egressip/go-controller/pkg/egressip/gwmode"
 	"github.com/ovn-egressip/ovn-egressip/go-controller/pkg/egressip/nbstate"
 	"github.com/ovn-egressip/ovn-egressip/test/apiserver"
 	"github.com/ovn-egressip/ovn-egressip/test/metrics"
@@ -71,37 +68,13 @@ func TestMasterLeaseAcrossAPIServerRestart(t *testing.T) {
 	nb := nbserver.Start(t)
 	ctx := context.Background()
 	admin := kubernetes.NewForConfigOrDie(env.Config)
-	node := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "node1",
-		Labels: map[string]string{annotations.EgressAssignableLabel: ""},
-		Annotations: map[string]string{
-			annotations.PrimaryIfAddr:          `{"ipv4":"172.18.0.11/16"}`,
-			annotations.GatewayRouterLRPIfAddr: `{"ipv4":"100.64.0.2/16"}`,
-			annotations.NodeSubnets:            `{"default":["127.0.0.0/24"]}`,
-		}}}
-	created, err := admin.CoreV1().Nodes().Create(ctx, node, metav1.CreateOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	created.Status.Conditions = []corev1.NodeCondition{{Type: corev1.NodeReady, Status: corev1.ConditionTrue}}
-	if _, err := admin.CoreV1().Nodes().UpdateStatus(ctx, created, metav1.UpdateOptions{}); err != nil {
-		t.Fatal(err)
-	}
+	apiserver.CreateReadyNode(ctx, t, admin, assignableNode1(`{"default":["127.0.0.0/24"]}`))
 	eips := egressipclientset.NewForConfigOrDie(env.Config)
-	if _, err := eips.K8sV1().EgressIPs().Create(ctx, &egressipv1.EgressIP{ObjectMeta: metav1.ObjectMeta{Name: "eip1"},
-		Spec: egressipv1.EgressIPSpec{EgressIPs: []string{"172.18.0.33"},
-			NamespaceSelector: metav1.LabelSelector{MatchLabels: map[string]string{"env": "prod"}}}}, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
+	createProdEgressIP(ctx, t, eips, "eip1", "172.18.0.33")
 	cfg := func(metrics string) *config.Config {
-		return &config.Config{
-			InitMaster: true, EgressIPEnable: true, GatewayMode: gwmode.Shared, NBAddresses: []string{nb.Addr},
-			ClusterSubnets: mustPrefixes(t, "10.244.0.0/16"), JoinSubnets: mustPrefixes(t, "100.64.0.0/16"),
-			ReachabilityInterval: 100 * time.Millisecond, ReachabilityTotalTimeout: time.Second,
-			NBConnectTimeout: 5 * time.Second, MetricsBindAddress: metrics,
-			LeaderElection: true, LeaderElectionNamespace: "default", LeaderElectionName: "ovn-egressip-master",
-			LeaderElectionLeaseDuration: 4 * time.Second, LeaderElectionRenewDeadline: 3 * time.Second,
-			LeaderElectionRetryPeriod: 200 * time.Millisecond,
-		}
+		c := testMasterConfig(t, nb.Addr, "default")
+		c.MetricsBindAddress = metrics
+		return c
 	}
 	nbc := nb.Client(t)
 	rows := func() []string {

@@ -6,9 +6,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/ovn-org/libovsdb/client"
 	"github.com/ovn-org/libovsdb/model"
-	"github.com/ovn-org/libovsdb/ovsdb"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
@@ -46,25 +44,6 @@ func upstreamRows(extra ...string) []model.Model {
 	return append(rows,
 		&nbdb.LogicalRouter{UUID: "cr", Name: "ovn_cluster_router", Policies: policies},
 		&nbdb.LogicalRouter{UUID: "gr", Name: "GR_node1", Nat: []string{"snat"}})
-}
-
-func seedNB(t *testing.T, c client.Client, rows []model.Model) {
-	t.Helper()
-	var ops []ovsdb.Operation
-	for _, m := range rows {
-		o, err := c.Create(m)
-		if err != nil {
-			t.Fatal(err)
-		}
-		ops = append(ops, o...)
-	}
-	res, err := c.Transact(context.Background(), ops...)
-	if err == nil {
-		_, err = ovsdb.CheckOperationResults(res, ops)
-	}
-	if err != nil {
-		t.Fatal(err)
-	}
 }
 
 // TestMigrateCommand runs `ovnkube egressip migrate` against a real apiserver and libovsdb's in-memory NB: bad
@@ -111,7 +90,7 @@ func TestMigrateCommand(t *testing.T) {
 
 	// Upstream serves a pod IP no pod has: refused, nothing written.
 	stale := nbserver.StartInMemory(t)
-	seedNB(t, stale.Client(t), upstreamRows("10.244.1.77"))
+	nbserver.Seed(t, stale.Client(t), upstreamRows("10.244.1.77")...)
 	out, n, err := run(stale, "--from-upstream")
 	if err == nil || !strings.Contains(err.Error(), "nothing written") || !strings.Contains(err.Error(), "10.244.1.77") || n != 0 {
 		t.Errorf("unserved pod IP: err %v, %d transactions\n%s", err, n, out)
@@ -121,7 +100,7 @@ func TestMigrateCommand(t *testing.T) {
 	}
 
 	nb := nbserver.StartInMemory(t)
-	seedNB(t, nb.Client(t), upstreamRows())
+	nbserver.Seed(t, nb.Client(t), upstreamRows()...)
 	for _, bad := range [][]string{
 		{},
 		{"--from-upstream", "--to-upstream"},

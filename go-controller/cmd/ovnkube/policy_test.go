@@ -3,8 +3,6 @@ package main
 import (
 	"context"
 	"encoding/json"
-	"os/exec"
-	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -16,7 +14,6 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 
@@ -32,19 +29,6 @@ const (
 	policyName      = "ovnkube-egressip-node-writes"
 )
 
-// applyManifests applies dist/manifests/ovnkube-egressip.yaml to env with kubectl.
-func applyManifests(t *testing.T, env *apiserver.Env) {
-	t.Helper()
-	root, err := apiserver.RepoRoot()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if out, err := exec.Command(env.Kubectl, "--kubeconfig", env.Kubeconfig, "apply", "-f",
-		filepath.Join(root, "dist", "manifests", "ovnkube-egressip.yaml")).CombinedOutput(); err != nil {
-		t.Fatalf("kubectl apply: %v\n%s", err, out)
-	}
-}
-
 func annotationPatch(set map[string]any) []byte {
 	b, _ := json.Marshal(map[string]any{"metadata": map[string]any{"annotations": set}})
 	return b
@@ -55,7 +39,7 @@ func annotationPatch(set map[string]any) []byte {
 // token bound to no node.
 func TestNodePolicyLimitsNodeDaemonToOwnNodeAnnotations(t *testing.T) {
 	env := apiserver.Start(t)
-	applyManifests(t, env)
+	env.ApplyManifests(t)
 	ctx := context.Background()
 	admin := kubernetes.NewForConfigOrDie(env.Config)
 
@@ -81,13 +65,11 @@ func TestNodePolicyLimitsNodeDaemonToOwnNodeAnnotations(t *testing.T) {
 
 	// The apiserver loads policies asynchronously: wait until it enforces this one (a dry-run write it must deny).
 	probe := annotationPatch(map[string]any{annotations.PrimaryIfAddr: `{"ipv4":"172.18.0.12/16"}`})
-	var last error
-	err = wait.PollUntilContextTimeout(ctx, 50*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
-		_, last = node1.CoreV1().Nodes().Patch(ctx, "node2", types.MergePatchType, probe, metav1.PatchOptions{DryRun: []string{metav1.DryRunAll}})
-		return last != nil && strings.Contains(last.Error(), policyName), nil
-	})
-	if err != nil {
-		t.Fatalf("policy %s not enforced: last answer to node1 patching node2: %v", policyName, last)
+	if _, err := apiserver.PolicyRefusal(ctx, policyName, func(ctx context.Context) error {
+		_, err := node1.CoreV1().Nodes().Patch(ctx, "node2", types.MergePatchType, probe, metav1.PatchOptions{DryRun: []string{metav1.DryRunAll}})
+		return err
+	}); err != nil {
+		t.Fatalf("policy %s not enforced: node1 patching node2: %v", policyName, err)
 	}
 
 	ownPatch := annotationPatch(map[string]any{
@@ -233,12 +215,12 @@ func TestNodePolicyLimitsNodeDaemonToOwnNodeAnnotations(t *testing.T) {
 		t.Fatal(err)
 	}
 	statusPatch := strategic(map[string]any{"status": map[string]any{"capacity": map[string]string{"pods": "1"}}})
-	err = wait.PollUntilContextTimeout(ctx, 50*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
-		_, last = node1.CoreV1().Nodes().Patch(ctx, "node1", types.MergePatchType, statusPatch, metav1.PatchOptions{DryRun: []string{metav1.DryRunAll}}, "status")
-		return last != nil && strings.Contains(last.Error(), policyName), nil
+	refusal, err := apiserver.PolicyRefusal(ctx, policyName, func(ctx context.Context) error {
+		_, err := node1.CoreV1().Nodes().Patch(ctx, "node1", types.MergePatchType, statusPatch, metav1.PatchOptions{DryRun: []string{metav1.DryRunAll}}, "status")
+		return err
 	})
-	if err != nil || !strings.Contains(last.Error(), "may only update metadata.annotations of its Node: refused UPDATE of nodes/status") {
-		t.Errorf("node1 patching its status with RBAC allowing it: %v", last)
+	if err != nil || !strings.Contains(refusal, "may only update metadata.annotations of its Node: refused UPDATE of nodes/status") {
+		t.Errorf("node1 patching its status with RBAC allowing it: %q, %v", refusal, err)
 	}
 	err = node1.CoreV1().Nodes().Delete(ctx, "node1", metav1.DeleteOptions{})
 	if err == nil || !strings.Contains(err.Error(), "may only update metadata.annotations of its Node: refused DELETE of nodes") {

@@ -3,25 +3,19 @@ package main
 import (
 	"context"
 	"net/http"
-	"os/exec"
-	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
-	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/utils/ptr"
 
-	"github.com/ovn-egressip/ovn-egressip/go-controller/pkg/config"
 	egressipv1 "github.com/ovn-egressip/ovn-egressip/go-controller/pkg/crd/egressip/v1"
 	egressipclientset "github.com/ovn-egressip/ovn-egressip/go-controller/pkg/crd/egressip/v1/apis/clientset/versioned"
-	"github.com/ovn-egressip/ovn-egressip/go-controller/pkg/egressip/annotations"
-	"github.com/ovn-egressip/ovn-egressip/go-controller/pkg/egressip/gwmode"
 	"github.com/ovn-egressip/ovn-egressip/test/apiserver"
 	"github.com/ovn-egressip/ovn-egressip/test/nbserver"
 )
@@ -33,45 +27,16 @@ import (
 func TestMasterWorksWithManifestRBAC(t *testing.T) {
 	env := apiserver.Start(t)
 	nb := nbserver.Start(t)
-	root, err := apiserver.RepoRoot()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if out, err := exec.Command(env.Kubectl, "--kubeconfig", env.Kubeconfig, "apply", "-f",
-		filepath.Join(root, "dist", "manifests", "ovnkube-egressip.yaml")).CombinedOutput(); err != nil {
-		t.Fatalf("kubectl apply: %v\n%s", err, out)
-	}
+	env.ApplyManifests(t)
 	ctx := context.Background()
 	admin := kubernetes.NewForConfigOrDie(env.Config)
 
 	// An egress-assignable node. Its pod subnet is on loopback so that the legacy
 	// health check (a TCP dial to port 9 of the management IP, "refused" = alive) succeeds.
-	node := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "node1",
-		Labels: map[string]string{annotations.EgressAssignableLabel: ""},
-		Annotations: map[string]string{
-			annotations.PrimaryIfAddr:          `{"ipv4":"172.18.0.11/16"}`,
-			annotations.GatewayRouterLRPIfAddr: `{"ipv4":"100.64.0.2/16"}`,
-			annotations.NodeSubnets:            `{"default":["127.0.0.0/24"]}`,
-		}}}
-	created, err := admin.CoreV1().Nodes().Create(ctx, node, metav1.CreateOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	created.Status.Conditions = []corev1.NodeCondition{{Type: corev1.NodeReady, Status: corev1.ConditionTrue}}
-	if _, err := admin.CoreV1().Nodes().UpdateStatus(ctx, created, metav1.UpdateOptions{}); err != nil {
-		t.Fatal(err)
-	}
+	apiserver.CreateReadyNode(ctx, t, admin, assignableNode1(`{"default":["127.0.0.0/24"]}`))
 	eips := egressipclientset.NewForConfigOrDie(env.Config)
-	for _, e := range []*egressipv1.EgressIP{
-		{ObjectMeta: metav1.ObjectMeta{Name: "eip1"}, Spec: egressipv1.EgressIPSpec{EgressIPs: []string{"172.18.0.33"},
-			NamespaceSelector: metav1.LabelSelector{MatchLabels: map[string]string{"env": "prod"}}}},
-		{ObjectMeta: metav1.ObjectMeta{Name: "nowhere"}, Spec: egressipv1.EgressIPSpec{EgressIPs: []string{"10.99.0.1"},
-			NamespaceSelector: metav1.LabelSelector{MatchLabels: map[string]string{"env": "prod"}}}},
-	} {
-		if _, err := eips.K8sV1().EgressIPs().Create(ctx, e, metav1.CreateOptions{}); err != nil {
-			t.Fatal(err)
-		}
-	}
+	createProdEgressIP(ctx, t, eips, "eip1", "172.18.0.33")
+	createProdEgressIP(ctx, t, eips, "nowhere", "10.99.0.1")
 
 	// The master as the manifest's ServiceAccount, every response status recorded.
 	var mu sync.Mutex
@@ -89,15 +54,7 @@ func TestMasterWorksWithManifestRBAC(t *testing.T) {
 			return resp, err
 		})
 	})
-	cfg := &config.Config{
-		InitMaster: true, EgressIPEnable: true, GatewayMode: gwmode.Shared, NBAddresses: []string{nb.Addr},
-		ClusterSubnets: mustPrefixes(t, "10.244.0.0/16"), JoinSubnets: mustPrefixes(t, "100.64.0.0/16"),
-		HealthCheckPort: 0, ReachabilityInterval: 100 * time.Millisecond, ReachabilityTotalTimeout: time.Second,
-		NBConnectTimeout: 5 * time.Second,
-		LeaderElection:   true, LeaderElectionNamespace: "ovn-egressip", LeaderElectionName: "ovn-egressip-master",
-		LeaderElectionLeaseDuration: 4 * time.Second, LeaderElectionRenewDeadline: 3 * time.Second,
-		LeaderElectionRetryPeriod: 200 * time.Millisecond,
-	}
+	cfg := testMasterConfig(t, nb.Addr, "ovn-egressip")
 	runCtx, cancel := context.WithCancel(ctx)
 	done := make(chan error, 1)
 	go func() { done <- run(runCtx, cfg, rc) }()
@@ -108,7 +65,7 @@ func TestMasterWorksWithManifestRBAC(t *testing.T) {
 		}
 	}()
 
-	err = wait.PollUntilContextTimeout(ctx, 50*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
+	err := wait.PollUntilContextTimeout(ctx, 50*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
 		e, err := eips.K8sV1().EgressIPs().Get(ctx, "eip1", metav1.GetOptions{})
 		if err != nil {
 			return false, err

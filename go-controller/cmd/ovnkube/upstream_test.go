@@ -15,9 +15,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/ovn-egressip/ovn-egressip/go-controller/pkg/config"
-	egressipv1 "github.com/ovn-egressip/ovn-egressip/go-controller/pkg/crd/egressip/v1"
 	egressipclientset "github.com/ovn-egressip/ovn-egressip/go-controller/pkg/crd/egressip/v1/apis/clientset/versioned"
-	"github.com/ovn-egressip/ovn-egressip/go-controller/pkg/egressip/annotations"
 	"github.com/ovn-egressip/ovn-egressip/go-controller/pkg/master"
 	"github.com/ovn-egressip/ovn-egressip/test/apiserver"
 	"github.com/ovn-egressip/ovn-egressip/test/nbserver"
@@ -74,26 +72,9 @@ func seedNodeAndEgressIP(t *testing.T, env *apiserver.Env) (kubernetes.Interface
 	if _, err := admin.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "ovn-kubernetes"}}, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	node := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "node1",
-		Labels: map[string]string{annotations.EgressAssignableLabel: ""},
-		Annotations: map[string]string{
-			annotations.PrimaryIfAddr:          `{"ipv4":"172.18.0.11/16"}`,
-			annotations.GatewayRouterLRPIfAddr: `{"ipv4":"100.64.0.2/16"}`,
-		}}}
-	created, err := admin.CoreV1().Nodes().Create(ctx, node, metav1.CreateOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	created.Status.Conditions = []corev1.NodeCondition{{Type: corev1.NodeReady, Status: corev1.ConditionTrue}}
-	if _, err := admin.CoreV1().Nodes().UpdateStatus(ctx, created, metav1.UpdateOptions{}); err != nil {
-		t.Fatal(err)
-	}
+	apiserver.CreateReadyNode(ctx, t, admin, assignableNode1(""))
 	eips := egressipclientset.NewForConfigOrDie(env.Config)
-	if _, err := eips.K8sV1().EgressIPs().Create(ctx, &egressipv1.EgressIP{ObjectMeta: metav1.ObjectMeta{Name: "eip1"},
-		Spec: egressipv1.EgressIPSpec{EgressIPs: []string{"172.18.0.33"},
-			NamespaceSelector: metav1.LabelSelector{MatchLabels: map[string]string{"env": "prod"}}}}, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
+	createProdEgressIP(ctx, t, eips, "eip1", "172.18.0.33")
 	return admin, eips
 }
 

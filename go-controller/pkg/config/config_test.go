@@ -15,6 +15,18 @@ import (
 )
 
 // load runs Load over args as ovnkube would parse them.
+// wantLoadError: loading args fails with a one-line error that contains want.
+func wantLoadError(t *testing.T, args []string, want string) {
+	t.Helper()
+	_, err := load(t, args...)
+	if err == nil || !strings.Contains(err.Error(), want) {
+		t.Fatalf("err = %v, want it to contain %q", err, want)
+	}
+	if strings.Contains(err.Error(), "\n") {
+		t.Fatalf("error is not one line: %q", err)
+	}
+}
+
 func load(t *testing.T, args ...string) (*Config, error) {
 	t.Helper()
 	var cfg *Config
@@ -58,13 +70,7 @@ func TestLoadErrorsNameTheFlag(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			_, err := load(t, append(append([]string{}, base...), tc.args...)...)
-			if err == nil || !strings.Contains(err.Error(), tc.want) {
-				t.Fatalf("err = %v, want it to contain %q", err, tc.want)
-			}
-			if strings.Contains(err.Error(), "\n") {
-				t.Fatalf("error is not one line: %q", err)
-			}
+			wantLoadError(t, append(append([]string{}, base...), tc.args...), tc.want)
 		})
 	}
 }

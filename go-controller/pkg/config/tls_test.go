@@ -48,13 +48,7 @@ func TestNBTLSBadInput(t *testing.T) {
 		{"cert file not PEM", files(client.KeyFile, garbage, ca.CertFile), `invalid --nb-client-cert "` + garbage + `"`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			_, err := load(t, append(append([]string{}, base...), tc.args...)...)
-			if err == nil || !strings.Contains(err.Error(), tc.want) {
-				t.Fatalf("err = %v, want it to contain %q", err, tc.want)
-			}
-			if strings.Contains(err.Error(), "\n") {
-				t.Fatalf("error is not one line: %q", err)
-			}
+			wantLoadError(t, append(append([]string{}, base...), tc.args...), tc.want)
 		})
 	}
 	cfg, err := load(t, append(append([]string{}, base...), files(client.KeyFile, client.CertFile, ca.CertFile)...)...)

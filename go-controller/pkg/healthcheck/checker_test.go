@@ -39,9 +39,7 @@ func TestCheckerGRPCDownAndUp(t *testing.T) {
 		t.Fatal(err)
 	}
 	port := lis.Addr().(*net.TCPAddr).Port
-	srvCtx, stopSrv := context.WithCancel(context.Background())
-	srvDone := make(chan error, 1)
-	go func() { srvDone <- ServeListener(srvCtx, lis, "") }()
+	stopSrv := stoppableServer(t, lis, "")
 
 	events := make(chan bool, 16)
 	probes := make(chan bool, 16) // probe outcomes; dropped when the test does not read them
@@ -51,31 +49,20 @@ func TestCheckerGRPCDownAndUp(t *testing.T) {
 		OnChange: func(node string, ok bool) { events <- ok },
 		Observe:  observeInto(probes),
 	})
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	go c.Run(ctx)
+	runChecker(t, c)
 
 	waitFor(t, probes, true, 3*time.Second) // n1 answered a probe
 	if !c.Reachable("n1") {
 		t.Fatal("n1 should be reachable while its server runs")
 	}
 	stopSrv()
-	if err := <-srvDone; err != nil {
-		t.Fatal(err)
-	}
 	d := waitFor(t, events, false, 3*time.Second)
 	t.Logf("detected down after %s", d)
 	if c.Reachable("n1") {
 		t.Fatal("n1 should be unreachable")
 	}
 
-	lis2, err := net.Listen("tcp", lis.Addr().String())
-	if err != nil {
-		t.Fatal(err)
-	}
-	srvCtx2, stopSrv2 := context.WithCancel(context.Background())
-	defer stopSrv2()
-	serveInBackground(t, srvCtx2, lis2, "")
+	serveAgain(t, lis.Addr().String(), "")
 	d = waitFor(t, events, true, 5*time.Second)
 	t.Logf("detected up after %s", d)
 	if !c.Reachable("n1") {
@@ -106,9 +93,7 @@ func TestCheckerForgetsRemovedTargets(t *testing.T) {
 		Targets:  func() []Target { mu.Lock(); defer mu.Unlock(); return append([]Target(nil), targets...) },
 		OnChange: func(node string, ok bool) { events <- ok },
 	})
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	go c.Run(ctx)
+	runChecker(t, c)
 	waitFor(t, events, false, 3*time.Second)
 	mu.Lock()
 	targets = nil
@@ -146,31 +131,31 @@ func TestCheckerNeedsConsecutiveFailures(t *testing.T) {
 		c.record("n", round{out: o, start: at(i)})
 		i++
 	}
-	for _, o := range []outcome{probeHard, probeHard, probeOK, probeHard, probeHard} {
-		step(o)
-	}
-	if !c.Reachable("n") || len(changes) != 0 {
-		t.Fatalf("two hard failures in a row out of a threshold of three must not flip the node: %v", changes)
-	}
-	step(probeHard)
-	if c.Reachable("n") || len(changes) != 1 || changes[0] {
-		t.Fatalf("the third hard failure in a row makes the node unreachable: %v", changes)
-	}
-	step(probeOK)
-	if !c.Reachable("n") || len(changes) != 2 || !changes[1] {
-		t.Fatalf("one success makes it reachable again: %v", changes)
-	}
-	// Soft failures (slow health server, live kernel) need SlowThreshold rounds;
-	// a soft one breaks a run of hard ones.
-	for _, o := range []outcome{probeSoft, probeHard, probeHard, probeSoft} {
-		step(o)
-	}
-	if !c.Reachable("n") || len(changes) != 2 {
-		t.Fatalf("four failures, never three hard in a row, must not flip the node: %v", changes)
-	}
-	step(probeSoft)
-	if c.Reachable("n") || len(changes) != 3 || changes[2] {
-		t.Fatalf("the fifth failure in a row (SlowThreshold) makes the node unreachable: %v", changes)
+	// Each phase's rounds go on from the previous phase's; then n is reachable or not, and OnChange has been called
+	// with changes so far.
+	for _, ph := range []struct {
+		rounds    []outcome
+		reachable bool
+		changes   []bool
+		why       string
+	}{
+		{[]outcome{probeHard, probeHard, probeOK, probeHard, probeHard}, true, nil,
+			"two hard failures in a row out of a threshold of three must not flip the node"},
+		{[]outcome{probeHard}, false, []bool{false}, "the third hard failure in a row makes the node unreachable"},
+		{[]outcome{probeOK}, true, []bool{false, true}, "one success makes it reachable again"},
+		// Soft failures (slow health server, live kernel) need SlowThreshold rounds;
+		// a soft one breaks a run of hard ones.
+		{[]outcome{probeSoft, probeHard, probeHard, probeSoft}, true, []bool{false, true},
+			"four failures, never three hard in a row, must not flip the node"},
+		{[]outcome{probeSoft}, false, []bool{false, true, false},
+			"the fifth failure in a row (SlowThreshold) makes the node unreachable"},
+	} {
+		for _, o := range ph.rounds {
+			step(o)
+		}
+		if c.Reachable("n") != ph.reachable || !slices.Equal(changes, ph.changes) {
+			t.Fatalf("%s: reachable %v, changes %v", ph.why, c.Reachable("n"), changes)
+		}
 	}
 }
 
@@ -410,9 +395,7 @@ func TestCheckerSlowServerOnLiveHost(t *testing.T) {
 			}
 		},
 	})
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	go c.Run(ctx)
+	runChecker(t, c)
 	waitFor(t, events, false, 5*time.Second)
 	mu.Lock()
 	defer mu.Unlock()
@@ -514,9 +497,7 @@ func TestCheckerCutOffNodeIsHard(t *testing.T) {
 			}
 		},
 	})
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	go c.Run(ctx)
+	runChecker(t, c)
 	waitFor(t, events, false, 5*time.Second)
 	mu.Lock()
 	defer mu.Unlock()
@@ -562,9 +543,7 @@ func TestCheckerLoneSilentNodeIsHeld(t *testing.T) {
 			}
 		},
 	})
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	go c.Run(ctx)
+	runChecker(t, c)
 	select {
 	case n := <-holds:
 		mu.Lock()
@@ -597,9 +576,7 @@ func TestCheckerDaemonIdentity(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	srvCtx, stopSrv := context.WithCancel(context.Background())
-	srvDone := make(chan error, 1)
-	go func() { srvDone <- ServeListener(srvCtx, lis, "daemon-a") }()
+	stopSrv := stoppableServer(t, lis, "daemon-a")
 	changes := make(chan string, 16)
 	probes := make(chan bool, 16)
 	c := NewChecker(CheckerConfig{
@@ -608,24 +585,13 @@ func TestCheckerDaemonIdentity(t *testing.T) {
 		OnDaemonChange: func(node, id string) { changes <- node + "=" + id },
 		Observe:        observeInto(probes),
 	})
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	go c.Run(ctx)
+	runChecker(t, c)
 	waitFor(t, probes, true, 3*time.Second)
 	if got := c.DaemonID("n1"); got != "daemon-a" {
 		t.Fatalf("DaemonID after a passed probe of daemon-a = %q", got)
 	}
 	stopSrv()
-	if err := <-srvDone; err != nil {
-		t.Fatal(err)
-	}
-	lis2, err := net.Listen("tcp", lis.Addr().String())
-	if err != nil {
-		t.Fatal(err)
-	}
-	srvCtx2, stopSrv2 := context.WithCancel(context.Background())
-	defer stopSrv2()
-	serveInBackground(t, srvCtx2, lis2, "daemon-b")
+	serveAgain(t, lis.Addr().String(), "daemon-b")
 	select {
 	case got := <-changes:
 		if got != "n1=daemon-b" {
@@ -669,6 +635,40 @@ func observeInto(probes chan<- bool) func(string, bool, time.Duration) {
 		default:
 		}
 	}
+}
+
+// runChecker runs c until the test ends.
+func runChecker(t *testing.T, c *Checker) {
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	go c.Run(ctx)
+}
+
+// stoppableServer runs ServeListener on lis as daemon id; stop ends it, waits for it to return and fails t on its error.
+func stoppableServer(t *testing.T, lis net.Listener, id string) (stop func()) {
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- ServeListener(ctx, lis, id) }()
+	return func() {
+		t.Helper()
+		cancel()
+		if err := <-done; err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// serveAgain listens on addr again (a stopped server's address, as a restarted daemon does) and serves there as
+// daemon id until the test ends.
+func serveAgain(t *testing.T, addr, id string) {
+	t.Helper()
+	lis, err := net.Listen("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	serveInBackground(t, ctx, lis, id)
+	t.Cleanup(cancel) // runs before serveInBackground's cleanup waits for the server
 }
 
 // serveInBackground runs ServeListener on lis until ctx ends, and fails the test if it returns an error. The test ends

@@ -23,30 +23,14 @@ func TestWithRealAPIServer(t *testing.T) {
 	}
 	e := populate(newAPIServerEnv(t, nbserver.Start, gwmode.Shared))
 
-	e.create(egressIP("eip-prod", 0, []string{"172.18.0.33", "172.18.0.44"}, prodNS, web))
-	e.expectStatus("eip-prod", "172.18.0.33@node1", "172.18.0.44@node2")
-	e.expectRows("assigned",
-		map[string]string{
-			"prod/web1": rr("eip-prod", "10.244.1.5", "100.64.0.2", "100.64.0.3"),
-			"prod/web2": rr("eip-prod", "10.244.3.6", "100.64.0.2", "100.64.0.3"),
-		},
-		[]string{
-			sn("node1", "172.18.0.33", "10.244.1.5", "eip-prod"), sn("node1", "172.18.0.33", "10.244.3.6", "eip-prod"),
-			sn("node2", "172.18.0.44", "10.244.1.5", "eip-prod"), sn("node2", "172.18.0.44", "10.244.3.6", "eip-prod"),
-		})
+	e.createProdOnNodes12()
+	e.expectProdRowsOnNodes12("assigned")
 
 	e.updateNode("node1", unlabelAssignable)
 	e.updateNode("node3", labelAssignable)
 	e.expectStatus("eip-prod", "172.18.0.33@node3", "172.18.0.44@node2")
-	e.expectRows("moved to node3",
-		map[string]string{
-			"prod/web1": rr("eip-prod", "10.244.1.5", "100.64.0.3", "100.64.0.4"),
-			"prod/web2": rr("eip-prod", "10.244.3.6", "100.64.0.3", "100.64.0.4"),
-		},
-		[]string{
-			sn("node3", "172.18.0.33", "10.244.1.5", "eip-prod"), sn("node3", "172.18.0.33", "10.244.3.6", "eip-prod"),
-			sn("node2", "172.18.0.44", "10.244.1.5", "eip-prod"), sn("node2", "172.18.0.44", "10.244.3.6", "eip-prod"),
-		})
+	e.expectHeldRows("moved to node3", "eip-prod", prodWebs(),
+		holder{"node3", "172.18.0.33", "100.64.0.4"}, holder{"node2", "172.18.0.44", "100.64.0.3"})
 
 	e.create(egressIP("eip-taken", 5, []string{"172.18.0.44"}, map[string]string{"env": "dev"}, nil))
 	e.expectEvent("EgressIPConflict", "172.18.0.44", "eip-taken")

@@ -24,12 +24,6 @@ import (
 func TestClaimedIPIsNoFallback(t *testing.T) {
 	now := time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
 	later := now.Add(time.Hour)
-	with := func(n *corev1.Node, fs ...func(*corev1.Node)) *corev1.Node {
-		for _, f := range fs {
-			f(n)
-		}
-		return n
-	}
 	anno := func(key, value string) func(*corev1.Node) {
 		return func(n *corev1.Node) { n.Annotations[key] = value }
 	}
@@ -52,33 +46,33 @@ func TestClaimedIPIsNoFallback(t *testing.T) {
 		on(pod("dev", "web3", "10.244.2.8", web), "node2"), on(pod("dev", "web4", "10.244.1.9", web), "node1")}
 	scenarios := []planScenario{
 		{name: "local: dev lists only prod's IP; prod's holder is ready", mode: gwmode.Local,
-			nodes: []*corev1.Node{with(node(1, true), ready("172.18.0.50")), with(node(2, true), ready()), node(3, false)},
+			nodes: []*corev1.Node{withNode(node(1, true), ready("172.18.0.50")), withNode(node(2, true), ready()), node(3, false)},
 			eips:  []*egressipv1.EgressIP{prod(), dev([]string{"172.18.0.50"})}},
 		{name: "local: dev's own holder is not ready yet; prod's holder is", mode: gwmode.Local,
-			nodes: []*corev1.Node{with(node(1, true), ready("172.18.0.50")), with(node(2, true), ready()), node(3, false)},
+			nodes: []*corev1.Node{withNode(node(1, true), ready("172.18.0.50")), withNode(node(2, true), ready()), node(3, false)},
 			eips:  []*egressipv1.EgressIP{prod(), dev([]string{"172.18.0.50", "172.18.0.60"}, "172.18.0.60", "node2")}},
 		{name: "local: prod's IP moved, its new holder is not ready, the old one lingers", mode: gwmode.Local,
-			nodes: []*corev1.Node{with(node(1, true), ready()), with(node(2, true), ready()),
-				with(node(3, false), ready(), lingering(map[string]time.Time{"172.18.0.50": later}))},
+			nodes: []*corev1.Node{withNode(node(1, true), ready()), withNode(node(2, true), ready()),
+				withNode(node(3, false), ready(), lingering(map[string]time.Time{"172.18.0.50": later}))},
 			eips: []*egressipv1.EgressIP{prod(), dev([]string{"172.18.0.50"})}},
 		{name: "interconnect, local: dev lists only prod's IP; prod's holder is ready", mode: gwmode.Local, interconnect: true,
-			nodes: []*corev1.Node{with(icNode(1, true), ready("172.18.0.50"), anno(annotations.EgressIPsSNATReady, `["172.18.0.50"]`)),
-				with(icNode(2, true), ready()), icNode(3, false)},
+			nodes: []*corev1.Node{withNode(icNode(1, true), ready("172.18.0.50"), anno(annotations.EgressIPsSNATReady, `["172.18.0.50"]`)),
+				withNode(icNode(2, true), ready()), icNode(3, false)},
 			eips: []*egressipv1.EgressIP{prod(), dev([]string{"172.18.0.50"})}},
 		{name: "interconnect, local: dev's own holder is not ready yet; prod's holder is", mode: gwmode.Local, interconnect: true,
-			nodes: []*corev1.Node{with(icNode(1, true), ready("172.18.0.50"), anno(annotations.EgressIPsSNATReady, `["172.18.0.50"]`)),
-				with(icNode(2, true), ready()), icNode(3, false)},
+			nodes: []*corev1.Node{withNode(icNode(1, true), ready("172.18.0.50"), anno(annotations.EgressIPsSNATReady, `["172.18.0.50"]`)),
+				withNode(icNode(2, true), ready()), icNode(3, false)},
 			eips: []*egressipv1.EgressIP{prod(), dev([]string{"172.18.0.50", "172.18.0.60"}, "172.18.0.60", "node2")}},
 		{name: "interconnect, local: prod's IP moved, its new holder is not ready, the old one lingers", mode: gwmode.Local, interconnect: true,
-			nodes: []*corev1.Node{with(icNode(1, true), ready()), with(icNode(2, true), ready()),
-				with(icNode(3, false), ready(), lingering(map[string]time.Time{"172.18.0.50": later}))},
+			nodes: []*corev1.Node{withNode(icNode(1, true), ready()), withNode(icNode(2, true), ready()),
+				withNode(icNode(3, false), ready(), lingering(map[string]time.Time{"172.18.0.50": later}))},
 			eips: []*egressipv1.EgressIP{prod(), dev([]string{"172.18.0.50"})}},
 		{name: "interconnect, shared: dev lists only prod's IP; prod's holder is ready", mode: gwmode.Shared, interconnect: true,
-			nodes: []*corev1.Node{with(icNode(1, true), anno(annotations.EgressIPsSNATReady, `["172.18.0.50"]`)), icNode(2, true), icNode(3, false)},
+			nodes: []*corev1.Node{withNode(icNode(1, true), anno(annotations.EgressIPsSNATReady, `["172.18.0.50"]`)), icNode(2, true), icNode(3, false)},
 			eips:  []*egressipv1.EgressIP{prod(), dev([]string{"172.18.0.50"})}},
 		{name: "interconnect, shared: prod's IP moved, the old holder's zone lists it lingering", mode: gwmode.Shared, interconnect: true,
-			nodes: []*corev1.Node{with(icNode(1, true), anno(annotations.EgressIPsSNATReady, `[]`)), icNode(2, true),
-				with(icNode(3, false), anno(annotations.EgressIPsLingering, `["172.18.0.50"]`))},
+			nodes: []*corev1.Node{withNode(icNode(1, true), anno(annotations.EgressIPsSNATReady, `[]`)), icNode(2, true),
+				withNode(icNode(3, false), anno(annotations.EgressIPsLingering, `["172.18.0.50"]`))},
 			eips: []*egressipv1.EgressIP{prod(), dev([]string{"172.18.0.50"})}},
 	}
 	for _, sc := range scenarios {

@@ -116,12 +116,6 @@ func explainIn(sc planScenario, now time.Time, nb map[string]nbstate.State) Expl
 func TestExplainPlansAsTheSync(t *testing.T) {
 	now := time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
 	later := now.Add(time.Hour)
-	with := func(n *corev1.Node, fs ...func(*corev1.Node)) *corev1.Node {
-		for _, f := range fs {
-			f(n)
-		}
-		return n
-	}
 	status := func(e *egressipv1.EgressIP, pairs ...string) *egressipv1.EgressIP {
 		e.Status.Items = items(pairs...)
 		return e
@@ -145,15 +139,15 @@ func TestExplainPlansAsTheSync(t *testing.T) {
 				status(egressIP("second", 1, []string{"172.18.0.44"}, prodNS, nil), "172.18.0.44", "node1")},
 			pods: webPods()},
 		{name: "local: the holder is ready", mode: gwmode.Local,
-			nodes: []*corev1.Node{with(node(1, true), ready("172.18.0.33")), node(2, false), node(3, false)},
+			nodes: []*corev1.Node{withNode(node(1, true), ready("172.18.0.33")), node(2, false), node(3, false)},
 			eips:  []*egressipv1.EgressIP{status(egressIP("eip", 0, []string{"172.18.0.33"}, prodNS, web), "172.18.0.33", "node1")},
 			pods:  webPods()},
 		{name: "local: the new holder is not ready, the old one lingers until the end it published", mode: gwmode.Local,
-			nodes: []*corev1.Node{with(node(1, false), ready(), lingering(map[string]time.Time{"172.18.0.33": later})), with(node(2, true), ready()), node(3, false)},
+			nodes: []*corev1.Node{withNode(node(1, false), ready(), lingering(map[string]time.Time{"172.18.0.33": later})), withNode(node(2, true), ready()), node(3, false)},
 			eips:  []*egressipv1.EgressIP{status(egressIP("eip", 0, []string{"172.18.0.33"}, prodNS, web), "172.18.0.33", "node2")},
 			pods:  webPods()},
 		{name: "local: the old holder still lists the moved IP ready and never publishes an end", mode: gwmode.Local,
-			nodes: []*corev1.Node{with(node(1, false), ready("172.18.0.33")), with(node(2, true), ready()), node(3, false)},
+			nodes: []*corev1.Node{withNode(node(1, false), ready("172.18.0.33")), withNode(node(2, true), ready()), node(3, false)},
 			eips:  []*egressipv1.EgressIP{status(egressIP("eip", 0, []string{"172.18.0.33"}, prodNS, web), "172.18.0.33", "node2")},
 			pods:  webPods()},
 		{name: "shared: two pod objects share an IP, the newer owns it", mode: gwmode.Shared,
@@ -167,30 +161,30 @@ func TestExplainPlansAsTheSync(t *testing.T) {
 			eips:  []*egressipv1.EgressIP{strict(egressIP("eip", 0, []string{"172.18.0.33"}, prodNS, web))},
 			pods:  webPods()},
 		{name: "shared: a node claims a held egress IP as a host address", mode: gwmode.Shared,
-			nodes: []*corev1.Node{node(1, true), node(2, false), with(node(3, false), anno(annotations.HostCIDRs, `["172.18.0.33/16"]`))},
+			nodes: []*corev1.Node{node(1, true), node(2, false), withNode(node(3, false), anno(annotations.HostCIDRs, `["172.18.0.33/16"]`))},
 			eips:  []*egressipv1.EgressIP{status(egressIP("eip", 0, []string{"172.18.0.33"}, prodNS, web), "172.18.0.33", "node1")},
 			pods:  webPods()},
 		{name: "interconnect, shared: zones reroute to the holder's zone", mode: gwmode.Shared, interconnect: true,
-			nodes: []*corev1.Node{with(icNode(1, true), anno(annotations.EgressIPsSNATReady, `["172.18.0.33"]`)), icNode(2, false), icNode(3, false)},
+			nodes: []*corev1.Node{withNode(icNode(1, true), anno(annotations.EgressIPsSNATReady, `["172.18.0.33"]`)), icNode(2, false), icNode(3, false)},
 			eips:  []*egressipv1.EgressIP{status(egressIP("eip", 0, []string{"172.18.0.33"}, prodNS, web), "172.18.0.33", "node1")},
 			pods:  webPods()},
 		{name: "interconnect, shared: the old holder's zone lists the IP lingering until the end it published", mode: gwmode.Shared, interconnect: true,
-			nodes: []*corev1.Node{with(icNode(1, false), lingering(map[string]time.Time{"172.18.0.33": later})),
-				with(icNode(2, true), anno(annotations.EgressIPsSNATReady, `[]`)), icNode(3, false)},
+			nodes: []*corev1.Node{withNode(icNode(1, false), lingering(map[string]time.Time{"172.18.0.33": later})),
+				withNode(icNode(2, true), anno(annotations.EgressIPsSNATReady, `[]`)), icNode(3, false)},
 			eips: []*egressipv1.EgressIP{status(egressIP("eip", 0, []string{"172.18.0.33"}, prodNS, web), "172.18.0.33", "node2")},
 			pods: webPods()},
 		{name: "interconnect, shared: past the published end, in the grace: the old holder's zone keeps its rows, nobody reroutes there", mode: gwmode.Shared, interconnect: true,
-			nodes: []*corev1.Node{with(icNode(1, false), lingering(map[string]time.Time{"172.18.0.33": now.Add(-time.Second)})),
-				with(icNode(2, true), anno(annotations.EgressIPsSNATReady, `[]`)), icNode(3, false)},
+			nodes: []*corev1.Node{withNode(icNode(1, false), lingering(map[string]time.Time{"172.18.0.33": now.Add(-time.Second)})),
+				withNode(icNode(2, true), anno(annotations.EgressIPsSNATReady, `[]`)), icNode(3, false)},
 			eips: []*egressipv1.EgressIP{status(egressIP("eip", 0, []string{"172.18.0.33"}, prodNS, web), "172.18.0.33", "node2")},
 			pods: webPods()},
 		{name: "interconnect, local: the holder is ready in both halves", mode: gwmode.Local, interconnect: true,
-			nodes: []*corev1.Node{with(icNode(1, true), ready("172.18.0.33"), anno(annotations.EgressIPsSNATReady, `["172.18.0.33"]`)), icNode(2, false), icNode(3, false)},
+			nodes: []*corev1.Node{withNode(icNode(1, true), ready("172.18.0.33"), anno(annotations.EgressIPsSNATReady, `["172.18.0.33"]`)), icNode(2, false), icNode(3, false)},
 			eips:  []*egressipv1.EgressIP{status(egressIP("eip", 0, []string{"172.18.0.33"}, prodNS, web), "172.18.0.33", "node1")},
 			pods:  webPods()},
 		{name: "interconnect, local: the old holder lingers until the end it published", mode: gwmode.Local, interconnect: true,
-			nodes: []*corev1.Node{with(icNode(1, false), ready(), lingering(map[string]time.Time{"172.18.0.33": later})),
-				with(icNode(2, true), ready()), icNode(3, false)},
+			nodes: []*corev1.Node{withNode(icNode(1, false), ready(), lingering(map[string]time.Time{"172.18.0.33": later})),
+				withNode(icNode(2, true), ready()), icNode(3, false)},
 			eips: []*egressipv1.EgressIP{status(egressIP("eip", 0, []string{"172.18.0.33"}, prodNS, web), "172.18.0.33", "node2")},
 			pods: webPods()},
 	}

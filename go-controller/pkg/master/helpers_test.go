@@ -365,10 +365,7 @@ func (e *env) foreignRows() []string {
 // fails on stale rows (duplicates, unparsable ids).
 func (e *env) ours() []string {
 	e.t.Helper()
-	cur, err := nbstate.ReadCurrent(context.Background(), e.nbc)
-	if err != nil {
-		e.t.Fatal(err)
-	}
+	cur := e.current()
 	if len(cur.Stale) > 0 {
 		e.t.Errorf("stale rows in NB: %+v", cur.Stale)
 	}
@@ -378,10 +375,7 @@ func (e *env) ours() []string {
 // reroutes maps "pod -> egressip nexthops" for every reroute policy.
 func (e *env) reroutes() map[string]string {
 	e.t.Helper()
-	cur, err := nbstate.ReadCurrent(context.Background(), e.nbc)
-	if err != nil {
-		e.t.Fatal(err)
-	}
+	cur := e.current()
 	out := map[string]string{}
 	for k, p := range cur.Rows.Policies {
 		if k.IDs.Rule == nbstate.RuleReroute {
@@ -425,10 +419,7 @@ func (e *env) policyNexthopsInDB() []string {
 // snats lists "router external <- logical (egressip)" for our SNAT rows, sorted.
 func (e *env) snats() []string {
 	e.t.Helper()
-	cur, err := nbstate.ReadCurrent(context.Background(), e.nbc)
-	if err != nil {
-		e.t.Fatal(err)
-	}
+	cur := e.current()
 	var out []string
 	for k, n := range cur.Rows.NATs {
 		out = append(out, fmt.Sprintf("%s %s <- %s (%s)", k.Router, n.ExternalIP, n.LogicalIP, k.IDs.Name))

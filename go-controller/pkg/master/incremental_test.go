@@ -142,8 +142,7 @@ func TestLabelChangeDuringSync(t *testing.T) {
 // and write nothing more.
 func TestOwnWritesAreNotFullSyncs(t *testing.T) {
 	e := cluster(t, nbserver.Start, gwmode.Shared)
-	e.create(egressIP("eip-prod", 0, []string{"172.18.0.33", "172.18.0.44"}, prodNS, web))
-	e.expectStatus("eip-prod", "172.18.0.33@node1", "172.18.0.44@node2")
+	e.createProdOnNodes12()
 	e.expectMetric(1, metricNBTransactions)
 	e.settle()
 	txns, done := e.metric(metricNBTransactions), e.syncs.Load()

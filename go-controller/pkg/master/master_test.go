@@ -69,17 +69,8 @@ func TestAssignmentAcrossNodes(t *testing.T) {
 	forEachNB(t, func(t *testing.T, start func(testing.TB) *nbserver.Server) {
 		e := cluster(t, start, gwmode.Shared)
 		foreign := e.foreignRows()
-		e.create(egressIP("eip-prod", 0, []string{"172.18.0.33", "172.18.0.44"}, prodNS, web))
-		e.expectStatus("eip-prod", "172.18.0.33@node1", "172.18.0.44@node2")
-		e.expectRows("two holders",
-			map[string]string{
-				"prod/web1": rr("eip-prod", "10.244.1.5", "100.64.0.2", "100.64.0.3"),
-				"prod/web2": rr("eip-prod", "10.244.3.6", "100.64.0.2", "100.64.0.3"),
-			},
-			[]string{
-				sn("node1", "172.18.0.33", "10.244.1.5", "eip-prod"), sn("node1", "172.18.0.33", "10.244.3.6", "eip-prod"),
-				sn("node2", "172.18.0.44", "10.244.1.5", "eip-prod"), sn("node2", "172.18.0.44", "10.244.3.6", "eip-prod"),
-			})
+		e.createProdOnNodes12()
+		e.expectProdRowsOnNodes12("two holders")
 		e.eventually("address sets and no-reroute policies", func() error {
 			want := []string{
 				`address-set egressip_node_ips_v4 [172.18.0.11 172.18.0.12 172.18.0.13] owner-type=Cluster,rule=node-ips,ip-family=ip4`,
@@ -161,8 +152,7 @@ func TestSpecEditsAndDelete(t *testing.T) {
 	forEachNB(t, func(t *testing.T, start func(testing.TB) *nbserver.Server) {
 		e := cluster(t, start, gwmode.Shared)
 		foreign := e.foreignRows()
-		e.create(egressIP("eip-prod", 0, []string{"172.18.0.33", "172.18.0.44"}, prodNS, web))
-		e.expectStatus("eip-prod", "172.18.0.33@node1", "172.18.0.44@node2")
+		e.createProdOnNodes12()
 		e.updateEgressIP("eip-prod", func(o *egressipv1.EgressIP) { o.Spec.EgressIPs = []string{"172.18.0.44"} })
 		e.expectStatus("eip-prod", "172.18.0.44@node2")
 		e.expectRows("one IP left",
@@ -343,8 +333,7 @@ func TestLocalGatewayMode(t *testing.T) {
 		for _, n := range []string{"node1", "node2", "node3"} {
 			e.updateNode(n, ready())
 		}
-		e.create(egressIP("eip-prod", 0, []string{"172.18.0.33", "172.18.0.44"}, prodNS, web))
-		e.expectStatus("eip-prod", "172.18.0.33@node1", "172.18.0.44@node2")
+		e.createProdOnNodes12()
 		e.settle()
 		e.expectRows("no holder ready yet: no reroute", map[string]string{}, nil)
 

@@ -1,7 +1,6 @@
 package master
 
 import (
-	"context"
 	"fmt"
 	"testing"
 
@@ -16,10 +15,7 @@ import (
 // actions maps "pod -> action" for every policy of rule reroute.
 func (e *env) actions() map[string]string {
 	e.t.Helper()
-	cur, err := nbstate.ReadCurrent(context.Background(), e.nbc)
-	if err != nil {
-		e.t.Fatal(err)
-	}
+	cur := e.current()
 	out := map[string]string{}
 	for k, p := range cur.Rows.Policies {
 		if k.IDs.Rule == nbstate.RuleReroute {

@@ -168,10 +168,7 @@ func TestMovedEgressIPLingersThenGoes(t *testing.T) {
 	const linger = 600 * time.Millisecond
 	f := startLinger(t, gwmode.Local, linger, []runtime.Object{testPod("a", map[string]string{"app": "web"}, "10.244.1.3")},
 		testEIP("eip1", "172.18.0.50"))
-	waitFor(t, "eip1 programmed", func() (bool, string) {
-		st, _ := f.host.last()
-		return len(st.Addresses) == 1 && snatPods(st) == "10.244.1.3>172.18.0.50", snatPods(st)
-	})
+	f.waitHost(t, "eip1 programmed", 1, "10.244.1.3>172.18.0.50")
 	ctx := context.Background()
 	eip := f.getEIP(t, "eip1")
 	eip.Status.Items[0].Node = "node2"
@@ -186,10 +183,7 @@ func TestMovedEgressIPLingersThenGoes(t *testing.T) {
 	if st, _ := f.host.last(); snatPods(st) != "10.244.1.3>172.18.0.50" && time.Since(moved) < linger {
 		t.Fatalf("SNAT rules gone with the address (%q); they must stay for %v", snatPods(st), linger)
 	}
-	waitFor(t, "SNAT rules gone after the linger", func() (bool, string) {
-		st, _ := f.host.last()
-		return snatPods(st) == "", snatPods(st)
-	})
+	f.waitHost(t, "SNAT rules gone after the linger", -1, "")
 	if d := time.Since(moved); d < linger {
 		t.Fatalf("SNAT rules went after %v, before the %v linger", d, linger)
 	}
@@ -199,8 +193,5 @@ func TestMovedEgressIPLingersThenGoes(t *testing.T) {
 	if _, err := f.eips.K8sV1().EgressIPs().Update(ctx, eip, metav1.UpdateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, "eip1 programmed again", func() (bool, string) {
-		st, _ := f.host.last()
-		return len(st.Addresses) == 1 && snatPods(st) == "10.244.1.3>172.18.0.50", snatPods(st)
-	})
+	f.waitHost(t, "eip1 programmed again", 1, "10.244.1.3>172.18.0.50")
 }

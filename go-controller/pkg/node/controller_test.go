@@ -275,25 +275,16 @@ func TestLocalModeFollowsPodsNamespacesAndEgressIPs(t *testing.T) {
 	web := map[string]string{"app": "web"}
 	f := start(t, gwmode.Local, []runtime.Object{testPod("a", web, "10.244.1.3")}, testEIP("eip1", "172.18.0.50"))
 	ctx := context.Background()
-	waitFor(t, "first pod served", func() (bool, string) {
-		st, _ := f.host.last()
-		return snatPods(st) == "10.244.1.3>172.18.0.50" && len(st.Addresses) == 1, snatPods(st)
-	})
+	f.waitHost(t, "first pod served", 1, "10.244.1.3>172.18.0.50")
 
 	if _, err := f.kube.CoreV1().Pods("prod").Create(ctx, testPod("b", web, "10.244.2.3"), metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, "new pod served", func() (bool, string) {
-		st, _ := f.host.last()
-		return snatPods(st) == "10.244.1.3>172.18.0.50,10.244.2.3>172.18.0.50", snatPods(st)
-	})
+	f.waitHost(t, "new pod served", -1, "10.244.1.3>172.18.0.50,10.244.2.3>172.18.0.50")
 	if err := f.kube.CoreV1().Pods("prod").Delete(ctx, "a", metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, "deleted pod unserved", func() (bool, string) {
-		st, _ := f.host.last()
-		return snatPods(st) == "10.244.2.3>172.18.0.50", snatPods(st)
-	})
+	f.waitHost(t, "deleted pod unserved", -1, "10.244.2.3>172.18.0.50")
 	ns, err := f.kube.CoreV1().Namespaces().Get(ctx, "prod", metav1.GetOptions{})
 	if err != nil {
 		t.Fatal(err)

@@ -26,10 +26,7 @@ func TestReleasedRulesStayWhileMasterReroutesHere(t *testing.T) {
 		Annotations: map[string]string{annotations.EgressIPsRerouted: `["172.18.0.50"]`}}}
 	f := startLinger(t, gwmode.Local, linger, []runtime.Object{node, testPod("a", map[string]string{"app": "web"}, "10.244.1.3")},
 		testEIP("eip1", "172.18.0.50"))
-	waitFor(t, "eip1 programmed", func() (bool, string) {
-		st, _ := f.host.last()
-		return len(st.Addresses) == 1 && snatPods(st) == "10.244.1.3>172.18.0.50", snatPods(st)
-	})
+	f.waitHost(t, "eip1 programmed", 1, "10.244.1.3>172.18.0.50")
 	ctx := context.Background()
 	eip := f.getEIP(t, "eip1")
 	eip.Status.Items = nil
@@ -63,10 +60,7 @@ func TestReleasedRulesStayWhileMasterReroutesHere(t *testing.T) {
 		[]byte(`{"metadata":{"annotations":{"`+annotations.EgressIPsRerouted+`":"[]"}}}`), metav1.PatchOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, "SNAT rules gone once the master no longer reroutes here", func() (bool, string) {
-		st, _ := f.host.last()
-		return snatPods(st) == "", snatPods(st)
-	})
+	f.waitHost(t, "SNAT rules gone once the master no longer reroutes here", -1, "")
 }
 
 // A node daemon restarted while its egress IP moved away: the previous run's published facts (the IP listed ready,
@@ -113,10 +107,7 @@ func TestRestartedDaemonKeepsPublishedLinger(t *testing.T) {
 	if d := l[netip.MustParseAddr("172.18.0.50")].Sub(started); d < linger || d > linger+2*time.Second {
 		t.Errorf(".50 (listed ready by the previous run) lingers %v after the start, want about %v", d, linger)
 	}
-	waitFor(t, ".50's rules gone after its linger, .60's kept", func() (bool, string) {
-		st, _ := f.host.last()
-		return snatPods(st) == "10.244.1.4>172.18.0.60", snatPods(st)
-	})
+	f.waitHost(t, ".50's rules gone after its linger, .60's kept", -1, "10.244.1.4>172.18.0.60")
 }
 
 // A released egress IP's SNAT rule for a pod object that is then deleted goes at once, not at the end of the linger:
@@ -128,25 +119,16 @@ func TestReleasedRuleOfDeletedPodGoes(t *testing.T) {
 	web := map[string]string{"app": "web"}
 	f := startLinger(t, gwmode.Local, time.Hour,
 		[]runtime.Object{testPod("a", web, "10.244.1.3"), testPod("b", web, "10.244.1.4")}, testEIP("eip1", "172.18.0.50"))
-	waitFor(t, "eip1 programmed", func() (bool, string) {
-		st, _ := f.host.last()
-		return len(st.Addresses) == 1 && snatPods(st) == "10.244.1.3>172.18.0.50,10.244.1.4>172.18.0.50", snatPods(st)
-	})
+	f.waitHost(t, "eip1 programmed", 1, "10.244.1.3>172.18.0.50,10.244.1.4>172.18.0.50")
 	ctx := context.Background()
 	eip := f.getEIP(t, "eip1")
 	eip.Status.Items = nil
 	if _, err := f.eips.K8sV1().EgressIPs().Update(ctx, eip, metav1.UpdateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, "released: the rules linger without the address", func() (bool, string) {
-		st, _ := f.host.last()
-		return len(st.Addresses) == 0 && snatPods(st) == "10.244.1.3>172.18.0.50,10.244.1.4>172.18.0.50", snatPods(st)
-	})
+	f.waitHost(t, "released: the rules linger without the address", 0, "10.244.1.3>172.18.0.50,10.244.1.4>172.18.0.50")
 	if err := f.kube.CoreV1().Pods("prod").Delete(ctx, "a", metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, "the deleted pod's rule gone within the linger, the other pod's kept", func() (bool, string) {
-		st, _ := f.host.last()
-		return snatPods(st) == "10.244.1.4>172.18.0.50", snatPods(st)
-	})
+	f.waitHost(t, "the deleted pod's rule gone within the linger, the other pod's kept", -1, "10.244.1.4>172.18.0.50")
 }

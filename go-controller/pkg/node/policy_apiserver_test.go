@@ -5,8 +5,6 @@ import (
 	"fmt"
 	"net/http"
 	"net/netip"
-	"os/exec"
-	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -66,14 +64,7 @@ func (f rtFunc) RoundTrip(r *http.Request) (*http.Response, error) { return f(r)
 func TestDaemonsUnderNodeWritesPolicy(t *testing.T) {
 	env := apiserver.Start(t)
 	nb := nbserver.Start(t)
-	root, err := apiserver.RepoRoot()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if out, err := exec.Command(env.Kubectl, "--kubeconfig", env.Kubeconfig, "apply", "-f",
-		filepath.Join(root, "dist", "manifests", "ovnkube-egressip.yaml")).CombinedOutput(); err != nil {
-		t.Fatalf("kubectl apply: %v\n%s", err, out)
-	}
+	env.ApplyManifests(t)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	admin := kubernetes.NewForConfigOrDie(env.Config)
@@ -89,15 +80,7 @@ func TestDaemonsUnderNodeWritesPolicy(t *testing.T) {
 		if name != "node1" {
 			n.Labels[annotations.EgressAssignableLabel] = ""
 		}
-		created, err := admin.CoreV1().Nodes().Create(ctx, n, metav1.CreateOptions{})
-		if err != nil {
-			t.Fatal(err)
-		}
-		created.Status.Conditions = []corev1.NodeCondition{{Type: corev1.NodeReady, Status: corev1.ConditionTrue}}
-		created.Status.Addresses = []corev1.NodeAddress{{Type: corev1.NodeInternalIP, Address: fmt.Sprintf("172.18.0.1%d", i+1)}}
-		if _, err := admin.CoreV1().Nodes().UpdateStatus(ctx, created, metav1.UpdateOptions{}); err != nil {
-			t.Fatal(err)
-		}
+		apiserver.CreateReadyNode(ctx, t, admin, n, corev1.NodeAddress{Type: corev1.NodeInternalIP, Address: fmt.Sprintf("172.18.0.1%d", i+1)})
 	}
 
 	log := &requestLog{writes: map[string][]string{}}
@@ -107,13 +90,12 @@ func TestDaemonsUnderNodeWritesPolicy(t *testing.T) {
 		t.Fatal(err)
 	}
 	probe := kubernetes.NewForConfigOrDie(apiserver.TokenConfig(env.Config, tok1))
-	var last error
-	if err := wait.PollUntilContextTimeout(ctx, 50*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
-		_, last = probe.CoreV1().Nodes().Patch(ctx, "node1", types.MergePatchType, []byte(`{"metadata":{"labels":{"a":"b"}}}`),
+	if _, err := apiserver.PolicyRefusal(ctx, "ovnkube-egressip-node-writes", func(ctx context.Context) error {
+		_, err := probe.CoreV1().Nodes().Patch(ctx, "node1", types.MergePatchType, []byte(`{"metadata":{"labels":{"a":"b"}}}`),
 			metav1.PatchOptions{DryRun: []string{metav1.DryRunAll}})
-		return last != nil && strings.Contains(last.Error(), "ovnkube-egressip-node-writes"), nil
+		return err
 	}); err != nil {
-		t.Fatalf("policy not enforced: %v", last)
+		t.Fatalf("policy not enforced: %v", err)
 	}
 
 	var wg sync.WaitGroup

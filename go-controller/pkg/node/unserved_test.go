@@ -73,18 +73,12 @@ func unserve(t *testing.T, f *fixture, names ...string) hostegress.State {
 func TestUnservedRemotePodRuleLingers(t *testing.T) {
 	const linger = 3 * time.Second
 	f := startLinger(t, gwmode.Local, linger, []runtime.Object{podOn("a", "node2", "10.244.2.3")}, webEIP())
-	waitFor(t, "eip1 programmed", func() (bool, string) {
-		st, _ := f.host.last()
-		return len(st.Addresses) == 1 && snatPods(st) == "10.244.2.3>172.18.0.50", snatPods(st)
-	})
+	f.waitHost(t, "eip1 programmed", 1, "10.244.2.3>172.18.0.50")
 	relabelled := time.Now()
 	if got := snatPods(unserve(t, f, "a")); got != "10.244.2.3>172.18.0.50,10.244.2.9>172.18.0.50" {
 		t.Fatalf("first sync after pod a was relabelled out: SNAT %q, want a's rule kept (the master may still reroute it here)", got)
 	}
-	waitFor(t, "a's rule gone at the linger's end", func() (bool, string) {
-		st, _ := f.host.last()
-		return snatPods(st) == "10.244.2.9>172.18.0.50", snatPods(st)
-	})
+	f.waitHost(t, "a's rule gone at the linger's end", -1, "10.244.2.9>172.18.0.50")
 	if d := time.Since(relabelled); d < linger {
 		t.Fatalf("a's rule gone %v after the relabel, want not before the linger %v", d, linger)
 	}
@@ -95,10 +89,7 @@ func TestUnservedRemotePodRuleLingers(t *testing.T) {
 func TestUnservedLocalPodRuleGoesAtOnce(t *testing.T) {
 	f := startLinger(t, gwmode.Local, time.Hour,
 		[]runtime.Object{podOn("a", "node1", "10.244.1.3"), podOn("b", "node2", "10.244.2.3")}, webEIP())
-	waitFor(t, "eip1 programmed", func() (bool, string) {
-		st, _ := f.host.last()
-		return snatPods(st) == "10.244.1.3>172.18.0.50,10.244.2.3>172.18.0.50", snatPods(st)
-	})
+	f.waitHost(t, "eip1 programmed", -1, "10.244.1.3>172.18.0.50,10.244.2.3>172.18.0.50")
 	if got := snatPods(unserve(t, f, "a", "b")); got != "10.244.2.3>172.18.0.50,10.244.2.9>172.18.0.50" {
 		t.Fatalf("first sync after pods a (node1) and b (node2) were relabelled out: SNAT %q, want b's rule kept, a's gone", got)
 	}
@@ -109,10 +100,7 @@ func TestUnservedLocalPodRuleGoesAtOnce(t *testing.T) {
 func TestUnservedPodRuleGoesWithThePod(t *testing.T) {
 	f := startLinger(t, gwmode.Local, time.Hour,
 		[]runtime.Object{podOn("a", "node2", "10.244.2.3"), podOn("d", "node2", "10.244.2.4")}, webEIP())
-	waitFor(t, "eip1 programmed", func() (bool, string) {
-		st, _ := f.host.last()
-		return snatPods(st) == "10.244.2.3>172.18.0.50,10.244.2.4>172.18.0.50", snatPods(st)
-	})
+	f.waitHost(t, "eip1 programmed", -1, "10.244.2.3>172.18.0.50,10.244.2.4>172.18.0.50")
 	if got := snatPods(unserve(t, f, "a")); got != "10.244.2.3>172.18.0.50,10.244.2.4>172.18.0.50,10.244.2.9>172.18.0.50" {
 		t.Fatalf("first sync after pod a was relabelled out: SNAT %q, want a's rule kept", got)
 	}
@@ -122,10 +110,7 @@ func TestUnservedPodRuleGoesWithThePod(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	waitFor(t, "the deleted pods' rules gone within the linger (a's kept one, d's served one)", func() (bool, string) {
-		st, _ := f.host.last()
-		return snatPods(st) == "10.244.2.9>172.18.0.50", snatPods(st)
-	})
+	f.waitHost(t, "the deleted pods' rules gone within the linger (a's kept one, d's served one)", -1, "10.244.2.9>172.18.0.50")
 }
 
 // A released egress IP's rule for a pod running on this node stays while an EgressIP listing the IP still serves the
@@ -156,10 +141,7 @@ func TestReleasedRuleOfLocalPod(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			f := startLinger(t, gwmode.Local, time.Hour,
 				[]runtime.Object{podOn("a", "node1", "10.244.1.3"), podOn("b", "node2", "10.244.2.3")}, webEIP())
-			waitFor(t, "eip1 programmed", func() (bool, string) {
-				st, _ := f.host.last()
-				return len(st.Addresses) == 1 && snatPods(st) == "10.244.1.3>172.18.0.50,10.244.2.3>172.18.0.50", snatPods(st)
-			})
+			f.waitHost(t, "eip1 programmed", 1, "10.244.1.3>172.18.0.50,10.244.2.3>172.18.0.50")
 			if err := tc.release(context.Background(), f); err != nil {
 				t.Fatal(err)
 			}

@@ -2,6 +2,8 @@ package consumer
 
 import (
 	"context"
+	"maps"
+	"slices"
 	"testing"
 	"time"
 
@@ -69,7 +71,7 @@ func TestConsumerLeavesUnchangedShadowsAlone(t *testing.T) {
 		TargetRef:  &corev1.ObjectReference{Kind: "Pod", Namespace: "demo", Name: "web-0", UID: "pod-uid"},
 		Hints: &discoveryv1.EndpointHints{ForZones: []discoveryv1.ForZone{{Name: "z1"}},
 			ForNodes: []discoveryv1.ForNode{{Name: "a-node1"}}}}
-	slices := map[string]*discoveryv1.EndpointSlice{
+	endpointSlices := map[string]*discoveryv1.EndpointSlice{
 		// Ports without name and protocol; endpoints on the consumer, on B and on C (listed in the data).
 		"defaulted-ports": {AddressType: discoveryv1.AddressTypeIPv4,
 			Endpoints: []discoveryv1.Endpoint{full, {Addresses: []string{"10.70.2.4"}, NodeName: ptr.To("vn-b")},
@@ -79,7 +81,7 @@ func TestConsumerLeavesUnchangedShadowsAlone(t *testing.T) {
 		"no-ports":     {AddressType: discoveryv1.AddressTypeIPv4, Endpoints: []discoveryv1.Endpoint{full}},
 		"no-endpoints": {AddressType: discoveryv1.AddressTypeIPv6, Ports: []discoveryv1.EndpointPort{{Name: ptr.To("x")}}},
 	}
-	for name, s := range slices {
+	for name, s := range endpointSlices {
 		s.Namespace, s.Name = "demo", name
 		s.Labels = map[string]string{discoveryv1.LabelServiceName: "web"}
 		if _, err := kc.DiscoveryV1().EndpointSlices("demo").Create(ctx, s, metav1.CreateOptions{}); err != nil {
@@ -97,13 +99,13 @@ func TestConsumerLeavesUnchangedShadowsAlone(t *testing.T) {
 	if err := c.startInformers(informerCtx); err != nil {
 		t.Fatal(err)
 	}
-	for name := range slices {
+	for name := range endpointSlices {
 		if err := c.sync(ctx, cache.ObjectName{Namespace: "demo", Name: name}); err != nil {
 			t.Fatalf("first sync of %s: %v", name, err)
 		}
 	}
 	created := map[string]*offv1beta1.ShadowEndpointSlice{}
-	for name := range slices {
+	for name := range endpointSlices {
 		u, err := dyn.Resource(offv1beta1.ShadowEndpointSliceResource).Namespace("demo").Get(ctx, name, metav1.GetOptions{})
 		if err != nil {
 			t.Fatalf("ShadowEndpointSlice %s after the first sync: %v", name, err)
@@ -129,24 +131,14 @@ func TestConsumerLeavesUnchangedShadowsAlone(t *testing.T) {
 	}); err != nil {
 		t.Fatalf("the consumer's cache never caught up with the created ShadowEndpointSlices: %v", err)
 	}
-	if n := len(writes.Of("shadowendpointslices")); n != len(slices) {
+	if n := len(writes.Of("shadowendpointslices")); n != len(endpointSlices) {
 		t.Errorf("first syncs sent %d ShadowEndpointSlice writes, want %d (one create each): %q",
-			n, len(slices), writes.Of("shadowendpointslices"))
+			n, len(endpointSlices), writes.Of("shadowendpointslices"))
 	}
 
-	writes.Reset()
-	const resyncs = 5
-	for range resyncs {
-		for name := range slices {
-			if err := c.sync(ctx, cache.ObjectName{Namespace: "demo", Name: name}); err != nil {
-				t.Errorf("resync of %s: %v", name, err) // a Conflict here means a write changed the object
-			}
-		}
-	}
-	if w := writes.Of("shadowendpointslices"); len(w) > 0 {
-		t.Errorf("%d resyncs of unchanged EndpointSlices sent %d ShadowEndpointSlice writes, want none: %q",
-			resyncs, len(w), w)
-	}
+	apiserver.ResyncsWriteNothing(t, &writes, "shadowendpointslices", 5, slices.Collect(maps.Keys(endpointSlices)), func(name string) error {
+		return c.sync(ctx, cache.ObjectName{Namespace: "demo", Name: name})
+	})
 	for name, before := range created {
 		u, err := dyn.Resource(offv1beta1.ShadowEndpointSliceResource).Namespace("demo").Get(ctx, name, metav1.GetOptions{})
 		if err != nil {

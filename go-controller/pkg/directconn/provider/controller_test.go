@@ -79,15 +79,7 @@ func start(t *testing.T) *fixture {
 // startWith runs the provider (cluster-b) on kc and a fake dynamic client holding objs.
 func startWith(t *testing.T, kc *kubefake.Clientset, objs ...runtime.Object) *fixture {
 	t.Helper()
-	f := &fixture{
-		kube:     kc,
-		dyn:      fakeDynamic(t, objs...),
-		recorder: record.NewFakeRecorder(100),
-	}
-	c, err := New(Config{ClusterID: "cluster-b", Kube: f.kube, Dynamic: f.dyn, Recorder: f.recorder})
-	if err != nil {
-		t.Fatal(err)
-	}
+	f, c := newProvider(t, kc, objs...)
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- c.Run(ctx, 1) }()
@@ -98,6 +90,30 @@ func startWith(t *testing.T, kc *kubefake.Clientset, objs ...runtime.Object) *fi
 		}
 	})
 	return f
+}
+
+// newProvider builds the provider (cluster-b) on kc and a fake dynamic client holding objs, recording its Events.
+func newProvider(t *testing.T, kc *kubefake.Clientset, objs ...runtime.Object) (*fixture, *Controller) {
+	t.Helper()
+	f := &fixture{kube: kc, dyn: fakeDynamic(t, objs...), recorder: record.NewFakeRecorder(100)}
+	c, err := New(Config{ClusterID: "cluster-b", Kube: f.kube, Dynamic: f.dyn, Recorder: f.recorder})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return f, c
+}
+
+// informersOnly builds the provider (newProvider) and starts its informers only, no worker: the test calls sync
+// itself. The returned context ends after 30 s; cleanup stops the informers.
+func informersOnly(t *testing.T, kc *kubefake.Clientset, objs ...runtime.Object) (*fixture, *Controller, context.Context) {
+	t.Helper()
+	f, c := newProvider(t, kc, objs...)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	t.Cleanup(func() { cancel(); c.factory.Shutdown() })
+	if err := c.startInformers(ctx); err != nil {
+		t.Fatal(err)
+	}
+	return f, c, ctx
 }
 
 // waitAddresses waits until EndpointSlice demo/web-1 has the given addresses (nil: until it is gone).
@@ -260,20 +276,7 @@ func TestProviderRefusesForeignSlice(t *testing.T) {
 		AddressType: discoveryv1.AddressTypeIPv4,
 		Endpoints:   []discoveryv1.Endpoint{{Addresses: []string{"192.0.2.1"}}},
 	}
-	f := &fixture{
-		kube:     kubefake.NewClientset(foreign),
-		dyn:      fakeDynamic(t, testShadow()),
-		recorder: record.NewFakeRecorder(100),
-	}
-	c, err := New(Config{ClusterID: "cluster-b", Kube: f.kube, Dynamic: f.dyn, Recorder: f.recorder})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer func() { cancel(); c.factory.Shutdown() }()
-	if err := c.startInformers(ctx); err != nil {
-		t.Fatal(err)
-	}
+	f, c, ctx := informersOnly(t, kubefake.NewClientset(foreign), testShadow())
 	if err := c.sync(ctx, cacheName("demo", "web-1")); err != nil {
 		t.Fatalf("sync = %v, want nil (reported, not retried)", err)
 	}
@@ -314,16 +317,7 @@ func TestProviderRefusesForeignSlice(t *testing.T) {
 func TestProviderReportsMissingOrigin(t *testing.T) {
 	sh := testShadow()
 	delete(sh.Labels, directconn.OriginClusterIDLabel)
-	f := &fixture{kube: kubefake.NewClientset(), dyn: fakeDynamic(t, sh), recorder: record.NewFakeRecorder(100)}
-	c, err := New(Config{ClusterID: "cluster-b", Kube: f.kube, Dynamic: f.dyn, Recorder: f.recorder})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer func() { cancel(); c.factory.Shutdown() }()
-	if err := c.startInformers(ctx); err != nil {
-		t.Fatal(err)
-	}
+	f, c, ctx := informersOnly(t, kubefake.NewClientset(), sh)
 	if err := c.sync(ctx, cacheName("demo", "web-1")); err != nil {
 		t.Fatalf("sync = %v, want nil", err)
 	}
@@ -356,16 +350,7 @@ func TestProviderLeavesLiqosSlice(t *testing.T) {
 		AddressType: discoveryv1.AddressTypeIPv4,
 		Endpoints:   []discoveryv1.Endpoint{{Addresses: []string{"192.0.2.1"}}},
 	}
-	f := &fixture{kube: kubefake.NewClientset(liqos), dyn: fakeDynamic(t, testShadow()), recorder: record.NewFakeRecorder(100)}
-	c, err := New(Config{ClusterID: "cluster-b", Kube: f.kube, Dynamic: f.dyn, Recorder: f.recorder})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer func() { cancel(); c.factory.Shutdown() }()
-	if err := c.startInformers(ctx); err != nil {
-		t.Fatal(err)
-	}
+	f, c, ctx := informersOnly(t, kubefake.NewClientset(liqos), testShadow())
 	if err := c.sync(ctx, cacheName("demo", "web-1")); err != nil {
 		t.Fatalf("sync = %v, want nil", err)
 	}

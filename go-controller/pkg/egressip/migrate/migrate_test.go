@@ -12,8 +12,6 @@ import (
 	"time"
 
 	"github.com/ovn-org/libovsdb/client"
-	"github.com/ovn-org/libovsdb/model"
-	"github.com/ovn-org/libovsdb/ovsdb"
 
 	"github.com/ovn-egressip/ovn-egressip/go-controller/pkg/egressip/gwmode"
 	"github.com/ovn-egressip/ovn-egressip/go-controller/pkg/egressip/nbstate"
@@ -61,37 +59,19 @@ var (
 
 func ptr(s string) *string { return &s }
 
-func seed(t *testing.T, c client.Client, rows ...model.Model) {
-	t.Helper()
-	var ops []ovsdb.Operation
-	for _, m := range rows {
-		o, err := c.Create(m)
-		if err != nil {
-			t.Fatal(err)
-		}
-		ops = append(ops, o...)
-	}
-	res, err := c.Transact(context.Background(), ops...)
-	if err == nil {
-		_, err = ovsdb.CheckOperationResults(res, ops)
-	}
-	if err != nil {
-		t.Fatalf("seed: %v %+v", err, res)
-	}
-}
-
-// upstreamCluster is an NB with the topology and upstream's rows for prod.
-func upstreamCluster(t *testing.T, start func(testing.TB) *nbserver.Server) (*nbserver.Server, client.Client) {
+// upstreamCluster is an NB with the topology and upstream's rows for prod, a client of it and what Read reads there
+// once the client's cache holds those rows.
+func upstreamCluster(t *testing.T, start func(testing.TB) *nbserver.Server) (*nbserver.Server, client.Client, Snapshot) {
 	t.Helper()
 	s := start(t)
 	c := s.Client(t)
-	seed(t, c, upReroute, upSNAT, upPodToPod, upPodToNode, upQoS, upServed, upNodeIPs, upSvcSet, svcPolicy, harnessNAT,
+	nbserver.Seed(t, c, upReroute, upSNAT, upPodToPod, upPodToNode, upQoS, upServed, upNodeIPs, upSvcSet, svcPolicy, harnessNAT,
 		&nbdb.LogicalRouter{UUID: "cr", Name: nbstate.ClusterRouter, Policies: []string{"upreroute", "uppodtopod", "uppodtonode", "svcpolicy"}},
 		&nbdb.LogicalRouter{UUID: "gr2", Name: "GR_node2", Nat: []string{"upsnat", "harnessnat"}},
 		&nbdb.LogicalRouter{UUID: "gr3", Name: "GR_node3"},
 		&nbdb.LogicalSwitch{UUID: "sw1", Name: "node1", QOSRules: []string{"upqos"}})
-	waitCache(t, c, func(s Snapshot) bool { return len(s.AddressSets) == 3 && len(s.Routers) == 3 })
-	return s, c
+	snap := waitCache(t, c, func(s Snapshot) bool { return len(s.AddressSets) == 3 && len(s.Routers) == 3 })
+	return s, c, snap
 }
 
 // servers are the NB servers the tests run against: libovsdb's in-memory one and a real ovsdb-server.
@@ -182,16 +162,24 @@ func extString(m map[string]string) string {
 	return strings.Join(kv, ",")
 }
 
+// commitOnce commits plan and fails t unless it wrote, in exactly one NB transaction.
+func commitOnce(ctx context.Context, t *testing.T, s *nbserver.Server, c client.Client, plan Plan) {
+	t.Helper()
+	before := s.Transactions()
+	if ok, err := Commit(ctx, c, plan); err != nil || !ok {
+		t.Fatalf("commit: %v %v\n%s", ok, err, strings.Join(plan.Lines(), "\n"))
+	}
+	if n := s.Transactions() - before; n != 1 {
+		t.Errorf("%d transactions, want 1", n)
+	}
+}
+
 func TestFromUpstreamOneTransaction(t *testing.T) { onServers(t, testFromUpstreamOneTransaction) }
 
 func testFromUpstreamOneTransaction(t *testing.T, start func(testing.TB) *nbserver.Server) {
-	s, c := upstreamCluster(t, start)
+	s, c, snap := upstreamCluster(t, start)
 	ctx := context.Background()
 	desired := desiredProd(web1)
-	snap, err := Read(ctx, c)
-	if err != nil {
-		t.Fatal(err)
-	}
 	plan := FromUpstream(snap, desired, gwmode.Shared)
 	if err := plan.Refuse(false); err != nil {
 		t.Fatalf("refused: %v\n%s", err, strings.Join(plan.Lines(), "\n"))
@@ -199,13 +187,7 @@ func testFromUpstreamOneTransaction(t *testing.T, start func(testing.TB) *nbserv
 	if len(plan.Notes) != 0 {
 		t.Errorf("notes %v, want none (same holder, same source)", plan.Notes)
 	}
-	before := s.Transactions()
-	if ok, err := Commit(ctx, c, plan); err != nil || !ok {
-		t.Fatalf("commit: %v %v", ok, err)
-	}
-	if n := s.Transactions() - before; n != 1 {
-		t.Errorf("%d transactions, want 1", n)
-	}
+	commitOnce(ctx, t, s, c, plan)
 	after := waitCache(t, c, func(s Snapshot) bool { return len(s.Ours.Rows.Policies) > 0 })
 	// Ours are as the master plans them: nothing left to change.
 	if again := nbstate.Diff(desired, after.Ours); len(again.Changes) != 0 || len(again.Skipped) != 0 {
@@ -234,7 +216,7 @@ func testFromUpstreamOneTransaction(t *testing.T, start func(testing.TB) *nbserv
 
 	// A second run: nothing to do, no transaction.
 	second := FromUpstream(after, desired, gwmode.Shared)
-	before = s.Transactions()
+	before := s.Transactions()
 	if ok, err := Commit(ctx, c, second); err != nil || ok || !second.Empty() {
 		t.Errorf("second run: committed %v, err %v, plan %v", ok, err, second.Lines())
 	}
@@ -246,14 +228,10 @@ func testFromUpstreamOneTransaction(t *testing.T, start func(testing.TB) *nbserv
 func TestFromUpstreamRefusesUnserved(t *testing.T) { onServers(t, testFromUpstreamRefusesUnserved) }
 
 func testFromUpstreamRefusesUnserved(t *testing.T, start func(testing.TB) *nbserver.Server) {
-	s, c := upstreamCluster(t, start)
-	snap, err := Read(context.Background(), c)
-	if err != nil {
-		t.Fatal(err)
-	}
+	s, _, snap := upstreamCluster(t, start)
 	// Ours serves no pod (say, its selector matches none): upstream serves web1.
 	plan := FromUpstream(snap, desiredProd(), gwmode.Shared)
-	err = plan.Refuse(false)
+	err := plan.Refuse(false)
 	if err == nil || !strings.Contains(err.Error(), "10.244.1.5") {
 		t.Fatalf("refusal %v, want one naming 10.244.1.5; unserved %v", err, plan.Unserved)
 	}
@@ -276,26 +254,16 @@ func testFromUpstreamRefusesUnserved(t *testing.T, start func(testing.TB) *nbser
 func TestToUpstreamAndBack(t *testing.T) { onServers(t, testToUpstreamAndBack) }
 
 func testToUpstreamAndBack(t *testing.T, start func(testing.TB) *nbserver.Server) {
-	s, c := upstreamCluster(t, start)
+	s, c, snap := upstreamCluster(t, start)
 	ctx := context.Background()
 	desired := desiredProd(web1)
-	snap, err := Read(ctx, c)
-	if err != nil {
-		t.Fatal(err)
-	}
 	if _, err := Commit(ctx, c, FromUpstream(snap, desired, gwmode.Shared)); err != nil {
 		t.Fatal(err)
 	}
 	snap = waitCache(t, c, func(s Snapshot) bool { return len(s.Ours.Rows.Policies) > 0 })
 
 	back := ToUpstream(snap)
-	before := s.Transactions()
-	if ok, err := Commit(ctx, c, back); err != nil || !ok {
-		t.Fatalf("to upstream: %v %v\n%s", ok, err, strings.Join(back.Lines(), "\n"))
-	}
-	if n := s.Transactions() - before; n != 1 {
-		t.Errorf("%d transactions, want 1", n)
-	}
+	commitOnce(ctx, t, s, c, back)
 	snap = waitCache(t, c, func(s Snapshot) bool { return len(s.Ours.Rows.Policies) == 0 })
 	if snap.Ours.Rows.Len() != 0 {
 		t.Errorf("rows of ours left: %v", nbstate.Dump(snap.Ours.Rows))
@@ -337,7 +305,7 @@ func testToUpstreamAndBack(t *testing.T, start func(testing.TB) *nbserver.Server
 	}
 
 	// A second run: nothing of ours left, no transaction.
-	before = s.Transactions()
+	before := s.Transactions()
 	if ok, err := Commit(ctx, c, ToUpstream(snap)); ok || err != nil {
 		t.Errorf("second run: %v %v", ok, err)
 	}

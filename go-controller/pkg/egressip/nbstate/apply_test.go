@@ -231,14 +231,7 @@ func TestApplyRemovesStale(t *testing.T) {
 				t.Fatal(err)
 			}
 			// Add a duplicate of our reroute policy and a NAT with a broken identity.
-			var dup *nbdb.LogicalRouterPolicy
-			for k, p := range desired.Policies {
-				if k.IDs.Rule == RuleReroute {
-					cp := *p
-					cp.UUID = "dup"
-					dup = &cp
-				}
-			}
+			dup := duplicateReroute(desired)
 			broken := &nbdb.NAT{UUID: "broken", Type: "snat", ExternalIP: "172.18.0.99", LogicalIP: "10.244.1.9",
 				ExternalIDs: map[string]string{OwnerControllerKey: OwnerController}}
 			ops := create(t, c, dup, broken)
@@ -268,6 +261,19 @@ func TestApplyRemovesStale(t *testing.T) {
 			}
 		})
 	}
+}
+
+// duplicateReroute is a copy of a reroute policy of desired with UUID "dup": a stale duplicate of our row.
+func duplicateReroute(desired State) *nbdb.LogicalRouterPolicy {
+	var dup *nbdb.LogicalRouterPolicy
+	for k, p := range desired.Policies {
+		if k.IDs.Rule == RuleReroute {
+			cp := *p
+			cp.UUID = "dup"
+			dup = &cp
+		}
+	}
+	return dup
 }
 
 func lookupRouter(t *testing.T, c client.Client, name string) string {
@@ -391,14 +397,7 @@ func TestReadCurrentLive(t *testing.T) {
 			if _, err := Apply(ctx, c, desired); err != nil {
 				t.Fatal(err)
 			}
-			var dup *nbdb.LogicalRouterPolicy
-			for k, p := range desired.Policies {
-				if k.IDs.Rule == RuleReroute {
-					cp := *p
-					cp.UUID = "dup"
-					dup = &cp
-				}
-			}
+			dup := duplicateReroute(desired)
 			routers, err := ReadRouters(c)
 			if err != nil {
 				t.Fatal(err)

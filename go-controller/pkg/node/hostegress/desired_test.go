@@ -86,6 +86,8 @@ func TestCompute(t *testing.T) {
 		{Table: TableBase + 3, Route: hostinfo.Route{Dst: mp("192.168.50.0/24"), LinkIndex: 3, Scope: 253, Src: ma("192.168.50.10")}},
 		{Table: TableBase + 3, Route: hostinfo.Route{Dst: mp("0.0.0.0/0"), Gw: ma("192.168.50.100"), LinkIndex: 3, Metric: 200}},
 	}
+	// prod/web's IPv4 served by EgressIP a's 172.18.0.50 on eth0 (the default route's interface).
+	webOnA := servedOn("eth0", served{"10.244.1.3", "172.18.0.50", "a"})
 	tests := []struct {
 		name     string
 		eips     []*egressipv1.EgressIP
@@ -103,33 +105,21 @@ func TestCompute(t *testing.T) {
 			name: "egress IP on the default route's interface: address and SNAT per served pod IP of its family",
 			eips: []*egressipv1.EgressIP{eip("a", 1, web, "node1", "172.18.0.50")},
 			pods: pods3,
-			want: State{
-				Addresses: []Address{{IP: ma("172.18.0.50"), LinkIndex: 2, Link: "eth0", EgressIP: "a"}},
-				SNAT:      []SNAT{{PodIP: ma("10.244.1.3"), EgressIPAddr: ma("172.18.0.50"), Link: "eth0", EgressIP: "a"}},
-			},
+			want: webOnA,
 		},
 		{
 			name: "dual stack egress IPs",
 			eips: []*egressipv1.EgressIP{eip("a", 1, web, "node1", "172.18.0.50", "node1", "fd00:18::50")},
 			pods: pods3,
-			want: State{
-				Addresses: []Address{
-					{IP: ma("172.18.0.50"), LinkIndex: 2, Link: "eth0", EgressIP: "a"},
-					{IP: ma("fd00:18::50"), LinkIndex: 2, Link: "eth0", EgressIP: "a"},
-				},
-				SNAT: []SNAT{
-					{PodIP: ma("10.244.1.3"), EgressIPAddr: ma("172.18.0.50"), Link: "eth0", EgressIP: "a"},
-					{PodIP: ma("fd00:10:244:1::3"), EgressIPAddr: ma("fd00:18::50"), Link: "eth0", EgressIP: "a"},
-				},
-			},
+			want: servedOn("eth0", served{"10.244.1.3", "172.18.0.50", "a"}, served{"fd00:10:244:1::3", "fd00:18::50", "a"}),
 		},
 		{
 			name: "egress IP on a secondary interface: ip rule per pod IP and a copy of its routes",
 			eips: []*egressipv1.EgressIP{eip("b", 1, db, "node1", "192.168.50.50")},
 			pods: pods3,
 			want: State{
-				Addresses: []Address{{IP: ma("192.168.50.50"), LinkIndex: 3, Link: "eth1", EgressIP: "b"}},
-				SNAT:      []SNAT{{PodIP: ma("10.244.2.4"), EgressIPAddr: ma("192.168.50.50"), Link: "eth1", EgressIP: "b"}},
+				Addresses: []Address{addrOn("eth1", "192.168.50.50", "b")},
+				SNAT:      []SNAT{snatOn("eth1", "10.244.2.4", "192.168.50.50", "b")},
 				Rules:     []Rule{{PodIP: ma("10.244.2.4"), Table: TableBase + 3}},
 				Routes:    eth1Routes,
 			},
@@ -138,7 +128,7 @@ func TestCompute(t *testing.T) {
 			name: "secondary interface but no served pod: address only, no table",
 			eips: []*egressipv1.EgressIP{eip("b", 1, map[string]string{"app": "none"}, "node1", "192.168.50.50")},
 			pods: pods3,
-			want: State{Addresses: []Address{{IP: ma("192.168.50.50"), LinkIndex: 3, Link: "eth1", EgressIP: "b"}}},
+			want: State{Addresses: []Address{addrOn("eth1", "192.168.50.50", "b")}},
 		},
 		{
 			name:     "IP in no subnet of the node",
@@ -153,13 +143,10 @@ func TestCompute(t *testing.T) {
 			problems: []string{"InvalidEgressIP"},
 		},
 		{
-			name: "same IP in two EgressIPs: the first by name wins",
-			eips: []*egressipv1.EgressIP{eip("b", 1, db, "node1", "172.18.0.50"), eip("a", 2, web, "node1", "172.18.0.50")},
-			pods: pods3,
-			want: State{
-				Addresses: []Address{{IP: ma("172.18.0.50"), LinkIndex: 2, Link: "eth0", EgressIP: "a"}},
-				SNAT:      []SNAT{{PodIP: ma("10.244.1.3"), EgressIPAddr: ma("172.18.0.50"), Link: "eth0", EgressIP: "a"}},
-			},
+			name:     "same IP in two EgressIPs: the first by name wins",
+			eips:     []*egressipv1.EgressIP{eip("b", 1, db, "node1", "172.18.0.50"), eip("a", 2, web, "node1", "172.18.0.50")},
+			pods:     pods3,
+			want:     webOnA,
 			problems: []string{"EgressIPConflict"},
 		},
 		{
@@ -170,7 +157,7 @@ func TestCompute(t *testing.T) {
 				s.Links[1].Addrs = append(s.Links[1].Addrs, hostinfo.Addr{Prefix: mp("172.18.0.77/32")})
 			},
 			want: State{
-				SNAT: []SNAT{{PodIP: ma("10.244.1.3"), EgressIPAddr: ma("172.18.0.77"), Link: "eth0", EgressIP: "a"}},
+				SNAT: []SNAT{snatOn("eth0", "10.244.1.3", "172.18.0.77", "a")},
 			},
 			problems: []string{"EgressIPConflict"},
 		},
@@ -181,10 +168,7 @@ func TestCompute(t *testing.T) {
 			host: func(s *hostinfo.Snapshot) {
 				s.Links[2].Addrs = append(s.Links[2].Addrs, hostinfo.Addr{Prefix: mp("172.18.0.50/32"), Ours: true})
 			},
-			want: State{
-				Addresses: []Address{{IP: ma("172.18.0.50"), LinkIndex: 2, Link: "eth0", EgressIP: "a"}},
-				SNAT:      []SNAT{{PodIP: ma("10.244.1.3"), EgressIPAddr: ma("172.18.0.50"), Link: "eth0", EgressIP: "a"}},
-			},
+			want: webOnA,
 		},
 		{
 			name: "a pod matched by two EgressIPs is served by one only (selection order)",
@@ -193,16 +177,7 @@ func TestCompute(t *testing.T) {
 				eip("early", 1, web, "node1", "172.18.0.50"),
 			},
 			pods: pods3,
-			want: State{
-				Addresses: []Address{
-					{IP: ma("172.18.0.50"), LinkIndex: 2, Link: "eth0", EgressIP: "early"},
-					{IP: ma("172.18.0.60"), LinkIndex: 2, Link: "eth0", EgressIP: "late"},
-				},
-				SNAT: []SNAT{
-					{PodIP: ma("10.244.1.3"), EgressIPAddr: ma("172.18.0.50"), Link: "eth0", EgressIP: "early"},
-					{PodIP: ma("10.244.2.4"), EgressIPAddr: ma("172.18.0.60"), Link: "eth0", EgressIP: "late"},
-				},
-			},
+			want: servedOn("eth0", served{"10.244.1.3", "172.18.0.50", "early"}, served{"10.244.2.4", "172.18.0.60", "late"}),
 		},
 		{
 			name: "hostNetwork, completed and IP-less pods are not served",
@@ -214,7 +189,7 @@ func TestCompute(t *testing.T) {
 				d.Status.Phase = corev1.PodSucceeded
 				return []*corev1.Pod{h, d, pod("prod", "noip", nil)}
 			}(),
-			want: State{Addresses: []Address{{IP: ma("172.18.0.50"), LinkIndex: 2, Link: "eth0", EgressIP: "a"}}},
+			want: State{Addresses: []Address{addrOn("eth0", "172.18.0.50", "a")}},
 		},
 		{
 			name: "IPv6 egress IP on an interface without IPv6 default route gets policy routing",
@@ -222,8 +197,8 @@ func TestCompute(t *testing.T) {
 			pods: pods3,
 			host: func(s *hostinfo.Snapshot) { s.Routes = s.Routes[:4] },
 			want: State{
-				Addresses: []Address{{IP: ma("fd00:18::50"), LinkIndex: 2, Link: "eth0", EgressIP: "a"}},
-				SNAT:      []SNAT{{PodIP: ma("fd00:10:244:1::3"), EgressIPAddr: ma("fd00:18::50"), Link: "eth0", EgressIP: "a"}},
+				Addresses: []Address{addrOn("eth0", "fd00:18::50", "a")},
+				SNAT:      []SNAT{snatOn("eth0", "fd00:10:244:1::3", "fd00:18::50", "a")},
 				Rules:     []Rule{{PodIP: ma("fd00:10:244:1::3"), Table: TableBase + 2}},
 				Routes: []Route{
 					{Table: TableBase + 2, Route: hostinfo.Route{Dst: mp("172.18.0.0/16"), LinkIndex: 2, Scope: 253, Src: ma("172.18.0.10")}},

@@ -14,22 +14,12 @@ import (
 )
 
 func TestReleaseAndMerge(t *testing.T) {
-	ip := netip.MustParseAddr
-	eipA, eipB := ip("172.18.0.50"), ip("192.168.50.50")
-	pod1, pod2, pod3 := ip("10.244.1.3"), ip("10.244.2.3"), ip("10.244.3.3")
-	addrA := Address{IP: eipA, LinkIndex: 2, Link: "eth0", EgressIP: "a"}
-	addrB := Address{IP: eipB, LinkIndex: 3, Link: "eth1", EgressIP: "b"}
-	snat := func(pod, eip netip.Addr, link, name string) SNAT {
-		return SNAT{PodIP: pod, EgressIPAddr: eip, Link: link, EgressIP: name}
-	}
-	rtB := Route{Table: TableBase + 3, Route: hostinfo.Route{Dst: netip.MustParsePrefix("192.168.50.0/24"), LinkIndex: 3, Scope: 253}}
+	f := newHeldAB()
+	eipA, eipB, pod1, pod2, pod3 := f.eipA, f.eipB, f.pod1, f.pod2, f.pod3
 	// Node holds A (default interface) for pod1, pod2 and B (eth1: policy routing) for pod3.
-	prev := State{
-		Addresses: []Address{addrA, addrB},
-		SNAT:      []SNAT{snat(pod1, eipA, "eth0", "a"), snat(pod2, eipA, "eth0", "a"), snat(pod3, eipB, "eth1", "b")},
-		Rules:     []Rule{{PodIP: pod3, Table: TableBase + 3}},
-		Routes:    []Route{rtB},
-	}
+	prev := f.state()
+	releasedA := Released{SNAT: []SNAT{f.snatA(pod1), f.snatA(pod2)}}
+	releasedB := Released{SNAT: []SNAT{f.snatB(pod3)}, Rules: []Rule{f.ruleB(pod3)}, Routes: []Route{f.rtB}}
 
 	tests := []struct {
 		name         string
@@ -45,34 +35,32 @@ func TestReleaseAndMerge(t *testing.T) {
 		},
 		{
 			name: "A moved away: its SNAT rules stay, its address goes",
-			next: State{Addresses: []Address{addrB}, SNAT: []SNAT{snat(pod3, eipB, "eth1", "b")},
-				Rules: []Rule{{PodIP: pod3, Table: TableBase + 3}}, Routes: []Route{rtB}},
-			wantReleased: map[netip.Addr]Released{eipA: {SNAT: []SNAT{snat(pod1, eipA, "eth0", "a"), snat(pod2, eipA, "eth0", "a")}}},
-			wantMerged: State{Addresses: []Address{addrB},
-				SNAT:  []SNAT{snat(pod1, eipA, "eth0", "a"), snat(pod2, eipA, "eth0", "a"), snat(pod3, eipB, "eth1", "b")},
-				Rules: []Rule{{PodIP: pod3, Table: TableBase + 3}}, Routes: []Route{rtB}},
+			next: State{Addresses: []Address{f.addrB}, SNAT: []SNAT{f.snatB(pod3)},
+				Rules: []Rule{f.ruleB(pod3)}, Routes: []Route{f.rtB}},
+			wantReleased: map[netip.Addr]Released{eipA: releasedA},
+			wantMerged: State{Addresses: []Address{f.addrB}, SNAT: prev.SNAT,
+				Rules: []Rule{f.ruleB(pod3)}, Routes: []Route{f.rtB}},
 		},
 		{
 			name:         "B (policy routed) moved away: SNAT, ip rule and table routes stay",
-			next:         State{Addresses: []Address{addrA}, SNAT: []SNAT{snat(pod1, eipA, "eth0", "a"), snat(pod2, eipA, "eth0", "a")}},
-			wantReleased: map[netip.Addr]Released{eipB: {SNAT: []SNAT{snat(pod3, eipB, "eth1", "b")}, Rules: []Rule{{PodIP: pod3, Table: TableBase + 3}}, Routes: []Route{rtB}}},
-			wantMerged: State{Addresses: []Address{addrA},
-				SNAT:  []SNAT{snat(pod1, eipA, "eth0", "a"), snat(pod2, eipA, "eth0", "a"), snat(pod3, eipB, "eth1", "b")},
-				Rules: []Rule{{PodIP: pod3, Table: TableBase + 3}}, Routes: []Route{rtB}},
+			next:         State{Addresses: []Address{f.addrA}, SNAT: []SNAT{f.snatA(pod1), f.snatA(pod2)}},
+			wantReleased: map[netip.Addr]Released{eipB: releasedB},
+			wantMerged: State{Addresses: []Address{f.addrA}, SNAT: prev.SNAT,
+				Rules: []Rule{f.ruleB(pod3)}, Routes: []Route{f.rtB}},
 		},
 		{
 			name: "A moved away and pod2 is now served here by B: the new rule wins for pod2",
-			next: State{Addresses: []Address{addrB}, SNAT: []SNAT{snat(pod2, eipB, "eth1", "b"), snat(pod3, eipB, "eth1", "b")},
-				Rules: []Rule{{PodIP: pod2, Table: TableBase + 3}, {PodIP: pod3, Table: TableBase + 3}}, Routes: []Route{rtB}},
-			wantReleased: map[netip.Addr]Released{eipA: {SNAT: []SNAT{snat(pod1, eipA, "eth0", "a"), snat(pod2, eipA, "eth0", "a")}}},
-			wantMerged: State{Addresses: []Address{addrB},
-				SNAT:  []SNAT{snat(pod1, eipA, "eth0", "a"), snat(pod2, eipB, "eth1", "b"), snat(pod3, eipB, "eth1", "b")},
-				Rules: []Rule{{PodIP: pod2, Table: TableBase + 3}, {PodIP: pod3, Table: TableBase + 3}}, Routes: []Route{rtB}},
+			next: State{Addresses: []Address{f.addrB}, SNAT: []SNAT{f.snatB(pod2), f.snatB(pod3)},
+				Rules: []Rule{f.ruleB(pod2), f.ruleB(pod3)}, Routes: []Route{f.rtB}},
+			wantReleased: map[netip.Addr]Released{eipA: releasedA},
+			wantMerged: State{Addresses: []Address{f.addrB},
+				SNAT:  []SNAT{f.snatA(pod1), f.snatB(pod2), f.snatB(pod3)},
+				Rules: []Rule{f.ruleB(pod2), f.ruleB(pod3)}, Routes: []Route{f.rtB}},
 		},
 		{
 			name:         "everything moved away: no address, all rules stay",
 			next:         State{},
-			wantReleased: map[netip.Addr]Released{eipA: {SNAT: []SNAT{snat(pod1, eipA, "eth0", "a"), snat(pod2, eipA, "eth0", "a")}}, eipB: {SNAT: []SNAT{snat(pod3, eipB, "eth1", "b")}, Rules: []Rule{{PodIP: pod3, Table: TableBase + 3}}, Routes: []Route{rtB}}},
+			wantReleased: map[netip.Addr]Released{eipA: releasedA, eipB: releasedB},
 			wantMerged:   State{SNAT: prev.SNAT, Rules: prev.Rules, Routes: prev.Routes},
 		},
 	}

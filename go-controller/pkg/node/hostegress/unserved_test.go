@@ -11,60 +11,47 @@ import (
 
 	egressipv1 "github.com/ovn-egressip/ovn-egressip/go-controller/pkg/crd/egressip/v1"
 	"github.com/ovn-egressip/ovn-egressip/go-controller/pkg/egressip/selection"
-	"github.com/ovn-egressip/ovn-egressip/go-controller/pkg/node/hostinfo"
 )
 
 // Unserved: the rules of pod IPs an egress IP still held no longer serves, with their policy routing and owner;
 // Merge keeps them beside the held IP's current rules, and what st wants for a pod IP wins.
 func TestUnservedAndMerge(t *testing.T) {
-	ip := netip.MustParseAddr
-	eipA, eipB := ip("172.18.0.50"), ip("192.168.50.50")
-	pod1, pod2, pod3 := ip("10.244.1.3"), ip("10.244.2.3"), ip("10.244.3.3")
-	addrA := Address{IP: eipA, LinkIndex: 2, Link: "eth0", EgressIP: "a"}
-	addrB := Address{IP: eipB, LinkIndex: 3, Link: "eth1", EgressIP: "b"}
-	snat := func(pod, eip netip.Addr, link, name string) SNAT {
-		return SNAT{PodIP: pod, EgressIPAddr: eip, Link: link, EgressIP: name}
-	}
+	f := newHeldAB()
+	pod1, pod2, pod3 := f.pod1, f.pod2, f.pod3
 	claim := func(name string) selection.IPClaim { return selection.IPClaim{Namespace: "prod", Name: name} }
-	rtB := Route{Table: TableBase + 3, Route: hostinfo.Route{Dst: netip.MustParsePrefix("192.168.50.0/24"), LinkIndex: 3, Scope: 253}}
-	prev := State{
-		Addresses: []Address{addrA, addrB},
-		SNAT:      []SNAT{snat(pod1, eipA, "eth0", "a"), snat(pod2, eipA, "eth0", "a"), snat(pod3, eipB, "eth1", "b")},
-		Rules:     []Rule{{PodIP: pod3, Table: TableBase + 3}},
-		Routes:    []Route{rtB},
-		Owners:    map[netip.Addr]selection.IPClaim{pod1: claim("p1"), pod2: claim("p2"), pod3: claim("p3")},
-	}
+	prev := f.state()
+	prev.Owners = map[netip.Addr]selection.IPClaim{pod1: claim("p1"), pod2: claim("p2"), pod3: claim("p3")}
 	// pod2 no longer served (A still held), pod3 no longer served (B still held, for pod1 now: policy routed);
 	// pod1 moved from A to B: served, so not unserved.
 	next := State{
-		Addresses: []Address{addrA, addrB},
-		SNAT:      []SNAT{snat(pod1, eipB, "eth1", "b")},
-		Rules:     []Rule{{PodIP: pod1, Table: TableBase + 3}},
-		Routes:    []Route{rtB},
+		Addresses: []Address{f.addrA, f.addrB},
+		SNAT:      []SNAT{f.snatB(pod1)},
+		Rules:     []Rule{f.ruleB(pod1)},
+		Routes:    []Route{f.rtB},
 		Owners:    map[netip.Addr]selection.IPClaim{pod1: claim("p1")},
 	}
 	got := Unserved(prev, next)
 	want := map[netip.Addr]Released{
-		pod2: {SNAT: []SNAT{snat(pod2, eipA, "eth0", "a")}, Owners: map[netip.Addr]selection.IPClaim{pod2: claim("p2")}},
-		pod3: {SNAT: []SNAT{snat(pod3, eipB, "eth1", "b")}, Rules: []Rule{{PodIP: pod3, Table: TableBase + 3}},
-			Routes: []Route{rtB}, Owners: map[netip.Addr]selection.IPClaim{pod3: claim("p3")}},
+		pod2: {SNAT: []SNAT{f.snatA(pod2)}, Owners: map[netip.Addr]selection.IPClaim{pod2: claim("p2")}},
+		pod3: {SNAT: []SNAT{f.snatB(pod3)}, Rules: []Rule{f.ruleB(pod3)},
+			Routes: []Route{f.rtB}, Owners: map[netip.Addr]selection.IPClaim{pod3: claim("p3")}},
 	}
 	if !reflect.DeepEqual(got, want) {
 		t.Fatalf("Unserved:\n got  %+v\n want %+v", got, want)
 	}
 	merged := Merge(next, got[pod2], got[pod3])
 	wantMerged := State{
-		Addresses: []Address{addrA, addrB},
-		SNAT:      []SNAT{snat(pod1, eipB, "eth1", "b"), snat(pod2, eipA, "eth0", "a"), snat(pod3, eipB, "eth1", "b")},
-		Rules:     []Rule{{PodIP: pod1, Table: TableBase + 3}, {PodIP: pod3, Table: TableBase + 3}},
-		Routes:    []Route{rtB},
+		Addresses: []Address{f.addrA, f.addrB},
+		SNAT:      []SNAT{f.snatB(pod1), f.snatA(pod2), f.snatB(pod3)},
+		Rules:     []Rule{f.ruleB(pod1), f.ruleB(pod3)},
+		Routes:    []Route{f.rtB},
 	}
 	if !reflect.DeepEqual(norm(merged), norm(wantMerged)) {
 		t.Fatalf("Merge of the unserved rules over a state that still holds their egress IPs:\n got  %+v\n want %+v", merged, wantMerged)
 	}
 	// pod2 served again, by B: its current rule wins over the kept one.
-	again := State{Addresses: next.Addresses, SNAT: []SNAT{snat(pod1, eipB, "eth1", "b"), snat(pod2, eipB, "eth1", "b")},
-		Rules: []Rule{{PodIP: pod1, Table: TableBase + 3}, {PodIP: pod2, Table: TableBase + 3}}, Routes: []Route{rtB}}
+	again := State{Addresses: next.Addresses, SNAT: []SNAT{f.snatB(pod1), f.snatB(pod2)},
+		Rules: []Rule{f.ruleB(pod1), f.ruleB(pod2)}, Routes: []Route{f.rtB}}
 	if m := Merge(again, got[pod2]); !reflect.DeepEqual(norm(m), norm(again)) {
 		t.Fatalf("Merge over a state serving pod2 again:\n got  %+v\n want %+v", m, again)
 	}
