@@ -260,6 +260,25 @@ func (k *checker) readOwn(ctx context.Context) (ownSources, error) {
 	return k.ownFrom(eips, nss, pods), nil
 }
 
+// zoneDownSources are, for every pod on node, every node's gateway router addresses as whyZoneDown.
+func (k *checker) zoneDownSources(ctx context.Context, node string) (ownSources, error) {
+	pods, err := k.kube.CoreV1().Pods("").List(ctx, metav1.ListOptions{FieldSelector: "spec.nodeName=" + node})
+	if err != nil {
+		return nil, err
+	}
+	o := ownSources{}
+	for _, p := range pods.Items {
+		for _, n := range k.c.Nodes() {
+			for _, fam := range k.c.Families() {
+				if f, ok := n.Family(fam); ok {
+					o.allow(p.Namespace+"/"+p.Name, f.GatewayIP, whyZoneDown)
+				}
+			}
+		}
+	}
+	return o, nil
+}
+
 // listOwnInputs lists what the pods' own sources are read from: the EgressIPs, namespaces and pods of the API.
 func (k *checker) listOwnInputs(ctx context.Context) ([]egressipv1.EgressIP, []corev1.Namespace, []corev1.Pod, error) {
 	eips, err := k.eip.K8sV1().EgressIPs().List(ctx, metav1.ListOptions{})

@@ -5,6 +5,7 @@ package chaos
 import (
 	"context"
 	"fmt"
+	"github.com/ovn-egressip/ovn-egressip/go-controller/pkg/egressip/gwmode"
 	"maps"
 	"net/netip"
 	"slices"
@@ -213,6 +214,30 @@ func (h *harness) openWindow() {
 	h.own[h.windows] = seed
 }
 
+// zoneDown (interconnect layout, local gateway mode) allows, inside the open window, the pods of node's zone (its
+// zone controller killed, or its NB and SB down) to leave with any node's gateway router address: whyZoneDown.
+func (h *harness) zoneDown(node string) error {
+	if !h.interconnect() || h.c.GatewayMode() != gwmode.Local {
+		return nil
+	}
+	var o ownSources
+	err := retry(h.ctx, func() error {
+		var err error
+		o, err = h.chk.zoneDownSources(h.ctx, node)
+		return err
+	})
+	if err != nil {
+		return fmt.Errorf("read the pods of zone %s: %w", node, err)
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.own[h.windows] == nil {
+		h.own[h.windows] = ownSources{}
+	}
+	h.own[h.windows].add(o)
+	return nil
+}
+
 // noteState adds every pod's own sources in the API as it is now (after a change of the harness) to the open
 // window's.
 func (h *harness) noteState() error {
@@ -259,10 +284,10 @@ func (h *harness) closeWindow(v verdict) {
 			}
 			switch f := allowed.judge(r.pod, r.src); f {
 			case "":
-			case whyHolderGR:
+			case whyHolderGR, whyZoneDown:
 				h.probes.holderGRInside++
 				h.probes.foreign = append(h.probes.foreign, fmt.Sprintf("%s %s inside the window: source %s is %s (counted apart)",
-					r.start.Format("15:04:05.000"), r.pod, r.src, whyHolderGR))
+					r.start.Format("15:04:05.000"), r.pod, r.src, f))
 			default:
 				h.probes.foreignInside++
 				h.probes.foreign = append(h.probes.foreign, fmt.Sprintf("%s %s inside the window: %s",

@@ -267,6 +267,9 @@ func (h *harness) fault(round int) (string, []string, time.Time, error) {
 		if err := h.sup.kill9(n, delay); err != nil {
 			return kind, nil, t0, err
 		}
+		if err := h.zoneDown(strings.TrimPrefix(n, "node-")); err != nil { // one process: zone controller and daemon
+			return kind, nil, t0, err
+		}
 		what := h.changes(round) // while the process is down: moves its zone has yet to see
 		if kind == faultZone {
 			h.logf("round %d: %s killed, restarted %s later", round, n, delay)
@@ -275,6 +278,9 @@ func (h *harness) fault(round int) (string, []string, time.Time, error) {
 	case faultZoneDB:
 		n := h.c.Nodes()[h.rnd.Intn(len(h.c.Nodes()))].Name
 		if err := h.c.StopZoneDatabases(h.ctx, n, false); err != nil {
+			return kind, nil, t0, err
+		}
+		if err := h.zoneDown(n); err != nil {
 			return kind, nil, t0, err
 		}
 		// The zone's controller, northd and ovn-controller lose their databases; the databases come back after down

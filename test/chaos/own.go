@@ -33,7 +33,17 @@ const (
 	// of that zone), with the holder's gateway router address (docs/interconnect.md, "Readiness and moves across
 	// zones"). Counted apart, inside windows only; never allowed outside one.
 	whyHolderGR = "its EgressIP's holder's gateway router address (documented, interconnect shared gateway)"
+	// whyZoneDown: in the interconnect layout's local gateway mode, a pod whose own zone cannot program (its zone
+	// controller killed, or its zone's NB and SB down) keeps being rerouted to the holder it had, while that
+	// holder's zone drops its reroute of the pod to the management port when the pod stops being served by that
+	// IP there (the IP edited out of the EgressIP, the pod or namespace relabelled): the pod leaves through the
+	// holder's gateway router, with its address, until its own zone is back (docs/interconnect.md, "When a part is
+	// down"; an open defect). Counted apart, inside the window of that fault only.
+	whyZoneDown = "a gateway router address while its own zone could not program (documented open defect, interconnect local gateway)"
 )
+
+// documented reports whether why is one of the documented moments (counted apart, never allowed outside a window).
+func documented(why string) bool { return why == whyHolderGR || why == whyZoneDown }
 
 // ownSources are, for each pod (namespace/name), its own sources with why each is (an EgressIP's name,
 // whyOwnNode, whyHolderGR).
@@ -43,7 +53,7 @@ func (o ownSources) allow(pod string, a netip.Addr, why string) {
 	if o[pod] == nil {
 		o[pod] = map[netip.Addr]string{}
 	}
-	if _, ok := o[pod][a]; !ok || o[pod][a] == whyHolderGR {
+	if _, ok := o[pod][a]; !ok || documented(o[pod][a]) {
 		o[pod][a] = why // an EgressIP's address or the node's own wins over the documented moment
 	}
 }
@@ -69,8 +79,8 @@ func (o ownSources) clone() ownSources {
 func (o ownSources) judge(pod string, src netip.Addr) string {
 	why, ok := o[pod][src]
 	switch {
-	case ok && why == whyHolderGR:
-		return whyHolderGR
+	case ok && documented(why):
+		return why
 	case ok:
 		return ""
 	}
@@ -82,7 +92,7 @@ func (o ownSources) withoutHolderGR() ownSources {
 	out := ownSources{}
 	for pod, srcs := range o {
 		for a, why := range srcs {
-			if why != whyHolderGR {
+			if !documented(why) {
 				out.allow(pod, a, why)
 			}
 		}

@@ -88,6 +88,24 @@ func TestOwnOf(t *testing.T) {
 	if got := o.withoutHolderGR().judge("ns1/p1", netip.MustParseAddr("172.18.0.13")); got == "" || got == whyHolderGR {
 		t.Errorf("without the documented moment: judged %q, want foreign", got)
 	}
+
+	// A pod of a zone that could not program (interconnect, local gateway mode): a gateway router address is the
+	// documented open defect, counted apart; an own source stays its own; outside a window it is foreign.
+	eips, nss, pods = ownFixture("t1")
+	o = ownOf(eips, nss, pods, gr, nil)
+	down := ownSources{}
+	down.allow("ns1/p1", netip.MustParseAddr("172.18.0.23"), whyZoneDown)
+	down.allow("ns1/p1", netip.MustParseAddr("172.18.0.60"), whyZoneDown)
+	o.add(down)
+	if got := o.judge("ns1/p1", netip.MustParseAddr("172.18.0.23")); got != whyZoneDown {
+		t.Errorf("a zone-down pod from a gateway router address: judged %q, want %q", got, whyZoneDown)
+	}
+	if got := o.judge("ns1/p1", netip.MustParseAddr("172.18.0.60")); got != "" {
+		t.Errorf("a zone-down pod from its EgressIP's address: judged %q, want its own", got)
+	}
+	if got := o.withoutHolderGR().judge("ns1/p1", netip.MustParseAddr("172.18.0.23")); got == "" || documented(got) {
+		t.Errorf("outside a window: judged %q, want foreign", got)
+	}
 }
 
 // TestWindowForeignSources: a probe inside a window is held to the own sources of every state of the window

@@ -34,7 +34,7 @@ func (h *harness) report() {
 	h.mu.Unlock()
 	h.logf("probes: %d as expected; unexpected source inside the window %d, outside the window %d; failed inside %d, outside %d",
 		p.ok, p.insideWindow, p.outsideWindow, p.failedInside, p.failedOutside)
-	h.logf("foreign sources (not the pod's own EgressIP's nor, where allowed, its node's): inside the window %d, outside %d; holder's gateway router address inside the window (documented, interconnect shared gateway) %d",
+	h.logf("foreign sources (not the pod's own EgressIP's nor, where allowed, its node's): inside the window %d, outside %d; documented gateway router addresses inside the window (interconnect: a holder's, shared gateway; any, for the pods of a zone that could not program, local gateway) %d",
 		p.foreignInside, p.foreignOutside, p.holderGRInside)
 	for _, f := range p.foreign {
 		h.logf("  %s", f)
