@@ -220,35 +220,27 @@ func (h *harness) zoneDown(node string) error {
 	if !h.interconnect() || h.c.GatewayMode() != gwmode.Local {
 		return nil
 	}
-	var o ownSources
-	err := retry(h.ctx, func() error {
-		var err error
-		o, err = h.chk.zoneDownSources(h.ctx, node)
-		return err
+	return h.addToWindow("read the pods of zone "+node, func(ctx context.Context) (ownSources, error) {
+		return h.chk.zoneDownSources(ctx, node)
 	})
-	if err != nil {
-		return fmt.Errorf("read the pods of zone %s: %w", node, err)
-	}
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	if h.own[h.windows] == nil {
-		h.own[h.windows] = ownSources{}
-	}
-	h.own[h.windows].add(o)
-	return nil
 }
 
 // noteState adds every pod's own sources in the API as it is now (after a change of the harness) to the open
 // window's.
 func (h *harness) noteState() error {
+	return h.addToWindow("read the state after a change", h.chk.readOwn)
+}
+
+// addToWindow reads own sources with read (retried) and adds them to the open window's.
+func (h *harness) addToWindow(what string, read func(context.Context) (ownSources, error)) error {
 	var o ownSources
 	err := retry(h.ctx, func() error {
 		var err error
-		o, err = h.chk.readOwn(h.ctx)
+		o, err = read(h.ctx)
 		return err
 	})
 	if err != nil {
-		return fmt.Errorf("read the state after a change: %w", err)
+		return fmt.Errorf("%s: %w", what, err)
 	}
 	h.mu.Lock()
 	defer h.mu.Unlock()
