@@ -81,8 +81,13 @@ type controller struct {
 	compiler *selection.Compiler
 	// zone is a zone controller's memory of its node's released egress IPs (zone.go).
 	zone zoneMemory
+	// narrow is the centralized local-gateway master's memory of its commits'
+	// sequence numbers (reroutesApplied).
+	narrow narrowMemory
 	// waitingDataPlane: the zone holds back egress IPs until its chassis has
-	// applied their rows (zoneMemory.applied); read by the NB cache's handler.
+	// applied their rows (zoneMemory.applied), or the master keeps what nodes were
+	// told is rerouted to them until the chassis have applied its commit
+	// (reroutesApplied); read by the NB cache's handler.
 	waitingDataPlane atomic.Bool
 }
 

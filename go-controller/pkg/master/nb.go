@@ -142,8 +142,9 @@ func newNBClient(s settings) (client.Client, error) {
 
 // connectNB connects c and starts its monitor, retrying the connection (backoff up
 // to 5 s) until it succeeds or ctx ends. A monitor that cannot be set up (schema
-// mismatch) is a fatal error. A zone controller (dataPlane) also monitors
-// NB_Global's nb_cfg and hv_cfg (nbstate.DataPlane).
+// mismatch) is a fatal error. A writer that waits for the data plane (dataPlane;
+// settings.watchesDataPlane) also monitors NB_Global's nb_cfg and hv_cfg
+// (nbstate.DataPlane).
 func connectNB(ctx context.Context, c client.Client, timeout time.Duration, addr string, dataPlane bool) error {
 	delay := 100 * time.Millisecond
 	for attempt := 1; ; attempt++ {

@@ -393,6 +393,14 @@ func (c *controller) transact(ctx context.Context, p prepared) error {
 		if uuids, seq, known, err = nbstate.CommitPlanSeq(gctx, c.nb, p.plan); err == nil && known {
 			c.zone.seq = seq
 		}
+	} else if c.publishesRerouted() {
+		// A node is told a reroute to it is gone only once every chassis has
+		// applied the commit that removed it (reroutesApplied).
+		var seq int
+		var known bool
+		if uuids, seq, known, err = nbstate.CommitPlanSeq(gctx, c.nb, p.plan); err == nil && known {
+			c.narrow.seq = seq
+		}
 	} else {
 		uuids, err = nbstate.CommitPlan(gctx, c.nb, p.plan)
 	}

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"net/netip"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -118,5 +119,113 @@ func (c *controller) publishRerouted(ctx context.Context, nodes []*corev1.Node, 
 // publishesRerouted: the centralized master in local gateway mode tells nodes what
 // it reroutes to them.
 func (c *controller) publishesRerouted() bool {
-	return c.s.mode == gwmode.Local && !c.s.interconnect && !c.s.noNB
+	return c.s.publishesRerouted()
+}
+
+func (s settings) publishesRerouted() bool {
+	return s.mode == gwmode.Local && !s.interconnect && !s.noNB
+}
+
+// watchesDataPlane: the writers that wait for OVN's sequence number (NB_Global's
+// nb_cfg and hv_cfg, nbstate.DataPlane): a zone controller, before it lists an
+// egress IP SNAT-ready, and the centralized master in local gateway mode, before it
+// tells a node that its reroutes are gone.
+func (s settings) watchesDataPlane() bool {
+	return s.Role == RoleZone || s.publishesRerouted()
+}
+
+// rerouteApplyBound is how long the master waits for every chassis to apply a
+// commit before it tells nodes what is no longer rerouted to them anyway (a
+// chassis that is gone and still listed holds NB_Global's hv_cfg back for good).
+const rerouteApplyBound = 30 * time.Second
+
+// reroutesApplied says whether every chassis has applied the master's last commit
+// (NB_Global's hv_cfg has reached its nb_cfg, nbstate.CommitPlanSeq): only then may
+// a node be told that a reroute to it is gone. Before that a chassis may still
+// send a pod's packets to the node's management port (ovn-northd reconnecting to
+// a new Northbound leader, say), and a node told too early would drop its SNAT
+// rules: the pod would leave with the node's address. While it waits, an
+// NB_Global update queues a sync (dataPlaneChanged), and one is queued for the
+// bound. With no NB_Global row (no ovn-northd serves this NB) there is nothing to
+// wait for.
+func (c *controller) reroutesApplied(now time.Time) bool {
+	c.waitingDataPlane.Store(true) // before the read: see inDataPlane
+	dp, err := nbstate.ReadDataPlane(c.nb.Cache())
+	if err != nil {
+		klog.ErrorS(err, "Reading NB_Global; nodes keep what was rerouted to them")
+		return false
+	}
+	if !dp.Known {
+		c.waitingDataPlane.Store(false)
+		if !c.narrow.unknownLogged {
+			c.narrow.unknownLogged = true
+			klog.InfoS("OVN Northbound has no NB_Global row: nodes are told what is no longer rerouted to them at commit, without waiting for ovn-controller to apply it",
+				"annotation", annotations.EgressIPsRerouted)
+		}
+		return true
+	}
+	ok, wait := c.narrow.applied(dp, now)
+	c.waitingDataPlane.Store(!ok)
+	switch {
+	case ok && wait:
+		klog.InfoS("The chassis have not applied the master's commit within the bound; telling nodes what is no longer rerouted to them anyway",
+			"hvCfg", dp.HVCfg, "want", c.narrow.want(dp), "bound", rerouteApplyBound, "annotation", annotations.EgressIPsRerouted)
+	case !ok:
+		klog.V(2).InfoS("Nodes keep what was rerouted to them until the chassis have applied the master's commit",
+			"hvCfg", dp.HVCfg, "want", c.narrow.want(dp))
+		c.queue.AddAfter(syncKey, c.narrow.since.Add(rerouteApplyBound).Sub(now))
+	}
+	return ok
+}
+
+// wouldNarrow says whether publishing want would tell some node that an egress IP
+// it was told is rerouted to it is no longer. When nothing would, the master does
+// not wait for the data plane.
+func (c *controller) wouldNarrow(want map[string]map[netip.Addr]bool) bool {
+	for name, told := range c.rerouted {
+		for ip := range told {
+			if !want[name][ip] {
+				return true
+			}
+		}
+	}
+	c.waitingDataPlane.Store(false)
+	c.narrow.since = time.Time{}
+	return false
+}
+
+// narrowMemory is what the master remembers of its commits' sequence numbers
+// (local gateway mode, centralized layout).
+type narrowMemory struct {
+	// seq is the nb_cfg the last commit that changed rows set (0: none yet).
+	seq int
+	// since is when narrowing began to wait (zero: not waiting).
+	since time.Time
+	// unknownLogged: said once that NB has no NB_Global row.
+	unknownLogged bool
+}
+
+// want is the nb_cfg the chassis must have applied: the later of the master's last
+// commit and NB's nb_cfg (that covers a previous master's commits; the master's
+// own may not be in the cache yet).
+func (nm *narrowMemory) want(dp nbstate.DataPlane) int {
+	return max(nm.seq, dp.NBCfg)
+}
+
+// applied says whether nodes may be told what is no longer rerouted to them: the
+// chassis have applied every commit (hv_cfg reached want), or they have not within
+// rerouteApplyBound of the first time it waited (bound is then true).
+func (nm *narrowMemory) applied(dp nbstate.DataPlane, now time.Time) (ok, bound bool) {
+	if dp.HVCfg >= nm.want(dp) {
+		nm.since = time.Time{}
+		return true, false
+	}
+	if nm.since.IsZero() {
+		nm.since = now
+	}
+	if now.Sub(nm.since) >= rerouteApplyBound {
+		nm.since = time.Time{}
+		return true, true
+	}
+	return false, false
 }

@@ -57,7 +57,7 @@ func Run(ctx context.Context, p Params) error {
 			return fmt.Errorf("master: NB client: %w", err)
 		}
 		defer nb.Close()
-		if err := connectNB(ctx, nb, s.NBTimeout, s.NBAddress, s.Role == RoleZone); err != nil {
+		if err := connectNB(ctx, nb, s.NBTimeout, s.NBAddress, s.watchesDataPlane()); err != nil {
 			if ctx.Err() != nil {
 				return nil
 			}
@@ -89,7 +89,7 @@ func Run(ctx context.Context, p Params) error {
 
 	if conn != nil {
 		var dataPlane func()
-		if s.Role == RoleZone {
+		if s.watchesDataPlane() {
 			dataPlane = c.dataPlaneChanged
 		}
 		watchNB(ctx, conn, nbProbeInterval, c.resync, dataPlane)

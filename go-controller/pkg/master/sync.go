@@ -306,7 +306,7 @@ func (c *controller) commit(ctx context.Context, r *round) {
 	if err == nil && !c.s.noNB {
 		err = c.transact(ctx, r.pre)
 	}
-	if err == nil && targets != nil {
+	if err == nil && targets != nil && (c.s.noNB || !c.wouldNarrow(targets) || c.reroutesApplied(r.began)) {
 		r.errs = append(r.errs, c.publishRerouted(ctx, r.snap.nodes, targets, false))
 	}
 	if err != nil {

@@ -1,0 +1,118 @@
+package master
+
+import (
+	"context"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/ovn-org/libovsdb/ovsdb"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/ovn-egressip/ovn-egressip/go-controller/pkg/egressip/annotations"
+	"github.com/ovn-egressip/ovn-egressip/go-controller/pkg/egressip/gwmode"
+	"github.com/ovn-egressip/ovn-egressip/go-controller/pkg/egressip/nbstate"
+	"github.com/ovn-egressip/ovn-egressip/go-controller/pkg/nbdb"
+	"github.com/ovn-egressip/ovn-egressip/test/nbserver"
+)
+
+func TestNarrowMemoryApplied(t *testing.T) {
+	t0 := time.Date(2026, 12, 7, 20, 0, 0, 0, time.UTC)
+	for _, tc := range []struct {
+		name     string
+		seq      int
+		since    time.Time
+		dp       nbstate.DataPlane
+		now      time.Time
+		ok, bnd  bool
+		waitFrom time.Time
+	}{
+		{name: "hv_cfg reached the commit", seq: 7, dp: nbstate.DataPlane{Known: true, NBCfg: 7, HVCfg: 7}, now: t0, ok: true},
+		{name: "hv_cfg behind the commit: waits from now", seq: 7, dp: nbstate.DataPlane{Known: true, NBCfg: 7, HVCfg: 6},
+			now: t0, waitFrom: t0},
+		{name: "our commit not in the cache yet: its seq counts", seq: 9, dp: nbstate.DataPlane{Known: true, NBCfg: 8, HVCfg: 8},
+			now: t0, waitFrom: t0},
+		{name: "a restarted master (seq 0) waits for NB's nb_cfg", seq: 0, dp: nbstate.DataPlane{Known: true, NBCfg: 4, HVCfg: 3},
+			now: t0, waitFrom: t0},
+		{name: "still waiting within the bound keeps its start", seq: 7, since: t0,
+			dp: nbstate.DataPlane{Known: true, NBCfg: 7, HVCfg: 6}, now: t0.Add(rerouteApplyBound - time.Second), waitFrom: t0},
+		{name: "the bound passed: narrows anyway", seq: 7, since: t0,
+			dp: nbstate.DataPlane{Known: true, NBCfg: 7, HVCfg: 6}, now: t0.Add(rerouteApplyBound), ok: true, bnd: true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			nm := narrowMemory{seq: tc.seq, since: tc.since}
+			ok, bnd := nm.applied(tc.dp, tc.now)
+			if ok != tc.ok || bnd != tc.bnd || !nm.since.Equal(tc.waitFrom) {
+				t.Errorf("applied = %v (bound %v), waiting since %v; want %v (bound %v), since %v", ok, bnd, nm.since, tc.ok, tc.bnd, tc.waitFrom)
+			}
+		})
+	}
+}
+
+// setHVCfg plays ovn-northd reporting that every chassis applied nb_cfg v.
+func (e *env) setHVCfg(v int) {
+	e.t.Helper()
+	e.transact(ovsdb.Operation{Op: ovsdb.OperationUpdate, Table: nbdb.NBGlobalTable, Where: []ovsdb.Condition{{Column: "_uuid",
+		Function: ovsdb.ConditionNotEqual, Value: ovsdb.UUID{GoUUID: "00000000-0000-0000-0000-000000000000"}}},
+		Row: ovsdb.Row{"hv_cfg": v}})
+}
+
+// reroutedOf reads node's egress-ips-rerouted.
+func (e *env) reroutedOf(node string) string {
+	e.t.Helper()
+	n, err := e.kube.CoreV1().Nodes().Get(context.Background(), node, metav1.GetOptions{})
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	return n.Annotations[annotations.EgressIPsRerouted]
+}
+
+// TestLocalGatewayReroutedWaitsForDataPlane: the master tells the previous holder
+// that its reroutes are gone only once every chassis has applied the commit that
+// removed them (NB_Global's hv_cfg reached the nb_cfg the commit set; the test plays
+// ovn-northd). Told at commit, the node dropped its SNAT rules at the end of its
+// linger while ovn-northd, reconnecting to a new NB leader, had not yet removed the
+// flows: the pods left with the node's own address (CI's local-gateway chaos soak,
+// seed 1796675801635180828, round 2).
+func TestLocalGatewayReroutedWaitsForDataPlane(t *testing.T) {
+	forEachNB(t, func(t *testing.T, start func(testing.TB) *nbserver.Server) {
+		e := newEnv(t, start, gwmode.Local)
+		populateObjects(e)
+		e.transact(ovsdb.Operation{Op: ovsdb.OperationInsert, Table: nbdb.NBGlobalTable, Row: ovsdb.Row{"nb_cfg": 0, "hv_cfg": 0}})
+		e.start()
+		e.updateNode("node2", ready())
+		e.updateNode("node1", ready("172.18.0.33"))
+		e.create(egressIP("eip-prod", 0, []string{"172.18.0.33"}, prodNS, web))
+		e.expectStatus("eip-prod", "172.18.0.33@node1")
+		e.expectRows("on node1", map[string]string{"prod/web1": rr("eip-prod", "10.244.1.5", "10.244.1.2"), "prod/web2": rr("eip-prod", "10.244.3.6", "10.244.1.2")}, nil)
+		e.expectRerouted("node1", `["172.18.0.33"]`)
+		nb, _ := e.nbGlobal()
+		if nb < 1 {
+			t.Fatalf("NB_Global nb_cfg %d: want the master's commit to have incremented it", nb)
+		}
+		e.setHVCfg(nb)
+
+		e.updateNode("node1", unlabelAssignable)
+		e.updateNode("node1", ready())
+		e.updateNode("node2", ready("172.18.0.33"))
+		e.expectStatus("eip-prod", "172.18.0.33@node2")
+		e.expectRows("on node2", map[string]string{"prod/web1": rr("eip-prod", "10.244.1.5", "10.244.2.2"), "prod/web2": rr("eip-prod", "10.244.3.6", "10.244.2.2")}, nil)
+		e.expectRerouted("node2", `["172.18.0.33"]`)
+		e.settle() // the sync that moved the rows has decided what to tell node1
+		nb2, hv := e.nbGlobal()
+		if nb2 <= nb {
+			t.Fatalf("NB_Global nb_cfg %d after the move, %d before: want the move's commit to have incremented it", nb2, nb)
+		}
+		if got := e.reroutedOf("node1"); got != `["172.18.0.33"]` {
+			t.Fatalf("node1 told %s = %s while hv_cfg %d < nb_cfg %d (a chassis may still reroute to it)",
+				annotations.EgressIPsRerouted, got, hv, nb2)
+		}
+		e.setHVCfg(nb2)
+		e.eventually("node1 told once hv_cfg reached the move's nb_cfg", func() error {
+			if got := e.reroutedOf("node1"); got != `[]` {
+				return fmt.Errorf("%s = %q", annotations.EgressIPsRerouted, got)
+			}
+			return nil
+		})
+	})
+}
