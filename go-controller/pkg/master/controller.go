@@ -85,10 +85,10 @@ type controller struct {
 	// sequence numbers (reroutesApplied).
 	narrow narrowMemory
 	// waitingDataPlane: the zone holds back egress IPs until its chassis has
-	// applied their rows (zoneMemory.applied), or the master keeps what nodes were
-	// told is rerouted to them until the chassis have applied its commit
-	// (reroutesApplied); read by the NB cache's handler.
-	waitingDataPlane atomic.Bool
+	// applied their rows (zoneMemory.applied). waitingNarrow: nodes keep what they
+	// were told is rerouted to them until the chassis have applied the commit that
+	// removed it (reroutesApplied). Read by the NB cache's handler.
+	waitingDataPlane, waitingNarrow atomic.Bool
 }
 
 // newController wires informers (not started) to the queue.

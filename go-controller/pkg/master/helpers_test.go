@@ -17,6 +17,7 @@ import (
 	"github.com/ovn-org/libovsdb/ovsdb"
 	"github.com/prometheus/client_golang/prometheus"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
@@ -24,6 +25,7 @@ import (
 	kubefake "k8s.io/client-go/kubernetes/fake"
 	k8stesting "k8s.io/client-go/testing"
 	"k8s.io/client-go/tools/record"
+	"k8s.io/client-go/util/retry"
 
 	egressipv1 "github.com/ovn-egressip/ovn-egressip/go-controller/pkg/crd/egressip/v1"
 	egressipclientset "github.com/ovn-egressip/ovn-egressip/go-controller/pkg/crd/egressip/v1/apis/clientset/versioned"
@@ -591,21 +593,29 @@ func (e *env) create(obj runtime.Object) {
 	}
 }
 
-// updateNode applies fs to the node in one update (one watch event).
+// updateNode applies fs to the node in one update (one watch event), again on a
+// conflict (a zone controller patches its node's annotations meanwhile).
 func (e *env) updateNode(name string, fs ...func(*corev1.Node)) {
 	e.t.Helper()
-	n, err := e.kube.CoreV1().Nodes().Get(context.Background(), name, metav1.GetOptions{})
-	if err != nil {
-		e.t.Fatal(err)
-	}
-	for _, f := range fs {
-		f(n)
-	}
-	updated, err := e.kube.CoreV1().Nodes().Update(context.Background(), n, metav1.UpdateOptions{})
-	if err == nil {
+	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		n, err := e.kube.CoreV1().Nodes().Get(context.Background(), name, metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		for _, f := range fs {
+			f(n)
+		}
+		updated, err := e.kube.CoreV1().Nodes().Update(context.Background(), n, metav1.UpdateOptions{})
+		if err != nil {
+			return err
+		}
+		if equality.Semantic.DeepEqual(updated.Status, n.Status) {
+			return nil
+		}
 		updated.Status = n.Status
 		_, err = e.kube.CoreV1().Nodes().UpdateStatus(context.Background(), updated, metav1.UpdateOptions{})
-	}
+		return err
+	})
 	if err != nil {
 		e.t.Fatal(err)
 	}

@@ -391,7 +391,7 @@ func (c *controller) transact(ctx context.Context, p prepared) error {
 		var seq int
 		var known bool
 		if uuids, seq, known, err = nbstate.CommitPlanSeq(gctx, c.nb, p.plan); err == nil && known {
-			c.zone.seq = seq
+			c.zone.seq, c.narrow.seq = seq, seq
 		}
 	} else if c.publishesRerouted() {
 		// A node is told a reroute to it is gone only once every chassis has

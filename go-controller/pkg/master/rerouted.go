@@ -139,7 +139,8 @@ func (s settings) watchesDataPlane() bool {
 // chassis that is gone and still listed holds NB_Global's hv_cfg back for good).
 const rerouteApplyBound = 30 * time.Second
 
-// reroutesApplied says whether every chassis has applied the master's last commit
+// reroutesApplied says whether every chassis (a zone: its own) has applied the
+// last commit of this master or zone controller
 // (NB_Global's hv_cfg has reached its nb_cfg, nbstate.CommitPlanSeq): only then may
 // a node be told that a reroute to it is gone. Before that a chassis may still
 // send a pod's packets to the node's management port (ovn-northd reconnecting to
@@ -149,14 +150,14 @@ const rerouteApplyBound = 30 * time.Second
 // bound. With no NB_Global row (no ovn-northd serves this NB) there is nothing to
 // wait for.
 func (c *controller) reroutesApplied(now time.Time) bool {
-	c.waitingDataPlane.Store(true) // before the read: see inDataPlane
+	c.waitingNarrow.Store(true) // before the read: see inDataPlane
 	dp, err := nbstate.ReadDataPlane(c.nb.Cache())
 	if err != nil {
 		klog.ErrorS(err, "Reading NB_Global; nodes keep what was rerouted to them")
 		return false
 	}
 	if !dp.Known {
-		c.waitingDataPlane.Store(false)
+		c.waitingNarrow.Store(false)
 		if !c.narrow.unknownLogged {
 			c.narrow.unknownLogged = true
 			klog.InfoS("OVN Northbound has no NB_Global row: nodes are told what is no longer rerouted to them at commit, without waiting for ovn-controller to apply it",
@@ -165,13 +166,13 @@ func (c *controller) reroutesApplied(now time.Time) bool {
 		return true
 	}
 	ok, wait := c.narrow.applied(dp, now)
-	c.waitingDataPlane.Store(!ok)
+	c.waitingNarrow.Store(!ok)
 	switch {
 	case ok && wait:
-		klog.InfoS("The chassis have not applied the master's commit within the bound; telling nodes what is no longer rerouted to them anyway",
+		klog.InfoS("The chassis have not applied the last commit within the bound; telling nodes what is no longer rerouted to them anyway",
 			"hvCfg", dp.HVCfg, "want", c.narrow.want(dp), "bound", rerouteApplyBound, "annotation", annotations.EgressIPsRerouted)
 	case !ok:
-		klog.V(2).InfoS("Nodes keep what was rerouted to them until the chassis have applied the master's commit",
+		klog.V(2).InfoS("Nodes keep what was rerouted to them until the chassis have applied the last commit",
 			"hvCfg", dp.HVCfg, "want", c.narrow.want(dp))
 		c.queue.AddAfter(syncKey, c.narrow.since.Add(rerouteApplyBound).Sub(now))
 	}
@@ -183,19 +184,32 @@ func (c *controller) reroutesApplied(now time.Time) bool {
 // not wait for the data plane.
 func (c *controller) wouldNarrow(want map[string]map[netip.Addr]bool) bool {
 	for name, told := range c.rerouted {
-		for ip := range told {
-			if !want[name][ip] {
-				return true
-			}
+		if drops(told, want[name]) {
+			return true
 		}
 	}
-	c.waitingDataPlane.Store(false)
-	c.narrow.since = time.Time{}
+	c.notNarrowing()
 	return false
 }
 
-// narrowMemory is what the master remembers of its commits' sequence numbers
-// (local gateway mode, centralized layout).
+// notNarrowing: nothing waits for the data plane before nodes are told less.
+func (c *controller) notNarrowing() {
+	c.waitingNarrow.Store(false)
+	c.narrow.since = time.Time{}
+}
+
+// drops says whether next leaves out an IP of told.
+func drops(told, next map[netip.Addr]bool) bool {
+	for ip := range told {
+		if !next[ip] {
+			return true
+		}
+	}
+	return false
+}
+
+// narrowMemory is what the master (centralized layout) or a zone controller
+// remembers of its commits' sequence numbers, in local gateway mode.
 type narrowMemory struct {
 	// seq is the nb_cfg the last commit that changed rows set (0: none yet).
 	seq int

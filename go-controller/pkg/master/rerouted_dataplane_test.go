@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/ovn-org/libovsdb/ovsdb"
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/ovn-egressip/ovn-egressip/go-controller/pkg/egressip/annotations"
@@ -114,5 +115,73 @@ func TestLocalGatewayReroutedWaitsForDataPlane(t *testing.T) {
 			}
 			return nil
 		})
+	})
+}
+
+// TestInterconnectLocalReroutedWaitsForDataPlane: a zone controller (local gateway
+// mode) narrows its node's egress-ips-rerouted only once its chassis has applied
+// the commit that removed the reroutes to the node's management port: told
+// earlier, the node daemon drops its SNAT rules while the zone's ovn-northd (after
+// the zone's NB and SB restarted, in its reconnect backoff) still has the flows
+// send the pods there.
+func TestInterconnectLocalReroutedWaitsForDataPlane(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts etcd, kube-apiserver and four ovsdb-servers")
+	}
+	ic := newICEnv(t, gwmode.Local)
+	cm, z1 := ic.cm, ic.zones["node1"]
+	z1.transact(ovsdb.Operation{Op: ovsdb.OperationInsert, Table: nbdb.NBGlobalTable, Row: ovsdb.Row{"nb_cfg": 0, "hv_cfg": 0}})
+	cm.create(icNode(1, true))
+	cm.create(icNode(2, false))
+	cm.create(icNode(3, false))
+	cm.create(namespace("prod", prodNS))
+	cm.create(icPod("prod", "web2", "10.244.3.6", "node3", web))
+	ic.startCM()
+	ic.startZone("node1", time.Second)
+	ic.startZone("node3", time.Second)
+
+	cm.create(egressIP("eip-prod", 0, []string{"172.18.0.33"}, prodNS, web))
+	cm.expectStatus("eip-prod", "172.18.0.33@node1")
+	cm.updateNode("node1", func(n *corev1.Node) { n.Annotations[annotations.EgressIPsReady] = `["172.18.0.33"]` })
+	toMgmt := rr("eip-prod", "10.244.3.6", "10.244.1.2")
+	z1.eventually("holder zone reroutes web2 to node1's management port", func() error {
+		if got := z1.reroutes()["prod/web2"]; got != toMgmt {
+			return fmt.Errorf("web2: %q", got)
+		}
+		return nil
+	})
+	nb, _ := z1.nbGlobal()
+	z1.setHVCfg(nb)
+	cm.eventually("node1 told the IP is rerouted to it", func() error {
+		if got := ic.annotation("node1", annotations.EgressIPsRerouted); got != `["172.18.0.33"]` {
+			return fmt.Errorf("%s = %q", annotations.EgressIPsRerouted, got)
+		}
+		return nil
+	})
+
+	// The daemon lists the IP no more (it lost its address, say): the sync that
+	// removes the reroute also decides what node1 is told.
+	cm.updateNode("node1", func(n *corev1.Node) { n.Annotations[annotations.EgressIPsReady] = `[]` })
+	z1.eventually("holder zone removed web2's reroute", func() error {
+		if got, ok := z1.reroutes()["prod/web2"]; ok {
+			return fmt.Errorf("web2: %q", got)
+		}
+		return nil
+	})
+	z1.settle()
+	nb2, hv := z1.nbGlobal()
+	if nb2 <= nb {
+		t.Fatalf("NB_Global nb_cfg %d after the removal, %d before: want the removal's commit to have incremented it", nb2, nb)
+	}
+	if got := ic.annotation("node1", annotations.EgressIPsRerouted); got != `["172.18.0.33"]` {
+		t.Fatalf("node1 told %s = %s while hv_cfg %d < nb_cfg %d (its chassis may still reroute to it)",
+			annotations.EgressIPsRerouted, got, hv, nb2)
+	}
+	z1.setHVCfg(nb2)
+	cm.eventually("node1 told once hv_cfg reached the removal's nb_cfg", func() error {
+		if got := ic.annotation("node1", annotations.EgressIPsRerouted); got != `[]` {
+			return fmt.Errorf("%s = %q", annotations.EgressIPsRerouted, got)
+		}
+		return nil
 	})
 }

@@ -88,9 +88,10 @@ func (zm *zoneMemory) applied(ready, published map[netip.Addr]bool, dp nbstate.D
 }
 
 // dataPlaneChanged is called when NB_Global changes: a sync publishes the egress
-// IPs held back for the data plane (applied).
+// IPs held back for the data plane (applied), or narrows what nodes are told is
+// rerouted to them (reroutesApplied).
 func (c *controller) dataPlaneChanged() {
-	if c.waitingDataPlane.Load() {
+	if c.waitingDataPlane.Load() || c.waitingNarrow.Load() {
 		c.enqueue()
 	}
 }
@@ -317,6 +318,16 @@ func (c *controller) publishZone(ctx context.Context, nodes []*corev1.Node, item
 		// after the commit, so narrowed only once those rows are gone.
 		rerouted := maps.Clone(ready)
 		maps.Copy(rerouted, c.zone.kept)
+		// Narrowed only once this zone's chassis has applied the commit that
+		// removed those rows (reroutesApplied): until then OVN may still send the
+		// pods to the management port.
+		if told, err := annotations.ParseIPList(self, annotations.EgressIPsRerouted); err == nil && drops(told, rerouted) {
+			if !c.reroutesApplied(time.Now()) {
+				maps.Copy(rerouted, told)
+			}
+		} else {
+			c.notNarrowing()
+		}
 		want[annotations.EgressIPsRerouted] = annotations.FormatEgressIPsReady(rerouted)
 	}
 	patch := map[string]any{}
