@@ -28,8 +28,15 @@ import (
 // explain runs `ovnkube egressip explain args... -o json` and decodes its report into v.
 func (e *env) explain(v any, args ...string) string {
 	e.t.Helper()
+	out, _ := e.explainWith(v, e.explainNB(), args...)
+	return out
+}
+
+// explainWith is explain with the NB flags nb; it also returns what explain wrote to stderr.
+func (e *env) explainWith(v any, nb []string, args ...string) (string, string) {
+	e.t.Helper()
 	argv := append([]string{"egressip", "explain"}, args...)
-	argv = append(append(argv, "-o", "json", "--probe", "--kubeconfig", e.c.Kubeconfig(), "--gateway-mode", string(e.mode)), e.explainNB()...)
+	argv = append(append(argv, "-o", "json", "--probe", "--kubeconfig", e.c.Kubeconfig(), "--gateway-mode", string(e.mode)), nb...)
 	cmd := exec.Command(ovnkubeBin, argv...)
 	var stderr strings.Builder
 	cmd.Stderr = &stderr
@@ -40,7 +47,7 @@ func (e *env) explain(v any, args ...string) string {
 	if err := json.Unmarshal(out, v); err != nil {
 		e.t.Fatalf("explain output: %v\n%s", err, out)
 	}
-	return string(out)
+	return string(out), stderr.String()
 }
 
 // explainNB are explain's NB flags: the NB, or (interconnect layout) every zone's.
@@ -203,6 +210,15 @@ func runOperatorCases(t *testing.T, e *env, mode gwmode.Mode) {
 		if diff := nbDiff(r); diff != "" {
 			t.Errorf("explain second, once Ready: %s\n%s", diff, report)
 			e.explainText("second")
+		}
+		if e.interconnect() {
+			// One zone's NB given as --nb-address (a zone controller's own config): explain
+			// tells it is a zone's by its transit switch and compares it as that zone's.
+			var z master.EgressIPReport
+			out, stderr := e.explainWith(&z, []string{"--nb-address", e.c.ZoneNBAddress("node1")}, "second")
+			if diff := nbDiff(z); diff != "" || !strings.Contains(stderr, "is zone node1's") {
+				t.Errorf("explain second --nb-address <zone node1's NB>: %q, stderr %q\n%s", diff, stderr, out)
+			}
 		}
 		servedOther := map[string]string{}
 		for _, p := range r.ServedOther {

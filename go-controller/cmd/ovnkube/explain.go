@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -81,6 +82,11 @@ func runExplain(c *cli.Context) error {
 		if in.ZoneNB, in.GatewaySNAT, err = readZones(ctx, cfg, zones); err != nil {
 			return err
 		}
+	} else {
+		for zone := range in.ZoneNB {
+			fmt.Fprintf(c.App.ErrWriter, "OVN Northbound %v is zone %s's (interconnect layout: it has the transit switch %q): its rows are compared with what zone %s's controller computes; give every zone's NB with --zone-nb-address NODE=ADDRESS to compare them all\n",
+				cfg.NBAddresses, zone, transitSwitch, zone)
+		}
 	}
 	if c.Bool("probe") {
 		in.Reachable = probe(ctx, in.Nodes, c.Int(config.FlagHealthCheckPort), c.Duration(config.FlagReachabilityTimeout))
@@ -148,12 +154,40 @@ func readExplainInput(ctx context.Context, cfg *config.Config, cs *clients) (mas
 	if len(cfg.NBAddresses) == 0 {
 		return in, nil
 	}
-	cur, snat, err := readNB(ctx, cfg.NBAddresses, cfg.NBTLS)
+	nb, err := readNB(ctx, cfg.NBAddresses, cfg.NBTLS)
 	if err != nil {
 		return in, err
 	}
-	in.NB, in.GatewaySNAT = &cur, snat
+	zone, err := zoneOf(nb.transit, nb.gateways)
+	if err != nil {
+		return in, fmt.Errorf("OVN Northbound %v: %w", cfg.NBAddresses, err)
+	}
+	if zone != "" {
+		// One zone's NB given as the cluster's (a zone controller's own config, say):
+		// compared as that zone's, not as the whole cluster's (explain says so).
+		in.ZoneNB, in.GatewaySNAT = map[string]*nbstate.Current{zone: &nb.cur}, nb.snat
+		return in, nil
+	}
+	in.NB, in.GatewaySNAT = &nb.cur, nb.snat
 	return in, nil
+}
+
+// transitSwitch is the logical switch joining the zones of the interconnect layout
+// (OVN-Kubernetes' name for the default network's): only a zone's NB has it.
+const transitSwitch = "transit_switch"
+
+// zoneOf tells a zone's NB from the centralized layout's: a zone's NB has the
+// transit switch and one gateway router, GR_<node>, whose node is the zone's name.
+// It returns "" for the centralized layout's NB.
+func zoneOf(transit bool, gateways []string) (string, error) {
+	if !transit {
+		return "", nil
+	}
+	if len(gateways) != 1 {
+		return "", fmt.Errorf("it has the interconnect layout's transit switch %q and %d gateway routers %v, want one (GR_<node>, the zone's node): give each zone's NB with --zone-nb-address NODE=ADDRESS",
+			transitSwitch, len(gateways), gateways)
+	}
+	return strings.TrimPrefix(gateways[0], nbstate.GatewayRouterPrefix), nil
 }
 
 // readZones reads the NB of every zone given as NODE=ADDRESS.
@@ -173,55 +207,74 @@ func readZones(ctx context.Context, cfg *config.Config, zones []string) (map[str
 		if err != nil {
 			return nil, nil, fmt.Errorf("--zone-nb-address %q: %w", z, err)
 		}
-		cur, s, err := readNB(ctx, eps, tlsConf)
+		nb, err := readNB(ctx, eps, tlsConf)
 		if err != nil {
 			return nil, nil, fmt.Errorf("zone %s: %w", node, err)
 		}
-		out[node] = &cur
-		for gr, rows := range s {
+		out[node] = &nb.cur
+		for gr, rows := range nb.snat {
 			snat[gr] = append(snat[gr], rows...)
 		}
 	}
 	return out, snat, nil
 }
 
+// nbRead is what explain reads of an NB: our rows, the gateway routers' own SNAT
+// rows, whether it has the transit switch and its gateway routers' names.
+type nbRead struct {
+	cur      nbstate.Current
+	snat     map[string][]master.NATRow
+	transit  bool
+	gateways []string
+}
+
 // readNB reads the NB at addrs; tlsConf is required for ssl: addresses (Config.NBTLSFor).
-func readNB(ctx context.Context, addrs []string, tlsConf *tls.Config) (nbstate.Current, map[string][]master.NATRow, error) {
+func readNB(ctx context.Context, addrs []string, tlsConf *tls.Config) (nbRead, error) {
+	var out nbRead
 	dbModel, err := model.NewClientDBModel("OVN_Northbound", map[string]model.Model{
 		nbdb.LogicalRouterTable:       &nbdb.LogicalRouter{},
 		nbdb.LogicalRouterPolicyTable: &nbdb.LogicalRouterPolicy{},
 		nbdb.NATTable:                 &nbdb.NAT{},
 		nbdb.AddressSetTable:          &nbdb.AddressSet{},
+		nbdb.LogicalSwitchTable:       &nbdb.LogicalSwitch{},
 	})
 	if err != nil {
-		return nbstate.Current{}, nil, err
+		return out, err
 	}
 	logger := logr.Discard()
 	// Not leader only: explain has always read from whichever member answers.
 	c, err := client.NewOVSDBClient(dbModel, ovsdbaddr.ClientOptions(&logger, addrs, tlsConf, false)...)
 	if err != nil {
-		return nbstate.Current{}, nil, err
+		return out, err
 	}
 	if err := c.Connect(ctx); err != nil {
-		return nbstate.Current{}, nil, fmt.Errorf("connect to OVN Northbound %v: %w", addrs, err)
+		return out, fmt.Errorf("connect to OVN Northbound %v: %w", addrs, err)
 	}
 	defer c.Close()
 	if _, err := c.MonitorAll(ctx); err != nil {
-		return nbstate.Current{}, nil, fmt.Errorf("read OVN Northbound: %w", err)
+		return out, fmt.Errorf("read OVN Northbound: %w", err)
 	}
 	cur, err := nbstate.ReadCurrent(ctx, c)
 	if err != nil {
-		return nbstate.Current{}, nil, err
+		return out, err
 	}
 	var routers []nbdb.LogicalRouter
 	if err := c.List(ctx, &routers); err != nil {
-		return nbstate.Current{}, nil, err
+		return out, err
+	}
+	var switches []nbdb.LogicalSwitch
+	if err := c.List(ctx, &switches); err != nil {
+		return out, err
+	}
+	for _, sw := range switches {
+		out.transit = out.transit || sw.Name == transitSwitch
 	}
 	snat := map[string][]master.NATRow{}
 	for _, r := range routers {
 		if !strings.HasPrefix(r.Name, nbstate.GatewayRouterPrefix) {
 			continue
 		}
+		out.gateways = append(out.gateways, r.Name)
 		for _, uuid := range r.Nat {
 			n := &nbdb.NAT{UUID: uuid}
 			if err := c.Get(ctx, n); err != nil || n.Type != nbdb.NATTypeSNAT || nbstate.Owned(n.ExternalIDs) {
@@ -230,7 +283,9 @@ func readNB(ctx context.Context, addrs []string, tlsConf *tls.Config) (nbstate.C
 			snat[r.Name] = append(snat[r.Name], master.NATRow{ExternalIP: n.ExternalIP, LogicalIP: n.LogicalIP})
 		}
 	}
-	return cur, snat, nil
+	slices.Sort(out.gateways)
+	out.cur, out.snat = cur, snat
+	return out, nil
 }
 
 func condLine(c *metav1.Condition) string {
