@@ -62,6 +62,24 @@ func (ic *icEnv) startZone(name string, linger time.Duration) {
 	z.startWith(p)
 }
 
+// createProd creates node1 (egress-assignable), node2 (egress-assignable when node2Assignable) and node3, namespace
+// prod and pods.
+func (ic *icEnv) createProd(node2Assignable bool, pods ...*corev1.Pod) {
+	cm := ic.cm
+	cm.create(icNode(1, true))
+	cm.create(icNode(2, node2Assignable))
+	cm.create(icNode(3, false))
+	cm.create(namespace("prod", prodNS))
+	for _, p := range pods {
+		cm.create(p)
+	}
+}
+
+// web2OnNode3 is createProd with node2 not egress-assignable and prod's pod web2 on node3 (10.244.3.6).
+func (ic *icEnv) web2OnNode3() {
+	ic.createProd(false, icPod("prod", "web2", "10.244.3.6", "node3", web))
+}
+
 func icPod(ns, name, ip, node string, labels map[string]string) *corev1.Pod {
 	p := pod(ns, name, ip, labels)
 	p.Spec.NodeName = node
@@ -71,16 +89,8 @@ func icPod(ns, name, ip, node string, labels map[string]string) *corev1.Pod {
 // startWebPods creates node1 and node2 (egress-assignable) and node3, namespace prod with web1 on node1 (10.244.1.5),
 // web2 on node3 (10.244.3.6) and extra, then starts the cluster manager and the three zone controllers.
 func (ic *icEnv) startWebPods(linger time.Duration, extra ...*corev1.Pod) {
-	cm := ic.cm
-	cm.create(icNode(1, true))
-	cm.create(icNode(2, true))
-	cm.create(icNode(3, false))
-	cm.create(namespace("prod", prodNS))
-	cm.create(icPod("prod", "web1", "10.244.1.5", "node1", web))
-	cm.create(icPod("prod", "web2", "10.244.3.6", "node3", web))
-	for _, p := range extra {
-		cm.create(p)
-	}
+	ic.createProd(true, append([]*corev1.Pod{icPod("prod", "web1", "10.244.1.5", "node1", web),
+		icPod("prod", "web2", "10.244.3.6", "node3", web)}, extra...)...)
 	ic.startCM()
 	for _, name := range []string{"node1", "node2", "node3"} {
 		ic.startZone(name, linger)
@@ -280,11 +290,7 @@ func TestInterconnectLocalGateway(t *testing.T) {
 	}
 	ic := newICEnv(t, gwmode.Local)
 	cm := ic.cm
-	cm.create(icNode(1, true))
-	cm.create(icNode(2, false))
-	cm.create(icNode(3, false))
-	cm.create(namespace("prod", prodNS))
-	cm.create(icPod("prod", "web2", "10.244.3.6", "node3", web))
+	ic.web2OnNode3()
 	ic.startCM()
 	ic.startZone("node3", time.Second)
 	z1, z3 := ic.zones["node1"], ic.zones["node3"]

@@ -131,11 +131,7 @@ func TestInterconnectLocalReroutedWaitsForDataPlane(t *testing.T) {
 	ic := newICEnv(t, gwmode.Local)
 	cm, z1 := ic.cm, ic.zones["node1"]
 	z1.transact(ovsdb.Operation{Op: ovsdb.OperationInsert, Table: nbdb.NBGlobalTable, Row: ovsdb.Row{"nb_cfg": 0, "hv_cfg": 0}})
-	cm.create(icNode(1, true))
-	cm.create(icNode(2, false))
-	cm.create(icNode(3, false))
-	cm.create(namespace("prod", prodNS))
-	cm.create(icPod("prod", "web2", "10.244.3.6", "node3", web))
+	ic.web2OnNode3()
 	ic.startCM()
 	ic.startZone("node1", time.Second)
 	ic.startZone("node3", time.Second)
