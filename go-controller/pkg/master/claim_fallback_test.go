@@ -88,7 +88,14 @@ func TestClaimedIPIsNoFallback(t *testing.T) {
 			prodRows := 0
 			for _, z := range zones {
 				synced[z] = syncRows(t, sc, z, now)
-				if rows := nbstate.Dump(ofEgressIP(synced[z], "dev")); len(rows) > 0 {
+				// In the zone of dev's own holder (the interconnect layout, local gateway mode), dev's pods of other
+				// zones are rerouted to that node's management port for dev's own IP, before its host is ready
+				// (nbstate.Routes): not prod's.
+				rows := slices.DeleteFunc(nbstate.Dump(ofEgressIP(synced[z], "dev")), func(r string) bool {
+					return sc.interconnect && sc.mode == gwmode.Local && ownHolderZone(sc.eips, "dev", z) &&
+						strings.Contains(r, "nexthops=[10.244."+strings.TrimPrefix(z, "node")+".2]")
+				})
+				if len(rows) > 0 {
 					t.Errorf("zone %q: the sync plans rows for dev, whose only IP of a holder or linger is prod's 172.18.0.50:\n  %s",
 						z, strings.Join(rows, "\n  "))
 				}
@@ -137,4 +144,19 @@ func TestClaimedIPIsNoFallback(t *testing.T) {
 			}
 		})
 	}
+}
+
+// ownHolderZone says whether EgressIP name's status gives one of its IPs to node zone.
+func ownHolderZone(eips []*egressipv1.EgressIP, name, zone string) bool {
+	for _, e := range eips {
+		if e.Name != name {
+			continue
+		}
+		for _, it := range e.Status.Items {
+			if it.Node == zone {
+				return true
+			}
+		}
+	}
+	return false
 }

@@ -12,6 +12,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	egressipv1 "github.com/ovn-egressip/ovn-egressip/go-controller/pkg/crd/egressip/v1"
 	"github.com/ovn-egressip/ovn-egressip/go-controller/pkg/egressip/annotations"
 	"github.com/ovn-egressip/ovn-egressip/go-controller/pkg/egressip/gwmode"
 	"github.com/ovn-egressip/ovn-egressip/go-controller/pkg/egressip/nbstate"
@@ -334,5 +335,45 @@ func TestInterconnectLocalGateway(t *testing.T) {
 	}
 	if v, ok := n1.Annotations[annotations.EgressIPsLingering]; ok {
 		t.Errorf("local gateway mode: the zone wrote %s = %q (the pod zones time the linger)", annotations.EgressIPsLingering, v)
+	}
+}
+
+// TestInterconnectLocalEditKeepsRemoteReroute: the EgressIP's IP is edited to another that the same node takes. Until
+// that node's daemon lists the new IP ready, its zone keeps rerouting the other zones' pods to its management port
+// (its daemon still SNATs them with the IP it released): a pod's zone that has not caught up with the edit still
+// sends the pod there, and without the reroute it left through the node's gateway router with that router's address
+// (CI's interconnect local-gateway soak, round 10: ns3/p6 from 172.18.0.22 for 165 ms).
+func TestInterconnectLocalEditKeepsRemoteReroute(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts etcd, kube-apiserver and four ovsdb-servers")
+	}
+	ic := newICEnv(t, gwmode.Local)
+	cm, z1 := ic.cm, ic.zones["node1"]
+	ic.web2OnNode3()
+	ic.startCM()
+	ic.startZone("node1", time.Second)
+	cm.create(egressIP("eip-prod", 0, []string{"172.18.0.33"}, prodNS, web))
+	cm.expectStatus("eip-prod", "172.18.0.33@node1")
+	cm.updateNode("node1", ready("172.18.0.33"))
+	toMgmt := rr("eip-prod", "10.244.3.6", "10.244.1.2")
+	z1.eventually("holder zone reroutes web2 to node1's management port", func() error {
+		if got := z1.reroutes()["prod/web2"]; got != toMgmt {
+			return fmt.Errorf("web2: %q", got)
+		}
+		return nil
+	})
+
+	cm.updateEgressIP("eip-prod", func(o *egressipv1.EgressIP) { o.Spec.EgressIPs = []string{"172.18.0.34"} })
+	cm.expectStatus("eip-prod", "172.18.0.34@node1")
+	z1.eventually("zone node1 has seen the new status", func() error {
+		if got := ic.annotation("node1", annotations.EgressIPsRerouted); !strings.Contains(got, "172.18.0.34") {
+			return fmt.Errorf("%s = %q", annotations.EgressIPsRerouted, got)
+		}
+		return nil
+	})
+	z1.settle()
+	if got := z1.reroutes()["prod/web2"]; got != toMgmt {
+		t.Fatalf("node1's daemon lists only the released .33 ready: zone node1 has web2 %q, want %q (a pod zone that has not caught up still sends it here)",
+			got, toMgmt)
 	}
 }

@@ -155,9 +155,9 @@ func TestInterconnectLocalReroutedWaitsForDataPlane(t *testing.T) {
 		return nil
 	})
 
-	// The daemon lists the IP no more (it lost its address, say): the sync that
-	// removes the reroute also decides what node1 is told.
-	cm.updateNode("node1", func(n *corev1.Node) { n.Annotations[annotations.EgressIPsReady] = `[]` })
+	// node1 can no longer hold the IP and its daemon, not lingering, lists it no
+	// more: the sync that removes the reroute also decides what node1 is told.
+	cm.updateNode("node1", unlabelAssignable, func(n *corev1.Node) { n.Annotations[annotations.EgressIPsReady] = `[]` })
 	z1.eventually("holder zone removed web2's reroute", func() error {
 		if got, ok := z1.reroutes()["prod/web2"]; ok {
 			return fmt.Errorf("web2: %q", got)

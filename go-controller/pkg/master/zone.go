@@ -288,6 +288,7 @@ func (c *controller) publishZone(ctx context.Context, nodes []*corev1.Node, item
 		return nil // not registered yet: the Node's add event syncs again
 	}
 	ready := heldBy(items, c.s.Zone)
+	held := maps.Clone(ready)
 	if c.s.mode == gwmode.Local {
 		// Rows for an IP are written once the node daemon lists it (nexthop): hold
 		// back what it does not list yet.
@@ -314,9 +315,10 @@ func (c *controller) publishZone(ctx context.Context, nodes []*corev1.Node, item
 		want[annotations.EgressIPsLingering], want[annotations.EgressIPsLingeringUntil] = annotations.FormatLingering(c.zone.lingering)
 	} else {
 		// What this zone still reroutes to the node's management port: the IPs it
-		// holds and the released ones whose rows it keeps (zoneMemory.lingerLocal). Written
-		// after the commit, so narrowed only once those rows are gone.
-		rerouted := maps.Clone(ready)
+		// holds (ready or not: nbstate.Routes) and the released ones whose rows it
+		// keeps (zoneMemory.lingerLocal). Written after the commit, so narrowed only
+		// once those rows are gone.
+		rerouted := held
 		maps.Copy(rerouted, c.zone.kept)
 		// Narrowed only once this zone's chassis has applied the commit that
 		// removed those rows (reroutesApplied): until then OVN may still send the

@@ -198,9 +198,9 @@ func nexthop(in Input, n Node, ip netip.Addr, lingering bool) (netip.Addr, bool)
 // with no such holder falls back, in local mode and in the interconnect layout, to
 // the nodes still SNATting one of e's IPs of that family by their published linger
 // (LingerHolders). A family with neither has no route for the zone's pods (a drop
-// when e is strict). In the interconnect layout the zone's own holders, and the
-// zone's node while its zone keeps rows for one of e's IPs it released
-// (LingeringEgressIPs), also give Local and their SNAT rows.
+// when e is strict). In the interconnect layout the zone's node holding one of e's
+// IPs (ready or not), and the zone's node while its zone keeps rows for one of e's
+// IPs it released (LingeringEgressIPs), also give Local and their SNAT rows.
 func Routes(in Input, e EgressIP) map[string]Route {
 	out := map[string]Route{}
 	byFamily := map[string][]Holder{}
@@ -210,14 +210,20 @@ func Routes(in Input, e EgressIP) map[string]Route {
 		if !ok {
 			continue
 		}
-		nh, ok := nexthop(in, n, a.IP, false)
-		if !ok {
-			continue
+		if nh, ok := nexthop(in, n, a.IP, false); ok {
+			byFamily[Family(a.IP)] = append(byFamily[Family(a.IP)], Holder{Node: a.Node, EgressIP: a.IP, Nexthop: nh})
 		}
-		h := Holder{Node: a.Node, EgressIP: a.IP, Nexthop: nh}
-		byFamily[Family(a.IP)] = append(byFamily[Family(a.IP)], h)
-		if in.local(a.Node) {
-			local[Family(a.IP)] = append(local[Family(a.IP)], h)
+		// The zone's own node holding an IP of e is a Local next hop for the other
+		// zones' pods whether or not its daemon lists the IP ready: their traffic
+		// reaches this zone only when their own zone reroutes it here, and one that
+		// has not caught up yet (the IP edited to another one this node holds, the
+		// pod's zone cut off from the API server) must find the reroute to the
+		// node, whose daemon still SNATs them with the IP it released, rather than
+		// leave through the gateway router with its address.
+		if in.Zone != "" && a.Node == in.Zone {
+			if nh, ok := nexthop(in, n, a.IP, true); ok {
+				local[Family(a.IP)] = append(local[Family(a.IP)], Holder{Node: a.Node, EgressIP: a.IP, Nexthop: nh})
+			}
 		}
 	}
 	if in.Zone != "" {

@@ -166,9 +166,12 @@ func TestDesiredZone(t *testing.T) {
 			},
 		},
 		{
-			name: "local gateway mode, holder zone, host rules not ready: nothing rerouted to it",
+			// The other zones reroute to node2 only once it lists the IP SNAT-ready; one that has not caught up
+			// with a change finds the reroute to node2's host rather than its gateway router.
+			name: "local gateway mode, holder zone, host rules not ready: the other zones' pod rerouted to its management port",
 			mode: gwmode.Local, zone: "node2", eip: eip(false, onNode2),
-			want: []string{`address-set egressip_served_pods_v4 []`},
+			want: []string{`address-set egressip_served_pods_v4 []`,
+				`policy ovn_cluster_router 100 reroute "ip4.src == 10.244.1.3" nexthops=[10.244.2.2]`},
 		},
 		{
 			name: "a holder without a transit switch IP is no next hop for other zones",
