@@ -215,7 +215,8 @@ func (h *harness) openWindow() {
 }
 
 // zoneDown (interconnect layout, local gateway mode) allows, inside the open window, the pods of node's zone (its
-// zone controller killed, or its NB and SB down) to leave with any node's gateway router address: whyZoneDown.
+// zone controller killed or cut off from the apiserver, or its NB and SB down) to leave with any node's gateway
+// router address: whyZoneDown.
 func (h *harness) zoneDown(node string) error {
 	if !h.interconnect() || h.c.GatewayMode() != gwmode.Local {
 		return nil

@@ -322,6 +322,9 @@ func (h *harness) fault(round int) (string, []string, time.Time, error) {
 		if err := h.c.SetNodeLinks(h.ctx, n, false); err != nil {
 			return kind, nil, t0, err
 		}
+		if err := h.zoneDown(n); err != nil { // its zone controller cannot hear the apiserver: it cannot program
+			return kind, nil, t0, err
+		}
 		what := h.changes(round)
 		// The master must find the node unreachable and move its IPs (checked; with no other egress node left to
 		// answer, it keeps them: the checker's held), then the links come back.

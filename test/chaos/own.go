@@ -34,7 +34,7 @@ const (
 	// zones"). Counted apart, inside windows only; never allowed outside one.
 	whyHolderGR = "its EgressIP's holder's gateway router address (documented, interconnect shared gateway)"
 	// whyZoneDown: in the interconnect layout's local gateway mode, a pod whose own zone cannot program (its zone
-	// controller killed, or its zone's NB and SB down) keeps being rerouted to the holder it had, while that
+	// controller killed or cut off from the apiserver, or its zone's NB and SB down) keeps being rerouted to the holder it had, while that
 	// holder's zone drops its reroute of the pod to the management port when the pod stops being served by that
 	// IP there (the IP edited out of the EgressIP, the pod or namespace relabelled): the pod leaves through the
 	// holder's gateway router, with its address, until its own zone is back (docs/interconnect.md, "When a part is
