@@ -223,6 +223,9 @@ func (b *bed) underProbing(label, what string, change func()) {
 		label, b.mode, b.layout, what, took.Round(time.Millisecond), len(during), len(during)-answered, other)
 	t.Log(line)
 	recordResult(line)
+	if answered < len(during) {
+		b.explainLost(during)
+	}
 	if answered == 0 {
 		t.Fatalf("%s: no request of the served pod was answered", label)
 	}
@@ -351,7 +354,7 @@ func podReady(p *corev1.Pod) bool {
 }
 
 // probe is one line of the prober: the source the echo server saw, or "" when the request failed.
-type probe struct{ src string }
+type probe struct{ src, line string }
 
 func (p probe) String() string {
 	if p.src == "" {
@@ -375,12 +378,40 @@ func proberLog(ctx context.Context, t *testing.T, cs kubernetes.Interface) []pro
 			continue
 		}
 		if f[2] == "error" {
-			out = append(out, probe{})
+			out = append(out, probe{line: sc.Text()})
 		} else {
-			out = append(out, probe{src: f[2]})
+			out = append(out, probe{src: f[2], line: sc.Text()})
 		}
 	}
 	return out
+}
+
+// explainLost logs the requests that were not answered, as the prober wrote them, and what the control plane's
+// pods logged meanwhile about status, reachability and health (where a lost request comes from: a move, a roll).
+func (b *bed) explainLost(during []probe) {
+	t := b.t
+	t.Helper()
+	for _, p := range during {
+		if p.src == "" {
+			t.Logf("lost: %s", p.line)
+		}
+	}
+	// A diagnosis only: a log that cannot be read is said, not a failure.
+	cmd := exec.CommandContext(b.ctx, b.c.Kubectl(), "-n", ns, "logs", "-l", "app="+b.controlPlane(), "--since=5m", "--tail=-1", "--prefix")
+	cmd.Env = append(os.Environ(), "KUBECONFIG="+b.c.Kubeconfig())
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Logf("logs of the %s pods: %v: %s", b.controlPlane(), err, out)
+		return
+	}
+	var keep []string
+	for _, l := range strings.Split(string(out), "\n") {
+		if strings.Contains(l, "status updated") || strings.Contains(l, "nreachable") || strings.Contains(l, "ealth") ||
+			strings.Contains(l, "Lease") || strings.Contains(l, "leader") {
+			keep = append(keep, l)
+		}
+	}
+	t.Logf("control plane log lines about status, reachability, health and the Lease (last 5 minutes):\n%s", strings.Join(keep, "\n"))
 }
 
 func countAnswered(ps []probe) int {
