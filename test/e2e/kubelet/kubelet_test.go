@@ -387,7 +387,8 @@ func proberLog(ctx context.Context, t *testing.T, cs kubernetes.Interface) []pro
 }
 
 // explainLost logs the requests that were not answered, as the prober wrote them, and what the control plane's
-// pods logged meanwhile about status, reachability and health (where a lost request comes from: a move, a roll).
+// pods logged meanwhile about status, conditions, reachability, health, node claims and NB rows (where a lost
+// request comes from: a move, a next hop left out of the pod's reroute, a roll).
 func (b *bed) explainLost(during []probe) {
 	t := b.t
 	t.Helper()
@@ -406,12 +407,12 @@ func (b *bed) explainLost(during []probe) {
 	}
 	var keep []string
 	for _, l := range strings.Split(string(out), "\n") {
-		if strings.Contains(l, "status updated") || strings.Contains(l, "nreachable") || strings.Contains(l, "ealth") ||
-			strings.Contains(l, "Lease") || strings.Contains(l, "leader") {
+		if slices.ContainsFunc([]string{"status updated", "conditions updated", "nreachable", "ealth", "Became leader",
+			"Standing by", "claim", "daemon restarted", "host egress IPs", "rows updated"}, func(w string) bool { return strings.Contains(l, w) }) {
 			keep = append(keep, l)
 		}
 	}
-	t.Logf("control plane log lines about status, reachability, health and the Lease (last 5 minutes):\n%s", strings.Join(keep, "\n"))
+	t.Logf("control plane log lines about status, conditions, reachability, health, node claims, NB rows and the Lease (last 5 minutes):\n%s", strings.Join(keep, "\n"))
 }
 
 func countAnswered(ps []probe) int {
