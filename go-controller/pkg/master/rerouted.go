@@ -13,6 +13,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/klog/v2"
 
+	egressipv1 "github.com/ovn-egressip/ovn-egressip/go-controller/pkg/crd/egressip/v1"
 	"github.com/ovn-egressip/ovn-egressip/go-controller/pkg/egressip/annotations"
 	"github.com/ovn-egressip/ovn-egressip/go-controller/pkg/egressip/gwmode"
 	"github.com/ovn-egressip/ovn-egressip/go-controller/pkg/egressip/nbstate"
@@ -20,16 +21,34 @@ import (
 
 // reroutedTargets are, per node, the egress IPs whose served pods the planned rows
 // reroute to that node's management port (centralized layout, local gateway mode):
-// every IP the EgressIP keeps (kept: keptIPs, as the routes were computed with) in
-// the family of a route whose next hops include the node; not an IP another
-// EgressIP keeps. A node keeps the SNAT rules of a released IP while its list
-// names it (annotations.EgressIPsRerouted).
-func reroutedTargets(routes map[string]map[string]nbstate.Route, kept map[string][]netip.Addr, nodes map[string]nbstate.Node) map[string]map[netip.Addr]bool {
+// for every route whose next hops include the node, the IPs the EgressIP keeps
+// (kept: keptIPs, as the routes were computed with) in the route's family that are
+// the node's: status (items, as the rows follow it) gives it the IP, or the node
+// still SNATs it after a release (it lists it ready, or lingering with an end after
+// now). Not an IP of the same EgressIP that another node holds or lingers on: a node
+// holding one IP of an EgressIP would otherwise be told that every other one is
+// rerouted to it, and keep a released one's rules for as long as it holds the
+// other. A node keeps the SNAT rules of a released IP while its list names it
+// (annotations.EgressIPsRerouted).
+func reroutedTargets(routes map[string]map[string]nbstate.Route, kept map[string][]netip.Addr, nodes map[string]nbstate.Node,
+	items map[string][]egressipv1.EgressIPStatusItem, now time.Time) map[string]map[netip.Addr]bool {
 	byHop := map[string]string{}
 	for name, n := range nodes {
 		for _, ip := range n.ManagementIPs {
 			byHop[ip.String()] = name
 		}
+	}
+	nodeHas := func(name, node string, ip netip.Addr) bool {
+		for _, it := range items[name] {
+			if it.Node == node && it.EgressIP == ip.String() {
+				return true
+			}
+		}
+		n := nodes[node]
+		if end, ok := n.LingeringUntil[ip]; ok && now.Before(end) {
+			return true
+		}
+		return n.ListedReady[ip] || n.ReadyEgressIPs[ip]
 	}
 	out := map[string]map[netip.Addr]bool{}
 	for name, byFam := range routes {
@@ -40,7 +59,7 @@ func reroutedTargets(routes map[string]map[string]nbstate.Route, kept map[string
 					continue
 				}
 				for _, ip := range kept[name] {
-					if nbstate.Family(ip) != fam {
+					if nbstate.Family(ip) != fam || !nodeHas(name, node, ip) {
 						continue
 					}
 					if out[node] == nil {

@@ -3,6 +3,7 @@ package master
 import (
 	"context"
 	"fmt"
+	"net/netip"
 	"testing"
 	"time"
 
@@ -10,6 +11,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	egressipv1 "github.com/ovn-egressip/ovn-egressip/go-controller/pkg/crd/egressip/v1"
 	"github.com/ovn-egressip/ovn-egressip/go-controller/pkg/egressip/annotations"
 	"github.com/ovn-egressip/ovn-egressip/go-controller/pkg/egressip/gwmode"
 	"github.com/ovn-egressip/ovn-egressip/go-controller/pkg/egressip/nbstate"
@@ -180,4 +182,53 @@ func TestInterconnectLocalReroutedWaitsForDataPlane(t *testing.T) {
 		}
 		return nil
 	})
+}
+
+// TestReroutedTargets: a node is told the IPs of an EgressIP rerouted to it that are its own (status gives them, or
+// it still SNATs them after a release), not every IP of an EgressIP whose route has it as a next hop: a node holding
+// .61 of eip1 was told .63 too, after it released .63, and kept .63's rules as long as it held .61 (a local-gateway
+// chaos soak, seed 1796684085868235400: stale host rules on node3 after the linger).
+func TestReroutedTargets(t *testing.T) {
+	now := time.Date(2026, 12, 7, 22, 55, 30, 0, time.UTC)
+	x, y := netip.MustParseAddr("172.18.0.61"), netip.MustParseAddr("172.18.0.63")
+	mgmt2, mgmt3 := netip.MustParseAddr("10.244.2.2"), netip.MustParseAddr("10.244.3.2")
+	routes := map[string]map[string]nbstate.Route{"eip1": {nbstate.FamilyIPv4: {Nexthops: []string{mgmt2.String(), mgmt3.String()}}}}
+	kept := map[string][]netip.Addr{"eip1": {x, y}}
+	items := map[string][]egressipv1.EgressIPStatusItem{"eip1": {{Node: "node3", EgressIP: x.String()}, {Node: "node2", EgressIP: y.String()}}}
+	node := func(mgmt netip.Addr, f func(*nbstate.Node)) nbstate.Node {
+		n := nbstate.Node{ManagementIPs: []netip.Addr{mgmt}, LingeringUntil: map[netip.Addr]time.Time{}, ListedReady: map[netip.Addr]bool{}}
+		if f != nil {
+			f(&n)
+		}
+		return n
+	}
+	for _, tc := range []struct {
+		name  string
+		node3 func(*nbstate.Node)
+		want3 []netip.Addr
+	}{
+		{name: "node3 holds .61 only", want3: []netip.Addr{x}},
+		{name: "node3 released .63, its linger not over: both", node3: func(n *nbstate.Node) { n.LingeringUntil[y] = now.Add(time.Second) },
+			want3: []netip.Addr{x, y}},
+		{name: "node3's linger of .63 over: .61 only", node3: func(n *nbstate.Node) { n.LingeringUntil[y] = now.Add(-time.Second) },
+			want3: []netip.Addr{x}},
+		{name: "node3 still lists .63 ready (not taken the release in): both", node3: func(n *nbstate.Node) { n.ListedReady[y] = true },
+			want3: []netip.Addr{x, y}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			nodes := map[string]nbstate.Node{"node2": node(mgmt2, nil), "node3": node(mgmt3, tc.node3)}
+			got := reroutedTargets(routes, kept, nodes, items, now)
+			if !sameIPSet(got["node3"], set(tc.want3...)) || !sameIPSet(got["node2"], set(y)) {
+				t.Errorf("node3 told %v, node2 %v; want %v, [%v]", got["node3"], got["node2"], tc.want3, y)
+			}
+		})
+	}
+}
+
+func set(ips ...netip.Addr) map[netip.Addr]bool {
+	m := map[netip.Addr]bool{}
+	for _, ip := range ips {
+		m[ip] = true
+	}
+	return m
 }

@@ -300,7 +300,7 @@ func (c *controller) commit(ctx context.Context, r *round) {
 	if err == nil && c.publishesRerouted() {
 		// Make before break: a node is told before the rows reroute to it, and
 		// told no more only once they are gone.
-		targets = reroutedTargets(c.serving.routes, c.serving.kept, r.nbNodes)
+		targets = reroutedTargets(c.serving.routes, c.serving.kept, r.nbNodes, r.written, r.began)
 		err = c.publishRerouted(ctx, r.snap.nodes, targets, true)
 	}
 	if err == nil && !c.s.noNB {
