@@ -17,13 +17,6 @@ import (
 
 func TestZoneMemoryApplied(t *testing.T) {
 	a, b := netip.MustParseAddr("172.18.0.33"), netip.MustParseAddr("172.18.0.34")
-	set := func(ips ...netip.Addr) map[netip.Addr]bool {
-		m := map[netip.Addr]bool{}
-		for _, ip := range ips {
-			m[ip] = true
-		}
-		return m
-	}
 	for _, tc := range []struct {
 		name      string
 		seq       int
